@@ -1,0 +1,243 @@
+"""A synthetic app: real work whose cost per cell follows a moving load field.
+
+Two phases per step:
+
+``burn``
+    Each cell runs ``base_work + work_per_cell * g(x, step)`` dependent square-root
+    iterations, where ``g`` is either a Gaussian hot spot travelling across the (periodic)
+    domain or the two-rank ramp of the invasive paper §6.2 (left half ``L0(t) = T - t``,
+    right half ``L1(t) = t``, cost ``(L / T) ** exponent``). The result is kept in ``burn``.
+``diffuse``
+    One explicit diffusion step of a field ``u`` with zero-flux walls, reading a one-cell
+    halo from the neighbouring tiles.
+
+Every cell's arithmetic is the same whatever the tiling, so the final ``u`` and ``burn`` are
+bitwise identical for any tiling, placement and worker count.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numba as nb
+import numpy as np
+
+from ..errors import ShoalError
+from ..runtime.app import Phase, StepContext
+from ..tiling import Tiling
+from . import AppSpec, register_app
+
+
+@dataclass
+class SyntheticParams:
+    """Parameters of the synthetic app (the ``[app]`` table of a scenario)."""
+
+    grid: list[int] = field(default_factory=lambda: [256, 256])
+    load: str = "hotspot"  # "hotspot" or "ramp"
+    work_per_cell: float = 60.0  # iterations at the hot spot's peak (or the ramp's top)
+    base_work: float = 1.0  # iterations in cold cells
+    sigma: float = 0.08  # hot spot width, as a fraction of the largest grid side
+    start: list[float] = field(default_factory=lambda: [0.2, 0.3, 0.5])  # fractions of the grid
+    velocity: list[float] = field(default_factory=lambda: [2.0, 1.0, 0.5])  # cells per step
+    ramp_steps: int = 0  # T of the ramp; 0 means the run's number of steps
+    ramp_exponent: float = 2.0
+    diffusivity: float = 0.1  # alpha = D dt / dx^2; stable below 1 / (2 ndim)
+
+    def validate(self) -> None:
+        if len(self.grid) not in (2, 3) or any(int(n) <= 0 for n in self.grid):
+            raise ShoalError(f"app.grid must be 2 or 3 positive sizes, got {self.grid}")
+        if self.load not in ("hotspot", "ramp"):
+            raise ShoalError(f"app.load must be 'hotspot' or 'ramp', got {self.load!r}")
+        if self.work_per_cell < 0 or self.base_work < 0:
+            raise ShoalError("app.work_per_cell and app.base_work must be >= 0")
+        if self.sigma <= 0:
+            raise ShoalError(f"app.sigma must be positive, got {self.sigma}")
+        limit = 1.0 / (2 * len(self.grid))
+        if not 0 <= self.diffusivity <= limit:
+            raise ShoalError(f"app.diffusivity must be in [0, {limit:g}] for a stable {len(self.grid)}D step")
+        if self.ramp_steps < 0:
+            raise ShoalError("app.ramp_steps must be >= 0")
+
+
+# ----- kernels ------------------------------------------------------------------------------
+@nb.njit(cache=True, nogil=True)
+def _wrap_dist(d, n):
+    """Distance on a periodic axis of length n."""
+    d = abs(d) % n
+    return min(d, n - d)
+
+
+@nb.njit(cache=True, nogil=True)
+def _load_at(x, y, z, step, mode, grid, centre, inv_two_sigma2, ramp_T, ramp_exp):
+    """The load field g in [0, 1] at a cell centre."""
+    if mode == 0:
+        dx = _wrap_dist(x + 0.5 - centre[0], grid[0])
+        dy = _wrap_dist(y + 0.5 - centre[1], grid[1])
+        dz = _wrap_dist(z + 0.5 - centre[2], grid[2]) if grid[2] > 1 else 0.0
+        return math.exp(-(dx * dx + dy * dy + dz * dz) * inv_two_sigma2)
+    t = min(max(step, 0), ramp_T)
+    level = (ramp_T - t) / ramp_T if 2 * x < grid[0] else t / ramp_T
+    return level**ramp_exp
+
+
+@nb.njit(cache=True, nogil=True)
+def burn_tile(burn, lo, step, mode, grid, centre, inv_two_sigma2, ramp_T, ramp_exp, base, peak):
+    """Run each cell's share of work; return the number of iterations done."""
+    nx, ny, nz = burn.shape
+    total = 0
+    for i in range(nx):
+        for j in range(ny):
+            for k in range(nz):
+                g = _load_at(lo[0] + i, lo[1] + j, lo[2] + k, step, mode, grid, centre,
+                             inv_two_sigma2, ramp_T, ramp_exp)
+                iters = int(base + peak * g + 0.5)
+                v = burn[i, j, k]
+                for _ in range(iters):
+                    v = math.sqrt(v + 1.0)
+                burn[i, j, k] = v
+                total += iters
+    return total
+
+
+@nb.njit(cache=True, nogil=True)
+def load_field(out, step, mode, grid, centre, inv_two_sigma2, ramp_T, ramp_exp):
+    """The load field g over a whole grid."""
+    nx, ny, nz = out.shape
+    for i in range(nx):
+        for j in range(ny):
+            for k in range(nz):
+                out[i, j, k] = _load_at(i, j, k, step, mode, grid, centre, inv_two_sigma2, ramp_T, ramp_exp)
+
+
+@nb.njit(cache=True, nogil=True)
+def diffuse_tile(u, padded, alpha, ndim):
+    """One explicit diffusion step of u from the padded copy (one-cell halo on every side)."""
+    nx, ny, nz = u.shape
+    centre_weight = 2.0 * ndim
+    for i in range(nx):
+        for j in range(ny):
+            for k in range(nz):
+                c = padded[i + 1, j + 1, k + 1]
+                s = padded[i, j + 1, k + 1] + padded[i + 2, j + 1, k + 1]
+                s += padded[i + 1, j, k + 1] + padded[i + 1, j + 2, k + 1]
+                if ndim == 3:
+                    s += padded[i + 1, j + 1, k] + padded[i + 1, j + 1, k + 2]
+                u[i, j, k] = c + alpha * (s - centre_weight * c)
+
+
+@nb.njit(cache=True, nogil=True)
+def initial_field(u, lo, grid):
+    """A smooth, asymmetric initial field defined cell by cell from global indices."""
+    nx, ny, nz = u.shape
+    for i in range(nx):
+        for j in range(ny):
+            for k in range(nz):
+                x = (lo[0] + i + 0.5) / grid[0]
+                y = (lo[1] + j + 0.5) / grid[1]
+                z = (lo[2] + k + 0.5) / grid[2]
+                r2 = (x - 0.3) ** 2 + (y - 0.6) ** 2 + (z - 0.5) ** 2
+                u[i, j, k] = math.exp(-r2 * 40.0) + 0.25 * x
+
+
+# ----- the app --------------------------------------------------------------------------------
+def _as3(v, fill):
+    v = [float(a) for a in v]
+    return np.array((v + [fill] * 3)[:3])
+
+
+class SyntheticApp:
+    """See the module docstring."""
+
+    name = "synthetic"
+    phases = (Phase("burn"), Phase("diffuse", halo=True))
+
+    def __init__(self, params: SyntheticParams, steps: int):
+        params.validate()
+        self.p = params
+        self.ndim = len(params.grid)
+        self.grid3 = np.array((list(params.grid) + [1])[:3], dtype=np.float64)
+        self.mode = 0 if params.load == "hotspot" else 1
+        sigma = params.sigma * max(params.grid)
+        self.inv_two_sigma2 = 1.0 / (2.0 * sigma * sigma)
+        self.start = _as3(params.start, 0.5) * self.grid3
+        self.velocity = _as3(params.velocity, 0.0)
+        self.ramp_T = float(params.ramp_steps or steps)
+
+    def _lo3(self, tile: int, tiling: Tiling) -> np.ndarray:
+        return np.array((list(tiling.lo[tile]) + [0])[:3], dtype=np.int64)
+
+    def _shape3(self, tile: int, tiling: Tiling) -> tuple[int, int, int]:
+        ext = list(tiling.hi[tile] - tiling.lo[tile])
+        return tuple((ext + [1])[:3])
+
+    def check_tiling(self, tiling: Tiling) -> None:
+        if tuple(tiling.grid) != tuple(int(n) for n in self.p.grid):
+            raise ShoalError(f"tiling grid {tiling.grid} differs from app.grid {self.p.grid}")
+        if tiling.halo < 1:
+            raise ShoalError("the synthetic app needs a halo of at least one cell")
+
+    def init_tile(self, tile: int, tiling: Tiling) -> dict:
+        shape = self._shape3(tile, tiling)
+        u = np.empty(shape)
+        initial_field(u, self._lo3(tile, tiling), self.grid3)
+        return {"u": u, "burn": np.zeros(shape)}
+
+    def pack_halo(self, phase: int, state: dict, src: int, dst: int, tiling: Tiling):
+        region = tiling.halo_region(dst, src)
+        local = tuple(slice(r.start - int(lo), r.stop - int(lo)) for r, lo in zip(region, tiling.lo[src], strict=True))
+        return state["u"][local].copy()
+
+    def run_phase(self, phase: int, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling):
+        if phase == 0:
+            centre = self.start + self.velocity * ctx.step
+            return burn_tile(state["burn"], self._lo3(tile, tiling), ctx.step, self.mode, self.grid3,
+                             centre, self.inv_two_sigma2, self.ramp_T, self.p.ramp_exponent,
+                             self.p.base_work, self.p.work_per_cell)
+        u = state["u"]
+        padded = self._padded(u, tile, halos, tiling)
+        diffuse_tile(u, padded, self.p.diffusivity, self.ndim)
+        return int(u.size)
+
+    def _padded(self, u: np.ndarray, tile: int, halos: dict, tiling: Tiling) -> np.ndarray:
+        """The tile's field with a one-cell border: neighbours' halos, mirrored at walls."""
+        nx, ny, nz = u.shape
+        pad = np.empty((nx + 2, ny + 2, nz + 2))
+        pad[1:-1, 1:-1, 1:-1] = u
+        lo, hi = tiling.lo[tile], tiling.hi[tile]
+        for src, block in halos.items():
+            region = tiling.halo_region(tile, src)
+            dst = [slice(r.start - int(lo[a]) + 1, r.stop - int(lo[a]) + 1) for a, r in enumerate(region)]
+            if self.ndim == 2:
+                dst.append(slice(1, nz + 1))
+            pad[tuple(dst)] = block
+        # Zero-flux walls: mirror the first and last cell on the global boundary.
+        for a in range(3):
+            at_low = a >= self.ndim or lo[a] == 0
+            at_high = a >= self.ndim or hi[a] == tiling.grid[a]
+            lo_face, first, hi_face, last = [slice(None)] * 3, [slice(None)] * 3, [slice(None)] * 3, [slice(None)] * 3
+            lo_face[a], first[a], hi_face[a], last[a] = 0, 1, -1, -2
+            if at_low:
+                pad[tuple(lo_face)] = pad[tuple(first)]
+            if at_high:
+                pad[tuple(hi_face)] = pad[tuple(last)]
+        return pad
+
+    def gather(self, states: dict, tiling: Tiling) -> dict[str, np.ndarray]:
+        out = {k: np.empty(tiling.grid) for k in ("u", "burn")}
+        for t, st in states.items():
+            sl = tiling.slices(t)
+            for k in out:
+                out[k][sl] = st[k].reshape(tuple(s.stop - s.start for s in sl))
+        return out
+
+    def load_map(self, step: int) -> np.ndarray:
+        """The load field g over the whole grid at a step (for pictures)."""
+        out = np.empty(tuple(int(n) for n in self.grid3))
+        load_field(out, step, self.mode, self.grid3, self.start + self.velocity * step,
+                   self.inv_two_sigma2, self.ramp_T, self.p.ramp_exponent)
+        return out.reshape(tuple(self.p.grid))
+
+
+register_app(AppSpec("synthetic", SyntheticParams, SyntheticApp,
+                     "moving load field (hot spot or two-rank ramp) over a diffusing field"))

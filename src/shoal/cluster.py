@@ -1,0 +1,86 @@
+"""Nodes, the cores on each, and the network between them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import ShoalError
+
+
+@dataclass(frozen=True)
+class Network:
+    """Point-to-point network model: ``time = overhead + latency + bytes / bandwidth``.
+
+    Defaults are those of a 10 Gb/s Ethernet cluster.
+    """
+
+    latency_s: float = 5e-6
+    bandwidth_Bps: float = 1.25e9
+    overhead_s: float = 1e-6
+
+    def __post_init__(self):
+        if self.latency_s < 0 or self.overhead_s < 0:
+            raise ShoalError("network latency and overhead must be >= 0")
+        if self.bandwidth_Bps <= 0:
+            raise ShoalError(f"network bandwidth must be positive, got {self.bandwidth_Bps}")
+
+    def message_time(self, nbytes: float) -> float:
+        return self.overhead_s + self.latency_s + nbytes / self.bandwidth_Bps
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A set of nodes, each with its own number of cores.
+
+    Parameters
+    ----------
+    cores : tuple of int
+        Cores on each node (may differ between nodes).
+    network : Network
+        The network between nodes; tiles on the same node exchange halos in memory.
+    """
+
+    cores: tuple[int, ...]
+    network: Network = field(default_factory=Network)
+
+    def __post_init__(self):
+        if len(self.cores) == 0:
+            raise ShoalError("a cluster needs at least one node")
+        if any(int(c) <= 0 for c in self.cores):
+            raise ShoalError(f"cores per node must be positive, got {list(self.cores)}")
+        object.__setattr__(self, "cores", tuple(int(c) for c in self.cores))
+
+    @classmethod
+    def uniform(cls, nodes: int, cores: int, network: Network | None = None) -> Cluster:
+        if nodes <= 0:
+            raise ShoalError(f"number of nodes must be positive, got {nodes}")
+        if cores <= 0:
+            raise ShoalError(f"cores per node must be positive, got {cores}")
+        return cls((cores,) * nodes, network or Network())
+
+    @property
+    def nodes(self) -> int:
+        return len(self.cores)
+
+    @property
+    def total_cores(self) -> int:
+        return int(sum(self.cores))
+
+    @property
+    def core_array(self) -> np.ndarray:
+        return np.asarray(self.cores, dtype=np.int64)
+
+    def to_dict(self) -> dict:
+        n = self.network
+        return {
+            "cores": list(self.cores),
+            "latency_s": n.latency_s,
+            "bandwidth_Bps": n.bandwidth_Bps,
+            "overhead_s": n.overhead_s,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Cluster:
+        return cls(tuple(d["cores"]), Network(d["latency_s"], d["bandwidth_Bps"], d["overhead_s"]))

@@ -1,0 +1,153 @@
+"""The load-imbalance factor (LIF) and Birdshot's model of it.
+
+``LIF = max(load) / mean(load) - 1`` (Birdshot Eq. 1). In Birdshot's model (§5.1), ``n``
+nodes get ``s`` tiles each and every tile is busy with probability ``p``, so the busy tiles of
+a node follow the binomial ``B(s, p)`` and the most loaded node holds ``M = max`` of ``n``
+such draws. This module gives E[LIF] three ways: Birdshot's closed-form approximation (Eq. 2),
+the exact value of that model, and a Monte Carlo estimate under either the model or the real
+placement (exactly ``s`` tiles per node drawn without replacement from a fixed set of busy
+tiles).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import binom
+
+from .errors import ShoalError
+
+
+def lif(loads) -> np.ndarray | float:
+    """Load-imbalance factor of per-node loads along the last axis (0 when all are idle)."""
+    loads = np.asarray(loads, dtype=np.float64)
+    if loads.shape[-1] == 0:
+        raise ShoalError("LIF of an empty load vector")
+    mean = loads.mean(axis=-1)
+    peak = loads.max(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(mean > 0, peak / np.where(mean > 0, mean, 1.0) - 1.0, 0.0)
+    return float(out) if out.ndim == 0 else out
+
+
+def _check_model(nodes: int, tiles_per_node: int, busy: float) -> None:
+    if int(nodes) < 1:
+        raise ShoalError(f"nodes must be >= 1, got {nodes}")
+    if int(tiles_per_node) < 1:
+        raise ShoalError(f"tiles per node must be >= 1, got {tiles_per_node}")
+    if not 0.0 < busy <= 1.0:
+        raise ShoalError(f"busy fraction must be in (0, 1], got {busy}")
+
+
+def expected_lif_approx(nodes: int, tiles_per_node: int, busy: float) -> float:
+    """Birdshot's Eq. 2: ``sqrt(2 (1/p - 1)) * sqrt(log n / s)``."""
+    _check_model(nodes, tiles_per_node, busy)
+    return float(np.sqrt(2.0 * (1.0 / busy - 1.0)) * np.sqrt(np.log(nodes) / tiles_per_node))
+
+
+def max_busy_cdf(nodes: int, tiles_per_node: int, busy: float) -> np.ndarray:
+    """``P(M <= k)`` for ``k = 0..s``: the CDF of the most loaded node's busy tiles."""
+    _check_model(nodes, tiles_per_node, busy)
+    k = np.arange(tiles_per_node + 1)
+    return binom.cdf(k, tiles_per_node, busy) ** nodes
+
+
+def expected_lif_exact(nodes: int, tiles_per_node: int, busy: float) -> float:
+    """E[LIF] of Birdshot's binomial model, exactly: ``E[M] = sum_k (1 - F(k)^n)``."""
+    cdf = max_busy_cdf(nodes, tiles_per_node, busy)
+    expected_max = float(np.sum(1.0 - cdf[:-1]))
+    return expected_max / (busy * tiles_per_node) - 1.0
+
+
+def lif_distribution(nodes: int, tiles_per_node: int, busy: float) -> tuple[np.ndarray, np.ndarray]:
+    """Exact distribution of LIF in the binomial model: (values, probabilities)."""
+    cdf = max_busy_cdf(nodes, tiles_per_node, busy)
+    pmf = np.diff(np.concatenate([[0.0], cdf]))
+    values = np.arange(tiles_per_node + 1) / (busy * tiles_per_node) - 1.0
+    return values, pmf
+
+
+@dataclass(frozen=True)
+class MonteCarloEstimate:
+    """A sample mean with its 95% confidence interval."""
+
+    mean: float
+    low: float
+    high: float
+    trials: int
+
+    @property
+    def half_width(self) -> float:
+        return (self.high - self.low) / 2
+
+
+def expected_lif_monte_carlo(
+    nodes: int,
+    tiles_per_node: int,
+    busy: float,
+    trials: int = 20_000,
+    seed: int = 0,
+    model: str = "placement",
+) -> MonteCarloEstimate:
+    """Monte Carlo estimate of E[LIF].
+
+    Parameters
+    ----------
+    model : {"placement", "binomial"}
+        ``"placement"``: the real Birdshot placement, ``round(p n s)`` busy tiles dealt at
+        random, exactly ``s`` per node; LIF against the measured mean. ``"binomial"``: the
+        paper's model, busy tiles per node ~ B(s, p) independently; LIF against ``p s``.
+    """
+    _check_model(nodes, tiles_per_node, busy)
+    if trials < 2:
+        raise ShoalError(f"Monte Carlo needs at least 2 trials, got {trials}")
+    rng = np.random.default_rng(seed)
+    n, s = int(nodes), int(tiles_per_node)
+    if model == "binomial":
+        peak = rng.binomial(s, busy, size=(trials, n)).max(axis=1)
+        samples = peak / (busy * s) - 1.0
+    elif model == "placement":
+        total_busy = int(round(busy * n * s))
+        if total_busy == 0:
+            raise ShoalError(f"busy fraction {busy} leaves no busy tile among {n * s}")
+        flags = np.zeros(n * s, dtype=np.int8)
+        flags[:total_busy] = 1
+        samples = np.empty(trials)
+        chunk = max(1, 20_000_000 // (n * s))
+        for start in range(0, trials, chunk):
+            m = min(chunk, trials - start)
+            deal = rng.permuted(np.broadcast_to(flags, (m, n * s)), axis=1)
+            per_node = deal.reshape(m, n, s).sum(axis=2, dtype=np.int64)
+            samples[start : start + m] = per_node.max(axis=1) / (total_busy / n) - 1.0
+    else:
+        raise ShoalError(f"unknown Monte Carlo model {model!r}; known: placement, binomial")
+    mean = float(samples.mean())
+    half = 1.96 * float(samples.std(ddof=1)) / np.sqrt(trials)
+    return MonteCarloEstimate(mean, float(mean - half), float(mean + half), int(trials))
+
+
+def tiles_per_node_for(target_lif: float, nodes: int, busy_fraction: float, limit: int = 1 << 20) -> int:
+    """Smallest tiles per node whose exact E[LIF] is at most ``target_lif`` (§5.3).
+
+    E[LIF] falls with ``s`` (up to small lattice wiggles), so the answer is found by doubling
+    and then bisection on the exact model.
+    """
+    if target_lif <= 0:
+        raise ShoalError(f"target LIF must be positive, got {target_lif}")
+    _check_model(nodes, 1, busy_fraction)
+    if expected_lif_exact(nodes, 1, busy_fraction) <= target_lif:
+        return 1
+    hi = 2
+    while expected_lif_exact(nodes, hi, busy_fraction) > target_lif:
+        hi *= 2
+        if hi > limit:
+            raise ShoalError(f"no tiles-per-node up to {limit} reaches E[LIF] <= {target_lif}")
+    lo = hi // 2  # lo fails, hi meets the target
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if expected_lif_exact(nodes, mid, busy_fraction) <= target_lif:
+            hi = mid
+        else:
+            lo = mid
+    return hi

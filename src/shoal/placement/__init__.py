@@ -1,0 +1,11 @@
+"""Placement policies: who owns which tile.
+
+Every policy lives in one registry keyed by name, so tests and commands run over all of
+them. A policy returns ``owner[tile] -> node``; within a node nothing is fixed, any free core
+takes the next ready tile.
+"""
+
+from .registry import POLICIES, PlacementPolicy, get_policy, register
+from .static import node_quotas
+
+__all__ = ["POLICIES", "PlacementPolicy", "get_policy", "register", "node_quotas"]

@@ -1,0 +1,135 @@
+"""Static placements: geometric boxes, strips, space-filling-curve chunks, and Birdshot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import ShoalError
+from ..tiling import Tiling
+from .registry import register
+
+
+def node_quotas(ntiles: int, cores) -> np.ndarray:
+    """Tiles per node proportional to cores, rounded so they sum to ``ntiles``.
+
+    Largest-remainder rounding: every node is within one tile of its exact share.
+    """
+    cores = np.asarray(cores, dtype=np.float64)
+    share = ntiles * cores / cores.sum()
+    base = np.floor(share).astype(np.int64)
+    left = ntiles - int(base.sum())
+    # Ties go to the lower node index (stable sort on the negated remainder).
+    order = np.argsort(-(share - base), kind="stable")
+    base[order[:left]] += 1
+    return base
+
+
+def _check_enough_tiles(tiling: Tiling, cluster: Cluster) -> None:
+    if tiling.ntiles < cluster.nodes:
+        raise ShoalError(
+            f"{tiling.ntiles} tiles cannot cover {cluster.nodes} nodes: use at least one tile per node"
+        )
+
+
+def _chunks(order: np.ndarray, quotas: np.ndarray) -> np.ndarray:
+    """Give consecutive runs of ``order`` to nodes 0, 1, ... with the given sizes."""
+    owner = np.empty(len(order), dtype=np.int64)
+    owner[order] = np.repeat(np.arange(len(quotas)), quotas)
+    return owner
+
+
+@dataclass(frozen=True)
+class Geometric:
+    """Each node gets one box of tiles; recursive bisection with cuts proportional to cores."""
+
+    name: str = "geometric"
+    dynamic: bool = False
+    summary: str = "one contiguous box of tiles per node, sized by cores (recursive bisection)"
+
+    def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0) -> np.ndarray:
+        _check_enough_tiles(tiling, cluster)
+        owner = np.full(tiling.counts, -1, dtype=np.int64)
+        self._split(owner, (0,) * tiling.ndim, tiling.counts, list(range(cluster.nodes)), cluster.cores)
+        return owner.reshape(-1)
+
+    def _split(self, owner, lo, hi, nodes, cores):
+        if len(nodes) == 1:
+            owner[tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))] = nodes[0]
+            return
+        k = len(nodes) // 2
+        left_cores = sum(cores[n] for n in nodes[:k])
+        frac = left_cores / sum(cores[n] for n in nodes)
+        extent = [b - a for a, b in zip(lo, hi, strict=True)]
+        volume = int(np.prod(extent))
+        best = None
+        # Among all axis-aligned cuts that leave each side a tile per node, take the one
+        # closest to the core fraction; prefer cutting the longest axis (less surface).
+        for axis in sorted(range(len(extent)), key=lambda a: -extent[a]):
+            slab = volume // extent[axis]
+            for c in range(1, extent[axis]):
+                left = c * slab
+                if left < k or volume - left < len(nodes) - k:
+                    continue
+                err = abs(left / volume - frac)
+                if best is None or err < best[0] - 1e-12:
+                    best = (err, axis, c)
+        if best is None:
+            raise ShoalError(f"cannot cut a box of {extent} tiles among {len(nodes)} nodes")
+        _, axis, c = best
+        mid_hi = list(hi)
+        mid_hi[axis] = lo[axis] + c
+        mid_lo = list(lo)
+        mid_lo[axis] = lo[axis] + c
+        self._split(owner, lo, tuple(mid_hi), nodes[:k], cores)
+        self._split(owner, tuple(mid_lo), hi, nodes[k:], cores)
+
+
+@dataclass(frozen=True)
+class Strips:
+    """Horizontal bands stacked along axis 1 (y), Vertanen's decomposition, sized by cores."""
+
+    name: str = "strips"
+    dynamic: bool = False
+    summary: str = "horizontal bands of tiles stacked along y, sized by cores"
+
+    def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0) -> np.ndarray:
+        _check_enough_tiles(tiling, cluster)
+        idx = np.indices(tiling.counts).reshape(tiling.ndim, -1)
+        # Row by row along y; within a row x, then z. lexsort takes the last key as primary.
+        keys = [idx[a] for a in range(tiling.ndim) if a != 1][::-1] + [idx[1]]
+        order = np.lexsort(keys)
+        return _chunks(order, node_quotas(tiling.ntiles, cluster.cores))
+
+
+@dataclass(frozen=True)
+class SpaceFillingCurve:
+    """Contiguous chunks of the Hilbert order, sized by cores."""
+
+    name: str = "sfc"
+    dynamic: bool = False
+    summary: str = "contiguous chunks along the Hilbert curve, sized by cores"
+
+    def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0) -> np.ndarray:
+        _check_enough_tiles(tiling, cluster)
+        return _chunks(tiling.hilbert, node_quotas(tiling.ntiles, cluster.cores))
+
+
+@dataclass(frozen=True)
+class Birdshot:
+    """Uniform random assignment with exact per-node counts proportional to cores."""
+
+    name: str = "birdshot"
+    dynamic: bool = False
+    summary: str = "random tiles per node (Birdshot), counts proportional to cores, seeded"
+
+    def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0) -> np.ndarray:
+        _check_enough_tiles(tiling, cluster)
+        order = np.random.default_rng(seed).permutation(tiling.ntiles)
+        return _chunks(order, node_quotas(tiling.ntiles, cluster.cores))
+
+
+for _policy in (Geometric(), Strips(), SpaceFillingCurve(), Birdshot()):
+    register(_policy)

@@ -1,0 +1,108 @@
+"""What an app (a physics model) provides to the executors.
+
+An app owns the numerics only. It never knows where a tile lives: the executor hands it one
+tile's state and the halo payloads that the tile's neighbours packed for it, and the app
+returns how much work it did. Tile state is whatever the app wants (usually a dict of NumPy
+arrays) and may change size from step to step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..tiling import Tiling
+
+REDUCTIONS = {"min": min, "max": max, "sum": None}
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of a step.
+
+    Parameters
+    ----------
+    name : str
+        Shown in traces and timelines.
+    halo : bool
+        Whether the phase reads its neighbours' halos, packed from their state right after
+        their previous task.
+    reduction : {"min", "max", "sum"} or None
+        Combine the value every tile returns, in tile-id order, into one global value (for
+        example the minimum time step). This is a barrier: no tile starts its next phase until
+        every tile has finished this one.
+    """
+
+    name: str
+    halo: bool = False
+    reduction: str | None = None
+
+    def __post_init__(self):
+        if self.reduction not in REDUCTIONS and self.reduction is not None:
+            raise ValueError(f"unknown reduction {self.reduction!r}; known: {', '.join(REDUCTIONS)}")
+
+
+def reduce_in_order(kind: str, values: list[float]) -> float:
+    """Combine per-tile values in tile-id order, so the result never depends on timing."""
+    if kind == "sum":
+        total = 0.0
+        for v in values:
+            total += v
+        return total
+    return REDUCTIONS[kind](values)
+
+
+@dataclass
+class StepContext:
+    """What a kernel may know besides its tile: the step and the global reductions so far."""
+
+    step: int
+    reduced: dict[str, float] = field(default_factory=dict)
+
+
+class App(Protocol):
+    """The protocol every app follows.
+
+    Attributes
+    ----------
+    name : str
+        Registry key.
+    phases : tuple of Phase
+        The ordered phases of one step.
+    """
+
+    name: str
+    phases: tuple[Phase, ...]
+
+    def init_tile(self, tile: int, tiling: Tiling) -> Any:
+        """The initial state of one tile."""
+        ...
+
+    def pack_halo(self, phase: int, state: Any, src: int, dst: int, tiling: Tiling) -> Any:
+        """What tile ``src`` sends to neighbour ``dst`` for ``dst``'s phase ``phase``."""
+        ...
+
+    def run_phase(
+        self, phase: int, tile: int, state: Any, halos: dict[int, Any], ctx: StepContext, tiling: Tiling
+    ) -> tuple[int, float | None]:
+        """Advance one tile through one phase; return (work count, value to reduce or None)."""
+        ...
+
+    def gather(self, states: dict[int, Any], tiling: Tiling) -> dict[str, np.ndarray]:
+        """Global arrays of the whole state, independent of the tiling (for comparisons)."""
+        ...
+
+
+def payload_bytes(payload: Any) -> int:
+    """Bytes a halo payload would take on the wire (arrays, or dicts/tuples of arrays)."""
+    if payload is None:
+        return 0
+    if isinstance(payload, np.ndarray):
+        return int(payload.nbytes)
+    if isinstance(payload, dict):
+        return sum(payload_bytes(v) for v in payload.values())
+    if isinstance(payload, (tuple, list)):
+        return sum(payload_bytes(v) for v in payload)
+    return 8

@@ -1,0 +1,318 @@
+"""The local executor: nodes that live inside one process, each a pool of worker threads.
+
+Every node keeps a FIFO queue of ready tasks; any idle worker of the node takes the next one.
+A task is one phase of one tile in one step. It becomes ready as soon as the tile's previous
+task has finished and the halos it needs have been packed by its neighbours (and, after a
+phase with a reduction, once the reduction is done). There is no other barrier: tiles of one
+node may be a phase ahead of tiles elsewhere.
+
+Kernels run without the GIL (Numba ``nogil``), so W workers run W kernels at once. All
+bookkeeping happens under one lock, taken once per finished task.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import ShoalError
+from ..tiling import Tiling
+from .app import App, StepContext, payload_bytes, reduce_in_order
+
+
+@dataclass
+class ExecutionResult:
+    """What one execution measured; the trace is written from it."""
+
+    states: dict[int, Any]
+    task_step: np.ndarray
+    task_phase: np.ndarray
+    task_tile: np.ndarray
+    task_node: np.ndarray
+    task_worker: np.ndarray
+    task_start: np.ndarray
+    task_end: np.ndarray
+    task_cost: np.ndarray
+    task_work: np.ndarray
+    msg_step: np.ndarray
+    msg_phase: np.ndarray
+    msg_src: np.ndarray
+    msg_dst: np.ndarray
+    msg_bytes: np.ndarray
+    reductions: dict[tuple[int, str], float]
+    wall_s: float
+    step_end: np.ndarray
+    oversubscribed: bool
+
+
+class LocalExecutor:
+    """Run an app's tiles on ``cluster.nodes`` in-process nodes of ``workers`` threads each.
+
+    Parameters
+    ----------
+    app : App
+        The physics.
+    tiling : Tiling
+        How the grid is split.
+    cluster : Cluster
+        Nodes; ``cluster.cores[k]`` worker threads run on node ``k``.
+    owner : ndarray
+        ``owner[tile] -> node``.
+    """
+
+    def __init__(self, app: App, tiling: Tiling, cluster: Cluster, owner: np.ndarray):
+        self.app = app
+        self.tiling = tiling
+        self.cluster = cluster
+        self.owner = np.asarray(owner, dtype=np.int64).copy()
+        self.phases = tuple(app.phases)
+        self.neighbours = [list(map(int, nb)) for nb in tiling.neighbours]
+
+    # ----- public --------------------------------------------------------------------------
+    def run(
+        self,
+        steps: int,
+        states: dict[int, Any] | None = None,
+        first_step: int = 0,
+        on_step: Callable[[int], None] | None = None,
+    ) -> ExecutionResult:
+        """Run ``steps`` steps; ``on_step(k)`` is called (from this thread) as steps finish."""
+        if steps <= 0:
+            raise ShoalError(f"steps must be positive, got {steps}")
+        T, P = self.tiling.ntiles, len(self.phases)
+        if states is None:
+            states = {t: self.app.init_tile(t, self.tiling) for t in range(T)}
+        self._setup(steps, states, first_step)
+        threads = []
+        for node, cores in enumerate(self.cluster.cores):
+            for w in range(cores):
+                th = threading.Thread(target=self._worker, args=(node, w), daemon=True,
+                                      name=f"shoal-node{node}-w{w}")
+                threads.append(th)
+        self._t0 = time.perf_counter()
+        with self._lock:
+            self._deliver_initial_halos()
+        for th in threads:
+            th.start()
+        reported = 0
+        while not self._finished.wait(0.05):
+            reported = self._report(on_step, reported)
+        for th in threads:
+            th.join()
+        wall = time.perf_counter() - self._t0
+        if self._error is not None:
+            raise self._error
+        self._report(on_step, reported)
+        total_threads = self.cluster.total_cores
+        m = self._msg_used
+        return ExecutionResult(
+            states=self.states,
+            task_step=np.repeat(np.arange(steps, dtype=np.int32) + first_step, P * T),
+            task_phase=np.tile(np.repeat(np.arange(P, dtype=np.int16), T), steps),
+            task_tile=np.tile(np.arange(T, dtype=np.int32), steps * P),
+            task_node=self._t_node, task_worker=self._t_worker,
+            task_start=self._t_start, task_end=self._t_end,
+            task_cost=self._t_cost, task_work=self._t_work,
+            msg_step=self._m_step[m], msg_phase=self._m_phase[m], msg_src=self._m_src[m],
+            msg_dst=self._m_dst[m], msg_bytes=self._m_bytes[m],
+            reductions=self._reduced, wall_s=wall, step_end=self._step_end,
+            oversubscribed=total_threads > (os.cpu_count() or 1),
+        )
+
+    # ----- set-up --------------------------------------------------------------------------
+    def _setup(self, steps, states, first_step):
+        T, P = self.tiling.ntiles, len(self.phases)
+        self.steps, self.first_step, self.states = steps, first_step, states
+        self._lock = threading.Lock()
+        self._conds = [threading.Condition(self._lock) for _ in self.cluster.cores]
+        self._queues = [deque() for _ in self.cluster.cores]
+        self._finished = threading.Event()
+        self._error: BaseException | None = None
+        self._ntasks = steps * P
+        self._next = np.zeros(T, dtype=np.int64)  # next task index of every tile
+        self._idle = np.ones(T, dtype=bool)  # not running, not queued
+        self._inbox: list[dict[int, dict[int, Any]]] = [dict() for _ in range(T)]
+        self._tokens: list[dict[int, int]] = [dict() for _ in range(T)]
+        self._need = [[self._inputs_needed(p, t) for t in range(T)] for p in range(P)]
+        self._values: dict[int, list] = {}
+        self._reduced: dict[tuple[int, str], float] = {}
+        self._ctx_reduced: dict[str, float] = {}
+        self._done_per_step = np.zeros(steps, dtype=np.int64)
+        self._step_end = np.zeros(steps)
+        self._steps_done = 0
+        n = steps * P * T
+        self._t_node = np.full(n, -1, dtype=np.int32)
+        self._t_worker = np.full(n, -1, dtype=np.int32)
+        self._t_start = np.zeros(n)
+        self._t_end = np.zeros(n)
+        self._t_cost = np.zeros(n)
+        self._t_work = np.zeros(n, dtype=np.int64)
+        fanout = np.array([len(nb) for nb in self.neighbours], dtype=np.int64)
+        self._msg_base = np.concatenate([[0], np.cumsum(fanout)])  # per-source row offsets
+        per_task = int(self._msg_base[-1])
+        m = steps * P * per_task
+        self._m_step = np.zeros(m, dtype=np.int32)
+        self._m_phase = np.zeros(m, dtype=np.int16)
+        self._m_src = np.zeros(m, dtype=np.int32)
+        self._m_dst = np.zeros(m, dtype=np.int32)
+        self._m_bytes = np.zeros(m, dtype=np.int64)
+        self._msg_used = np.zeros(m, dtype=bool)
+        self._per_task_msgs = per_task
+
+    def _inputs_needed(self, phase: int, tile: int) -> int:
+        """Halo payloads (plus a reduction token, if the previous phase reduces) a task waits on."""
+        prev = self.phases[phase - 1]  # phase 0 follows the last phase of the previous step
+        need = len(self.neighbours[tile]) if self.phases[phase].halo else 0
+        return need + (1 if prev.reduction else 0)
+
+    # ----- dependency bookkeeping (caller holds the lock) ----------------------------------
+    def _deliver_initial_halos(self):
+        """Halos for the very first task are packed from the initial state."""
+        if self.phases[0].halo:
+            for t in range(self.tiling.ntiles):
+                for dst, payload in self._pack_all(t, 0, self.states[t]):
+                    self._inbox[dst].setdefault(0, {})[t] = payload
+        for t in range(self.tiling.ntiles):
+            # The first task needs no reduction token: nothing was reduced before it.
+            if self.phases[-1].reduction:
+                self._tokens[t][0] = 1
+            self._try_ready(t)
+
+    def _try_ready(self, tile: int) -> None:
+        task = int(self._next[tile])
+        if not self._idle[tile] or task >= self._ntasks:
+            return
+        phase = task % len(self.phases)
+        got = len(self._inbox[tile].get(task, ())) + self._tokens[tile].get(task, 0)
+        if got == self._need[phase][tile]:
+            self._idle[tile] = False
+            node = int(self.owner[tile])
+            self._queues[node].append((tile, task))
+            self._conds[node].notify()
+
+    # ----- workers -------------------------------------------------------------------------
+    def _worker(self, node: int, worker: int) -> None:
+        queue, cond = self._queues[node], self._conds[node]
+        P, T = len(self.phases), self.tiling.ntiles
+        app, tiling = self.app, self.tiling
+        perf, cpu = time.perf_counter, time.thread_time
+        while True:
+            with self._lock:
+                while not queue and not self._finished.is_set():
+                    cond.wait()
+                if self._finished.is_set():
+                    return
+                tile, task = queue.popleft()
+                halos = self._inbox[tile].pop(task, {})
+                self._tokens[tile].pop(task, None)
+                ctx = StepContext(task // P + self.first_step, dict(self._ctx_reduced))
+            phase = task % P
+            state = self.states[tile]
+            try:
+                t0, c0 = perf(), cpu()
+                out = app.run_phase(phase, tile, state, halos, ctx, tiling)
+                c1, t1 = cpu(), perf()
+                work, value = out if isinstance(out, tuple) else (out, None)
+                if self.phases[phase].reduction and value is None:
+                    raise ShoalError("a phase with a reduction must return a value to reduce")
+                nxt = task + 1
+                if nxt < self._ntasks and self.phases[nxt % P].halo:
+                    halo_out = self._pack_all(tile, nxt, state)
+                else:
+                    halo_out = None
+            except BaseException as exc:  # stop every worker, report from the main thread
+                self._fail(exc, tile, task)
+                return
+            row = task * T + tile
+            self._t_node[row], self._t_worker[row] = node, worker
+            self._t_start[row], self._t_end[row] = t0 - self._t0, t1 - self._t0
+            self._t_cost[row], self._t_work[row] = c1 - c0, int(work)
+            with self._lock:
+                if halo_out is not None:
+                    for dst, payload in halo_out:
+                        self._inbox[dst].setdefault(nxt, {})[tile] = payload
+                    for dst, _ in halo_out:
+                        self._try_ready(dst)
+                self._next[tile] = nxt
+                self._idle[tile] = True
+                if self.phases[phase].reduction:
+                    self._collect(tile, task, value)
+                self._try_ready(tile)
+                self._count_done(task)
+
+    def _pack_all(self, tile: int, task: int, state):
+        """Pack ``tile``'s halos for its neighbours' task ``task``; record the message rows.
+
+        Called outside the lock: only this tile's worker touches its rows and its state.
+        """
+        P = len(self.phases)
+        phase, step = task % P, task // P + self.first_step
+        row = task * self._per_task_msgs + int(self._msg_base[tile])
+        out = []
+        for k, dst in enumerate(self.neighbours[tile]):
+            payload = self.app.pack_halo(phase, state, tile, dst, self.tiling)
+            r = row + k
+            self._m_step[r], self._m_phase[r] = step, phase
+            self._m_src[r], self._m_dst[r] = tile, dst
+            self._m_bytes[r] = payload_bytes(payload)
+            self._msg_used[r] = True
+            out.append((dst, payload))
+        return out
+
+    def _collect(self, tile: int, task: int, value) -> None:
+        """Gather a reduction value; when all tiles are in, reduce in tile order and release."""
+        vals = self._values.setdefault(task, [None] * self.tiling.ntiles)
+        vals[tile] = value
+        if any(v is None for v in vals):
+            return
+        phase = self.phases[task % len(self.phases)]
+        result = reduce_in_order(phase.reduction, vals)
+        del self._values[task]
+        step = task // len(self.phases) + self.first_step
+        self._reduced[(step, phase.name)] = result
+        self._ctx_reduced[phase.name] = result
+        for t in range(self.tiling.ntiles):
+            self._tokens[t][task + 1] = self._tokens[t].get(task + 1, 0) + 1
+            self._try_ready(t)
+
+    def _count_done(self, task: int) -> None:
+        s = task // len(self.phases)
+        self._done_per_step[s] += 1
+        if self._done_per_step[s] == len(self.phases) * self.tiling.ntiles:
+            self._step_end[s] = time.perf_counter() - self._t0
+            self._steps_done += 1
+            if self._steps_done == self.steps:
+                self._finished.set()
+                for c in self._conds:
+                    c.notify_all()
+
+    def _fail(self, exc: BaseException, tile: int, task: int) -> None:
+        with self._lock:
+            if self._error is None:
+                step = task // len(self.phases) + self.first_step
+                phase = self.phases[task % len(self.phases)].name
+                if isinstance(exc, ShoalError):
+                    msg = f"step {step}, phase {phase}, tile {tile}: {exc}"
+                else:
+                    msg = f"step {step}, phase {phase}, tile {tile}: {type(exc).__name__}: {exc}"
+                err = ShoalError(msg)
+                err.__cause__ = exc
+                self._error = err
+            self._finished.set()
+            for c in self._conds:
+                c.notify_all()
+
+    def _report(self, on_step, reported: int) -> int:
+        done = self._steps_done
+        if on_step is not None:
+            for k in range(reported, done):
+                on_step(k)
+        return done
