@@ -17,6 +17,7 @@ bitwise identical for any tiling, placement and worker count.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -62,52 +63,65 @@ class SyntheticParams:
 
 # ----- kernels ------------------------------------------------------------------------------
 @nb.njit(cache=True, nogil=True)
-def _wrap_dist(d, n):
-    """Distance on a periodic axis of length n."""
-    d = abs(d) % n
-    return min(d, n - d)
+def _axis_factors(lo, n, length, centre, inv_two_sigma2):
+    """exp(-d^2 / (2 sigma^2)) along one periodic axis for cells lo..lo+n-1.
+
+    The Gaussian is separable, so a cell's load is the product of three such factors; every
+    cell gets the same arithmetic whatever tile holds it.
+    """
+    out = np.empty(n)
+    for i in range(n):
+        d = abs(lo + i + 0.5 - centre)
+        d = d - length * math.floor(d / length)
+        d = min(d, length - d)
+        out[i] = math.exp(-d * d * inv_two_sigma2)
+    return out
 
 
 @nb.njit(cache=True, nogil=True)
-def _load_at(x, y, z, step, mode, grid, centre, inv_two_sigma2, ramp_T, ramp_exp):
-    """The load field g in [0, 1] at a cell centre."""
-    if mode == 0:
-        dx = _wrap_dist(x + 0.5 - centre[0], grid[0])
-        dy = _wrap_dist(y + 0.5 - centre[1], grid[1])
-        dz = _wrap_dist(z + 0.5 - centre[2], grid[2]) if grid[2] > 1 else 0.0
-        return math.exp(-(dx * dx + dy * dy + dz * dz) * inv_two_sigma2)
+def _ramp_level(x, step, grid_x, ramp_T, ramp_exp):
     t = min(max(step, 0), ramp_T)
-    level = (ramp_T - t) / ramp_T if 2 * x < grid[0] else t / ramp_T
+    level = (ramp_T - t) / ramp_T if 2 * x < grid_x else t / ramp_T
     return level**ramp_exp
+
+
+@nb.njit(cache=True, nogil=True)
+def load_block(out, lo, step, mode, grid, centre, inv_two_sigma2, ramp_T, ramp_exp):
+    """The load field g in [0, 1] over a block of cells starting at global cell ``lo``."""
+    nx, ny, nz = out.shape
+    if mode == 0:
+        fx = _axis_factors(lo[0], nx, grid[0], centre[0], inv_two_sigma2)
+        fy = _axis_factors(lo[1], ny, grid[1], centre[1], inv_two_sigma2)
+        fz = _axis_factors(lo[2], nz, grid[2], centre[2], inv_two_sigma2) if grid[2] > 1 else np.ones(nz)
+        for i in range(nx):
+            for j in range(ny):
+                for k in range(nz):
+                    out[i, j, k] = fx[i] * fy[j] * fz[k]
+    else:
+        for i in range(nx):
+            g = _ramp_level(lo[0] + i, step, grid[0], ramp_T, ramp_exp)
+            for j in range(ny):
+                for k in range(nz):
+                    out[i, j, k] = g
 
 
 @nb.njit(cache=True, nogil=True)
 def burn_tile(burn, lo, step, mode, grid, centre, inv_two_sigma2, ramp_T, ramp_exp, base, peak):
     """Run each cell's share of work; return the number of iterations done."""
+    g = np.empty(burn.shape)
+    load_block(g, lo, step, mode, grid, centre, inv_two_sigma2, ramp_T, ramp_exp)
     nx, ny, nz = burn.shape
     total = 0
     for i in range(nx):
         for j in range(ny):
             for k in range(nz):
-                g = _load_at(lo[0] + i, lo[1] + j, lo[2] + k, step, mode, grid, centre,
-                             inv_two_sigma2, ramp_T, ramp_exp)
-                iters = int(base + peak * g + 0.5)
+                iters = int(base + peak * g[i, j, k] + 0.5)
                 v = burn[i, j, k]
                 for _ in range(iters):
                     v = math.sqrt(v + 1.0)
                 burn[i, j, k] = v
                 total += iters
     return total
-
-
-@nb.njit(cache=True, nogil=True)
-def load_field(out, step, mode, grid, centre, inv_two_sigma2, ramp_T, ramp_exp):
-    """The load field g over a whole grid."""
-    nx, ny, nz = out.shape
-    for i in range(nx):
-        for j in range(ny):
-            for k in range(nz):
-                out[i, j, k] = _load_at(i, j, k, step, mode, grid, centre, inv_two_sigma2, ramp_T, ramp_exp)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -183,10 +197,37 @@ class SyntheticApp:
         initial_field(u, self._lo3(tile, tiling), self.grid3)
         return {"u": u, "burn": np.zeros(shape)}
 
-    def pack_halo(self, phase: int, state: dict, src: int, dst: int, tiling: Tiling):
+    @staticmethod
+    @functools.lru_cache(maxsize=65536)
+    def _send_slices(tiling: Tiling, src: int, dst: int) -> tuple[slice, ...]:
+        """Where, in ``src``'s own arrays, the cells that ``dst`` needs lie."""
         region = tiling.halo_region(dst, src)
-        local = tuple(slice(r.start - int(lo), r.stop - int(lo)) for r, lo in zip(region, tiling.lo[src], strict=True))
-        return state["u"][local].copy()
+        lo = tiling.lo[src]
+        local = [slice(r.start - int(lo[a]), r.stop - int(lo[a])) for a, r in enumerate(region)]
+        return tuple(local + [slice(None)] * (3 - len(local)))
+
+    @staticmethod
+    @functools.lru_cache(maxsize=8192)
+    def _receive_plan(tiling: Tiling, tile: int):
+        """Where each neighbour's block goes in the padded array, and which walls to mirror."""
+        lo, hi = tiling.lo[tile], tiling.hi[tile]
+        places = {}
+        for src in tiling.neighbours[tile]:
+            region = tiling.halo_region(tile, int(src))
+            dst = [slice(r.start - int(lo[a]) + 1, r.stop - int(lo[a]) + 1) for a, r in enumerate(region)]
+            places[int(src)] = tuple(dst + [slice(1, -1)] * (3 - len(dst)))
+        mirrors = []
+        for a in range(3):
+            for at_wall, face_at, inner_at in ((a >= tiling.ndim or lo[a] == 0, 0, 1),
+                                               (a >= tiling.ndim or hi[a] == tiling.grid[a], -1, -2)):
+                if at_wall:
+                    face, inner = [slice(None)] * 3, [slice(None)] * 3
+                    face[a], inner[a] = face_at, inner_at
+                    mirrors.append((tuple(face), tuple(inner)))
+        return places, mirrors
+
+    def pack_halo(self, phase: int, state: dict, src: int, dst: int, tiling: Tiling):
+        return state["u"][self._send_slices(tiling, src, dst)].copy()
 
     def run_phase(self, phase: int, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling):
         if phase == 0:
@@ -201,26 +242,14 @@ class SyntheticApp:
 
     def _padded(self, u: np.ndarray, tile: int, halos: dict, tiling: Tiling) -> np.ndarray:
         """The tile's field with a one-cell border: neighbours' halos, mirrored at walls."""
+        places, mirrors = self._receive_plan(tiling, tile)
         nx, ny, nz = u.shape
         pad = np.empty((nx + 2, ny + 2, nz + 2))
         pad[1:-1, 1:-1, 1:-1] = u
-        lo, hi = tiling.lo[tile], tiling.hi[tile]
         for src, block in halos.items():
-            region = tiling.halo_region(tile, src)
-            dst = [slice(r.start - int(lo[a]) + 1, r.stop - int(lo[a]) + 1) for a, r in enumerate(region)]
-            if self.ndim == 2:
-                dst.append(slice(1, nz + 1))
-            pad[tuple(dst)] = block
-        # Zero-flux walls: mirror the first and last cell on the global boundary.
-        for a in range(3):
-            at_low = a >= self.ndim or lo[a] == 0
-            at_high = a >= self.ndim or hi[a] == tiling.grid[a]
-            lo_face, first, hi_face, last = [slice(None)] * 3, [slice(None)] * 3, [slice(None)] * 3, [slice(None)] * 3
-            lo_face[a], first[a], hi_face[a], last[a] = 0, 1, -1, -2
-            if at_low:
-                pad[tuple(lo_face)] = pad[tuple(first)]
-            if at_high:
-                pad[tuple(hi_face)] = pad[tuple(last)]
+            pad[places[src]] = block
+        for face, inner in mirrors:  # zero-flux walls
+            pad[face] = pad[inner]
         return pad
 
     def gather(self, states: dict, tiling: Tiling) -> dict[str, np.ndarray]:
@@ -234,8 +263,8 @@ class SyntheticApp:
     def load_map(self, step: int) -> np.ndarray:
         """The load field g over the whole grid at a step (for pictures)."""
         out = np.empty(tuple(int(n) for n in self.grid3))
-        load_field(out, step, self.mode, self.grid3, self.start + self.velocity * step,
-                   self.inv_two_sigma2, self.ramp_T, self.p.ramp_exponent)
+        load_block(out, np.zeros(3, dtype=np.int64), step, self.mode, self.grid3,
+                   self.start + self.velocity * step, self.inv_two_sigma2, self.ramp_T, self.p.ramp_exponent)
         return out.reshape(tuple(self.p.grid))
 
 

@@ -1,0 +1,190 @@
+"""Scenarios and configuration: one source of truth.
+
+A scenario is a TOML file::
+
+    name = "synthetic-hotspot"
+    description = "..."
+    [run]            # fills RunParams
+    steps = 60
+    [app]            # `name` picks the app; the other keys fill the app's parameter dataclass
+    name = "synthetic"
+    grid = [256, 256]
+
+``--set section.key=value`` (for example ``--set run.steps=10`` or ``--set app.grid=[64,64]``)
+overrides any field; an unknown key is an error that names the valid ones. The resolved
+configuration is saved in the run folder as ``config.toml``, itself a valid scenario.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from .apps import get_app
+from .errors import ShoalError
+
+
+@dataclass
+class RunParams:
+    """How a scenario runs (the ``[run]`` table)."""
+
+    steps: int = 50
+    tiles: int = 0  # total tiles; 0 means tiles_per_core x total cores
+    tiles_per_core: int = 4
+    tile_shape: list[int] = field(default_factory=list)  # cells per tile; wins over tiles
+    nodes: int = 2
+    workers: int = 1
+    placement: str = "sfc"
+    initial: str = "sfc"  # starting placement of a dynamic policy
+    period: int = 0  # steps between rebalancing (dynamic policies)
+    seed: int = 0
+    halo: int = 1
+
+    def validate(self) -> None:
+        for name in ("steps", "nodes", "workers", "tiles_per_core"):
+            if getattr(self, name) < 1:
+                raise ShoalError(f"run.{name} must be positive, got {getattr(self, name)}")
+        for name in ("tiles", "period", "halo"):
+            if getattr(self, name) < 0:
+                raise ShoalError(f"run.{name} must be >= 0, got {getattr(self, name)}")
+        from .placement import get_policy
+
+        get_policy(self.placement)
+        get_policy(self.initial)
+
+
+@dataclass
+class Scenario:
+    """A named, fully resolved configuration: run parameters plus the app's parameters."""
+
+    name: str
+    description: str
+    app: str
+    run: RunParams
+    params: Any
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "run": dataclasses.asdict(self.run),
+            "app": {"name": self.app, **dataclasses.asdict(self.params)},
+        }
+
+    def to_toml(self) -> str:
+        return tomli_w.dumps(self.to_dict())
+
+    def override(self, assignments: list[str] | tuple[str, ...]) -> Scenario:
+        """Apply ``section.key=value`` assignments (values in TOML syntax; bare words are strings)."""
+        for text in assignments:
+            if "=" not in text:
+                raise ShoalError(f"--set expects key=value, got {text!r}")
+            key, raw = (s.strip() for s in text.split("=", 1))
+            target, name = self._resolve(key)
+            _assign(target, name, _parse_value(raw), key)
+        self.run.validate()
+        self.params.validate()
+        return self
+
+    def _resolve(self, key: str):
+        run_keys = [f.name for f in dataclasses.fields(self.run)]
+        app_keys = [f.name for f in dataclasses.fields(self.params)]
+        valid = [f"run.{k}" for k in run_keys] + [f"app.{k}" for k in app_keys]
+        section, _, name = key.rpartition(".")
+        if not section:  # a bare key is fine when it names exactly one field
+            hits = [k for k in valid if k.split(".", 1)[1] == name]
+            if len(hits) == 1:
+                section, name = hits[0].split(".", 1)
+        if section == "run" and name in run_keys:
+            return self.run, name
+        if section == "app" and name in app_keys:
+            return self.params, name
+        if key == "app.name":
+            raise ShoalError("app.name cannot be overridden: pick another scenario")
+        raise ShoalError(f"unknown key {key!r}; valid keys: {', '.join(valid)}")
+
+
+def _parse_value(raw: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw  # a bare word such as birdshot
+
+
+def _assign(obj, name: str, value: Any, key: str) -> None:
+    hint = typing.get_type_hints(type(obj))[name]
+    origin = typing.get_origin(hint) or hint
+    if origin is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    ok = isinstance(value, origin) and not (origin in (int, float) and isinstance(value, bool))
+    if not ok:
+        raise ShoalError(f"{key} expects {getattr(origin, '__name__', origin)}, got {value!r}")
+    setattr(obj, name, value)
+
+
+def _from_table(cls, table: dict, section: str):
+    names = {f.name for f in dataclasses.fields(cls)}
+    obj = cls()
+    for k, v in table.items():
+        if k not in names:
+            valid = ", ".join(f"{section}.{n}" for n in sorted(names))
+            raise ShoalError(f"unknown key {section}.{k}; valid keys: {valid}")
+        _assign(obj, k, v, f"{section}.{k}")
+    return obj
+
+
+def scenario_from_dict(d: dict, source: str = "scenario") -> Scenario:
+    unknown = set(d) - {"name", "description", "run", "app"}
+    if unknown:
+        raise ShoalError(f"{source}: unknown top-level keys {sorted(unknown)}; valid: name, description, run, app")
+    app_table = dict(d.get("app", {}))
+    if "name" not in app_table:
+        raise ShoalError(f"{source}: [app] needs a name")
+    spec = get_app(app_table.pop("name"))
+    sc = Scenario(
+        name=str(d.get("name", Path(source).stem)),
+        description=str(d.get("description", "")),
+        app=spec.name,
+        run=_from_table(RunParams, d.get("run", {}), "run"),
+        params=_from_table(spec.params, app_table, "app"),
+    )
+    sc.run.validate()
+    sc.params.validate()
+    return sc
+
+
+def _builtin_files() -> dict[str, Any]:
+    folder = resources.files("shoal") / "scenarios"
+    return {p.name[:-5]: p for p in folder.iterdir() if p.name.endswith(".toml")}
+
+
+def builtin_scenarios() -> dict[str, str]:
+    """Names of the built-in scenarios with their one-line descriptions."""
+    out = {}
+    for name, path in sorted(_builtin_files().items()):
+        out[name] = tomllib.loads(path.read_text()).get("description", "")
+    return out
+
+
+def load_scenario(name_or_path: str) -> Scenario:
+    """A built-in scenario by name, or a TOML file by path."""
+    files = _builtin_files()
+    if name_or_path in files:
+        text, source = files[name_or_path].read_text(), name_or_path
+    else:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise ShoalError(f"unknown scenario {name_or_path!r}; built-in: {', '.join(sorted(files))}")
+        text, source = path.read_text(), str(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ShoalError(f"{source}: invalid TOML: {exc}") from None
+    return scenario_from_dict(data, source)

@@ -1,0 +1,144 @@
+"""``shoal report RUN``: per-node load heatmap, worker timeline, LIF per step, placement map,
+and the app's fields."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from ..errors import ShoalError  # noqa: E402
+from ..imbalance import lif  # noqa: E402
+from ..trace import Trace  # noqa: E402
+
+
+def load_heatmap(trace: Trace, path: Path) -> Path:
+    """Per-node load over steps (sampi Figure 6a): nodes down, steps across."""
+    load = trace.node_load()
+    fig, ax = plt.subplots(figsize=(9, 0.3 * trace.cluster.nodes + 2.2))
+    im = ax.imshow(load.T * 1e3, aspect="auto", origin="lower", cmap="viridis", interpolation="nearest",
+                   extent=(trace.steps[0] - 0.5, trace.steps[-1] + 0.5, -0.5, trace.cluster.nodes - 0.5))
+    ax.set_xlabel("step")
+    ax.set_ylabel("node")
+    kind = "predicted" if trace.predicted else "measured"
+    ax.set_title(f"{trace.scenario}: {kind} load per node (CPU ms per core per step)")
+    fig.colorbar(im, ax=ax, label="ms")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def timeline(trace: Trace, path: Path, max_tasks: int = 4000) -> Path:
+    """Tasks per worker over wall time (a Projections-style timeline) for the first steps."""
+    t = trace.tasks
+    steps = trace.steps
+    per_step = max(1, len(t["step"]) // len(steps))
+    last = steps[min(len(steps) - 1, max(0, max_tasks // per_step - 1))]
+    sel = t["step"] <= last
+    cores = trace.cluster.cores
+    offsets = np.concatenate([[0], np.cumsum(cores)])
+    row = offsets[t["node"][sel]] + t["worker"][sel]
+    fig, ax = plt.subplots(figsize=(11, 0.45 * trace.cluster.total_cores + 2))
+    cmap = plt.get_cmap("tab10")
+    start, end, phase = t["start"][sel] * 1e3, t["end"][sel] * 1e3, t["phase"][sel]
+    for p, name in enumerate(trace.phases):
+        m = phase == p
+        ax.barh(row[m], end[m] - start[m], left=start[m], height=0.8, color=cmap(p % 10),
+                edgecolor="none", label=name)
+    ax.set_yticks(range(trace.cluster.total_cores))
+    ax.set_yticklabels([f"n{n}.w{w}" for n, c in enumerate(cores) for w in range(c)])
+    ax.set_xlabel("wall time (ms)")
+    ax.set_title(f"{trace.scenario}: tasks per worker, steps {steps[0]}–{last}")
+    ax.legend(loc="upper right", fontsize=8)
+    ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def lif_over_steps(trace: Trace, path: Path) -> Path:
+    load = trace.node_load()
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    ax.plot(trace.steps, lif(load), lw=1.5)
+    ax.set_xlabel("step")
+    ax.set_ylabel("LIF = max/mean − 1")
+    ax.set_title(f"{trace.scenario}: load-imbalance factor per step")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def placement_map(trace: Trace, path: Path) -> Path | None:
+    """Owner of every tile, drawn over the grid (2D grids; a middle slice of 3D ones)."""
+    tiling = trace.tiling
+    owner = trace.owner_at(int(trace.steps[0]))
+    cell_owner = owner[tiling.owner_map()]
+    if tiling.ndim == 3:
+        cell_owner = cell_owner[:, :, tiling.grid[2] // 2]
+    fig, ax = plt.subplots(figsize=(6, 5))
+    im = ax.imshow(cell_owner.T, origin="lower", cmap="tab20", interpolation="nearest")
+    for a, e in enumerate(tiling.edges[:2]):
+        for x in e[1:-1]:
+            (ax.axvline if a == 0 else ax.axhline)(x - 0.5, color="k", lw=0.3)
+    ax.set_xlabel("x cell")
+    ax.set_ylabel("y cell")
+    ax.set_title(f"placement: {trace.config.get('run', {}).get('placement', '?')} "
+                 f"({tiling.ntiles} tiles on {trace.cluster.nodes} nodes)")
+    fig.colorbar(im, ax=ax, label="node")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def field_frames(run: Path, out: Path) -> list[Path]:
+    """One picture per gathered grid field of the final state."""
+    state_file = run / "state" / "final.npz"
+    if not state_file.exists():
+        return []
+    paths = []
+    with np.load(state_file) as z:
+        for name in z.files:
+            a = z[name]
+            if a.ndim == 3:
+                a = a[:, :, a.shape[2] // 2]
+            if a.ndim != 2:
+                continue
+            fig, ax = plt.subplots(figsize=(6, 5))
+            im = ax.imshow(a.T, origin="lower", cmap="magma", interpolation="nearest")
+            ax.set_title(f"final {name}")
+            fig.colorbar(im, ax=ax)
+            fig.tight_layout()
+            p = out / f"final-{name}.png"
+            fig.savefig(p, dpi=100)
+            plt.close(fig)
+            paths.append(p)
+    return paths
+
+
+def report_run(run: str | Path) -> list[Path]:
+    """Draw every picture of a run folder into it; returns their paths."""
+    run = Path(run)
+    if not (run / "trace.h5").exists():
+        raise ShoalError(f"{run} holds no trace.h5: not a run folder")
+    trace = Trace.read(run / "trace.h5")
+    paths = [
+        load_heatmap(trace, run / "load-heatmap.png"),
+        timeline(trace, run / "timeline.png"),
+        lif_over_steps(trace, run / "lif.png"),
+    ]
+    pm = placement_map(trace, run / "placement.png")
+    if pm:
+        paths.append(pm)
+    (run / "frames").mkdir(exist_ok=True)
+    paths += field_frames(run, run / "frames")
+    return paths
