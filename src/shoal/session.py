@@ -154,6 +154,8 @@ def run_scenario(
     (path / "frames").mkdir(exist_ok=True)
     (path / "config.toml").write_text(sc.to_toml())
 
+    if hasattr(app, "prepare"):
+        app.prepare(tiling)
     result = LocalExecutor(app, tiling, cluster, owner).run(sc.run.steps, on_step=on_step)
 
     gathered = app.gather(result.states, tiling)

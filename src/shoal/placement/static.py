@@ -59,26 +59,23 @@ class Geometric:
         if len(nodes) == 1:
             owner[tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))] = nodes[0]
             return
-        k = len(nodes) // 2
-        left_cores = sum(cores[n] for n in nodes[:k])
-        frac = left_cores / sum(cores[n] for n in nodes)
+        n = len(nodes)
         extent = [b - a for a, b in zip(lo, hi, strict=True)]
         volume = int(np.prod(extent))
+        prefix = np.concatenate([[0], np.cumsum([cores[i] for i in nodes])])
         best = None
-        # Among all axis-aligned cuts that leave each side a tile per node, take the one
-        # closest to the core fraction; prefer cutting the longest axis (less surface).
+        # Every axis-aligned cut, with the first k nodes on its low side: keep each side at
+        # least a tile per node, match the tile split to the core split, prefer halving the
+        # node list (a shallow tree) and cutting the longest axis (less surface).
         for axis in sorted(range(len(extent)), key=lambda a: -extent[a]):
             slab = volume // extent[axis]
             for c in range(1, extent[axis]):
                 left = c * slab
-                if left < k or volume - left < len(nodes) - k:
-                    continue
-                err = abs(left / volume - frac)
-                if best is None or err < best[0] - 1e-12:
-                    best = (err, axis, c)
-        if best is None:
-            raise ShoalError(f"cannot cut a box of {extent} tiles among {len(nodes)} nodes")
-        _, axis, c = best
+                for k in range(max(1, n - (volume - left)), min(n - 1, left) + 1):
+                    score = (abs(left / volume - prefix[k] / prefix[-1]), abs(2 * k - n))
+                    if best is None or score < best[0]:
+                        best = (score, axis, c, k)
+        _, axis, c, k = best
         mid_hi = list(hi)
         mid_hi[axis] = lo[axis] + c
         mid_lo = list(lo)

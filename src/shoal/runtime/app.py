@@ -80,6 +80,8 @@ class App(Protocol):
         """The initial state of one tile."""
         ...
 
+    # Optional: ``prepare(tiling)`` compiles or loads kernels before the timed run.
+
     def pack_halo(self, phase: int, state: Any, src: int, dst: int, tiling: Tiling) -> Any:
         """What tile ``src`` sends to neighbour ``dst`` for ``dst``'s phase ``phase``."""
         ...

@@ -1,0 +1,179 @@
+"""The local executor: identical results under any tiling, placement and worker count;
+tasks start only when their inputs are ready; reductions are barriers in tile order."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from shoal.apps import get_app
+from shoal.cluster import Cluster
+from shoal.errors import ShoalError
+from shoal.placement import POLICIES, get_policy
+from shoal.runtime import LocalExecutor, Phase
+from shoal.tiling import Tiling
+
+STATIC = sorted(n for n, p in POLICIES.items() if not p.dynamic)
+
+
+def synthetic(grid, steps, **kw):
+    spec = get_app("synthetic")
+    return spec.build(spec.params(grid=list(grid), **kw), steps)
+
+
+def run_synthetic(grid, tiling, nodes, workers, placement, steps=6, seed=0, **kw):
+    app = synthetic(grid, steps, **kw)
+    cluster = Cluster.uniform(nodes, workers)
+    owner = get_policy(placement).place(tiling, cluster, seed)
+    res = LocalExecutor(app, tiling, cluster, owner).run(steps)
+    return app, res, app.gather(res.states, tiling)
+
+
+GRID2 = (40, 36)
+TILINGS2 = [
+    Tiling.from_count(GRID2, 1),
+    Tiling.from_count(GRID2, 4),
+    Tiling.from_count(GRID2, 16),
+    Tiling.from_shape(GRID2, (7, 5)),
+]
+
+
+@pytest.fixture(scope="module")
+def reference2():
+    return run_synthetic(GRID2, TILINGS2[0], 1, 1, "sfc")[2]
+
+
+@pytest.mark.parametrize("tiling, placement, workers",
+                         list(itertools.product(TILINGS2[1:], STATIC, (1, 2))))
+def test_synthetic_field_bitwise_identical_for_any_tiling_placement_and_workers(reference2, tiling, placement,
+                                                                               workers):
+    nodes = min(3, tiling.ntiles)
+    _, _, got = run_synthetic(GRID2, tiling, nodes, workers, placement, seed=5)
+    for name in ("u", "burn"):
+        assert got[name].tobytes() == reference2[name].tobytes(), name
+
+
+@pytest.mark.parametrize("load", ["hotspot", "ramp"])
+def test_3d_field_bitwise_identical_across_tilings(load):
+    grid = (12, 10, 9)
+    ref = run_synthetic(grid, Tiling.from_count(grid, 1), 1, 1, "sfc", load=load)[2]
+    cases = [(Tiling.from_count(grid, 8), "birdshot"), (Tiling.from_shape(grid, (5, 4, 3)), "geometric")]
+    for tiling, placement in cases:
+        got = run_synthetic(grid, tiling, 2, 2, placement, load=load)[2]
+        assert got["u"].tobytes() == ref["u"].tobytes()
+        assert got["burn"].tobytes() == ref["burn"].tobytes()
+
+
+def test_tasks_start_only_after_their_halo_inputs_and_run_on_their_owner():
+    tiling = Tiling.from_count((48, 48), 16)
+    app, res, _ = run_synthetic((48, 48), tiling, 2, 2, "birdshot", steps=5)
+    T, P = tiling.ntiles, len(app.phases)
+    start = res.task_start.reshape(-1, T)  # (task index, tile)
+    end = res.task_end.reshape(-1, T)
+    owner = get_policy("birdshot").place(tiling, Cluster.uniform(2, 2), 0)
+    assert (res.task_node.reshape(-1, T) == owner).all()
+    for task in range(1, start.shape[0]):
+        assert (start[task] >= end[task - 1]).all()  # a tile's tasks run one after another
+        if app.phases[task % P].halo:
+            for t in range(T):
+                for n in tiling.neighbours[t]:
+                    assert start[task, t] >= end[task - 1, n]
+
+
+def test_no_barrier_between_phases_tiles_run_ahead():
+    """With a hot spot on one node, tiles far from it finish steps before the slow ones."""
+    tiling = Tiling.from_counts((64, 16), (8, 1))
+    app = synthetic((64, 16), 6, work_per_cell=3000.0, base_work=0.0, sigma=0.05, start=[0.05, 0.5],
+                    velocity=[0.0, 0.0])
+    cluster = Cluster.uniform(2, 1)
+    owner = get_policy("strips").place(tiling, cluster, 0)
+    owner[:] = np.arange(8) // 4  # node 0 holds the hot left half
+    res = LocalExecutor(app, tiling, cluster, owner).run(6)
+    end = res.task_end.reshape(-1, 8)
+    # The far-right tile finished step 0's last phase before the hot tile finished its first burn
+    # of step 2: no global barrier held it back.
+    assert end[1, 7] < end[4, 0]
+
+
+class ReduceApp:
+    """Phase a returns tile-dependent values reduced by sum; phase b records what it saw."""
+
+    name = "reduce-test"
+    phases = (Phase("a", reduction="sum"), Phase("b", halo=True), Phase("c", reduction="min"))
+
+    def init_tile(self, tile, tiling):
+        return {"seen_sum": [], "seen_min": [], "x": float(tile)}
+
+    def pack_halo(self, phase, state, src, dst, tiling):
+        return np.array([state["x"]])
+
+    def run_phase(self, phase, tile, state, halos, ctx, tiling):
+        if phase == 0:
+            return 1, 0.1 * (tile + 1) + ctx.step
+        if phase == 1:
+            state["seen_sum"].append(ctx.reduced["a"])
+            state["seen_min"].append(ctx.reduced.get("c"))
+            return 1
+        return 1, float(tile + ctx.step)
+
+    def gather(self, states, tiling):
+        return {}
+
+
+def test_reductions_are_barriers_combined_in_tile_order():
+    tiling = Tiling.from_count((16, 16), 8)
+    cluster = Cluster.uniform(2, 2)
+    owner = get_policy("birdshot").place(tiling, cluster, 3)
+    res = LocalExecutor(ReduceApp(), tiling, cluster, owner).run(4)
+    for step in range(4):
+        expected = 0.0
+        for t in range(tiling.ntiles):
+            expected += 0.1 * (t + 1) + step
+        assert res.reductions[(step, "a")] == expected
+        assert res.reductions[(step, "c")] == float(step)
+        for t in range(tiling.ntiles):
+            assert res.states[t]["seen_sum"][step] == expected
+            assert res.states[t]["seen_min"][step] == (float(step - 1) if step else None)
+    T = tiling.ntiles
+    start, end = res.task_start.reshape(4, 3, T), res.task_end.reshape(4, 3, T)
+    for step in range(4):
+        assert start[step, 1].min() >= end[step, 0].max()  # b waits for every a
+        if step:
+            assert start[step, 0].min() >= end[step - 1, 2].max()  # a waits for every c
+
+
+class FailingApp(ReduceApp):
+    def run_phase(self, phase, tile, state, halos, ctx, tiling):
+        if ctx.step == 2 and tile == 3 and phase == 1:
+            raise ValueError("boom")
+        return super().run_phase(phase, tile, state, halos, ctx, tiling)
+
+
+def test_a_failing_kernel_stops_the_run_with_its_step_and_tile():
+    tiling = Tiling.from_count((16, 16), 8)
+    cluster = Cluster.uniform(2, 2)
+    with pytest.raises(ShoalError, match=r"step 2, phase b, tile 3: ValueError: boom"):
+        LocalExecutor(FailingApp(), tiling, cluster, np.arange(8) % 2).run(5)
+
+
+def test_oversubscription_is_reported():
+    tiling = Tiling.from_count((16, 16), 4)
+    import os
+
+    many = (os.cpu_count() or 1) + 1
+    res = LocalExecutor(synthetic((16, 16), 2), tiling, Cluster.uniform(many, 1),
+                        np.arange(4) % many).run(2)
+    assert res.oversubscribed
+    res = LocalExecutor(synthetic((16, 16), 2), tiling, Cluster.uniform(1, 1), np.zeros(4, int)).run(2)
+    assert not res.oversubscribed
+
+
+def test_message_rows_match_neighbours_and_halo_sizes():
+    tiling = Tiling.from_count((20, 20), 4)
+    _, res, _ = run_synthetic((20, 20), tiling, 2, 1, "sfc", steps=3)
+    # One diffuse phase per step, 4 tiles with 3 neighbours each.
+    assert len(res.msg_src) == 3 * 4 * 3
+    assert set(res.msg_phase.tolist()) == {1}
+    # A face halo of a 10x10 tile is 10 doubles; a corner one is a single double.
+    sizes = sorted(set(res.msg_bytes.tolist()))
+    assert sizes == [8, 80]

@@ -1,0 +1,63 @@
+import h5py
+import numpy as np
+import pytest
+
+from shoal.errors import ShoalError
+from shoal.session import run_scenario
+from shoal.trace import TASK_COLUMNS, Trace
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "hot"
+    return run_scenario("synthetic-hotspot", steps=4, set=["app.grid=[48,48]"], nodes=2, tiles=16,
+                        placement="birdshot", out=out)
+
+
+def test_round_trip_keeps_every_column_and_the_setup(run, tmp_path):
+    a = run.trace
+    path = a.write(tmp_path / "copy.h5")
+    b = Trace.read(path)
+    for k in TASK_COLUMNS:
+        assert np.array_equal(a.tasks[k], b.tasks[k]) and a.tasks[k].dtype == b.tasks[k].dtype
+    for k in a.messages:
+        assert np.array_equal(a.messages[k], b.messages[k])
+    assert b.phases == ["burn", "diffuse"]
+    assert b.tiling.grid == (48, 48) and b.tiling.ntiles == 16
+    assert b.cluster.cores == (1, 1)
+    assert np.array_equal(b.owner_at(3), a.placement_owners[0])
+    assert b.config["run"]["placement"] == "birdshot"
+    assert not b.predicted
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_trace_rows_cover_every_step_phase_and_tile_once(run):
+    t = run.trace
+    key = (t.tasks["step"].astype(np.int64) * 2 + t.tasks["phase"]) * 16 + t.tasks["tile"]
+    assert sorted(key.tolist()) == list(range(4 * 2 * 16))
+    assert (t.tasks["end"] >= t.tasks["start"]).all() and (t.tasks["cost"] >= 0).all()
+    owner = t.placement_owners[0]
+    assert np.array_equal(t.tasks["node"], owner[t.tasks["tile"]])
+
+
+def test_node_load_sums_task_costs(run):
+    t = run.trace
+    load = t.node_load()
+    assert load.shape == (4, 2)
+    assert load.sum() == pytest.approx(t.tasks["cost"].sum())
+
+
+def test_a_trace_of_another_version_is_refused(run, tmp_path):
+    path = run.trace.write(tmp_path / "old.h5")
+    with h5py.File(path, "r+") as f:
+        f.attrs["version"] = 99
+    with pytest.raises(ShoalError, match="version 99"):
+        Trace.read(path)
+
+
+def test_not_a_trace_is_refused(tmp_path):
+    (tmp_path / "x.h5").write_text("hello")
+    with pytest.raises(ShoalError, match="not a readable trace"):
+        Trace.read(tmp_path / "x.h5")
+    with pytest.raises(ShoalError, match="no trace"):
+        Trace.read(tmp_path / "missing.h5")
