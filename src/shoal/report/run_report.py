@@ -84,8 +84,12 @@ def placement_map(trace: Trace, path: Path) -> Path | None:
     cell_owner = owner[tiling.owner_map()]
     if tiling.ndim == 3:
         cell_owner = cell_owner[:, :, tiling.grid[2] // 2]
+    nodes = trace.cluster.nodes
+    base = plt.get_cmap("tab20" if nodes > 10 else "tab10")
+    cmap = matplotlib.colors.ListedColormap([base(i % base.N) for i in range(nodes)])
+    norm = matplotlib.colors.BoundaryNorm(np.arange(nodes + 1) - 0.5, nodes)
     fig, ax = plt.subplots(figsize=(6, 5))
-    im = ax.imshow(cell_owner.T, origin="lower", cmap="tab20", interpolation="nearest")
+    im = ax.imshow(cell_owner.T, origin="lower", cmap=cmap, norm=norm, interpolation="nearest")
     for a, e in enumerate(tiling.edges[:2]):
         for x in e[1:-1]:
             (ax.axvline if a == 0 else ax.axhline)(x - 0.5, color="k", lw=0.3)
@@ -93,7 +97,7 @@ def placement_map(trace: Trace, path: Path) -> Path | None:
     ax.set_ylabel("y cell")
     ax.set_title(f"placement: {trace.config.get('run', {}).get('placement', '?')} "
                  f"({tiling.ntiles} tiles on {trace.cluster.nodes} nodes)")
-    fig.colorbar(im, ax=ax, label="node")
+    fig.colorbar(im, ax=ax, label="node", ticks=range(nodes) if nodes <= 20 else None)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
