@@ -28,9 +28,8 @@ from .tiling import Tiling
 from .trace import Trace
 
 
-def build_tiling(sc: Scenario, cluster: Cluster) -> Tiling:
-    """Tiles from the run parameters: a tile shape, a tile count, or tiles per core."""
-    grid = tuple(sc.params.grid)
+def build_tiling(sc: Scenario, grid: tuple[int, ...], cluster: Cluster) -> Tiling:
+    """Tiles of the app's cell grid: by tile shape, tile count, or tiles per core."""
     r = sc.run
     if r.tile_shape:
         return Tiling.from_shape(grid, r.tile_shape, r.halo)
@@ -142,7 +141,7 @@ def run_scenario(
     spec = get_app(sc.app)
     app = spec.build(sc.params, sc.run.steps)
     cluster = Cluster.uniform(sc.run.nodes, sc.run.workers)
-    tiling = build_tiling(sc, cluster)
+    tiling = build_tiling(sc, app.grid, cluster)
     if hasattr(app, "check_tiling"):
         app.check_tiling(tiling)
     owner = check_owner(policy.place(tiling, cluster, sc.run.seed), tiling, cluster)

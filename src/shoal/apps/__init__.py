@@ -38,4 +38,4 @@ def get_app(name: str) -> AppSpec:
 
 
 def _load_builtin() -> None:
-    from . import synthetic  # noqa: F401  (registers itself)
+    from . import sph, synthetic  # noqa: F401  (they register themselves)

@@ -170,6 +170,7 @@ class SyntheticApp:
         params.validate()
         self.p = params
         self.ndim = len(params.grid)
+        self.grid = tuple(int(n) for n in params.grid)
         self.grid3 = np.array((list(params.grid) + [1])[:3], dtype=np.float64)
         self.mode = 0 if params.load == "hotspot" else 1
         sigma = params.sigma * max(params.grid)

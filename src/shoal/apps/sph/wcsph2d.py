@@ -1,0 +1,287 @@
+"""2D weakly compressible SPH on tiles (Vertanen §2.2; Monaghan's breaking dam).
+
+Three phases per step:
+
+``rates``   (halo: the particles in the ring of cells around the tile) density, velocity
+            and thermal-energy rates; each tile proposes a time step, reduced by ``min``
+``move``    symplectic Euler with the global step; inflow particles are created and
+            outflow particles deleted here
+``migrate`` (halo: the particles that moved into the tile's cells) the tile keeps its own
+            particles and takes in its immigrants, sorted by (cell, id)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...errors import ShoalError
+from ...runtime.app import Phase, StepContext
+from ...tiling import Tiling
+from . import geometry, kernels2d
+from .particles import (
+    FIELDS,
+    FLUID,
+    CellGrid,
+    concat,
+    emigrants_to,
+    halo_of,
+    in_box,
+    locate,
+    merged_neighbourhood,
+    settle,
+    sort_by_cell,
+    take,
+)
+
+
+@dataclass
+class SPH2DParams:
+    """Parameters of the 2D SPH app (the ``[app]`` table)."""
+
+    layout: str = "tank"  # "tank": closed-bottom tank; "channel": open channel with inflow/outflow
+    tank: list[float] = field(default_factory=lambda: [4.0, 2.4])  # width (length), height in m
+    fluid: list[list[float]] = field(default_factory=lambda: [[0.0, 0.0, 1.0, 2.0]])  # x0 y0 x1 y1
+    cylinders: list[list[float]] = field(default_factory=list)  # cx cy radius
+    lines: list[list[float]] = field(default_factory=list)  # x0 y0 x1 y1
+    dx: float = 0.02  # particle spacing (m)
+    h_factor: float = 1.3  # smoothing length h = h_factor * dx; support 2h
+    rho0: float = 1000.0
+    gamma: float = 7.0
+    c0_factor: float = 10.0  # c0 = factor * max(sqrt(g H), inflow speed)
+    alpha: float = 0.1  # artificial viscosity
+    beta: float = 0.0
+    gravity: list[float] = field(default_factory=lambda: [0.0, -9.81])
+    wall_layers: int = 3
+    cfl: float = 0.2
+    hydrostatic: bool = True  # start the fluid at hydrostatic density
+    inflow_velocity: float = 0.0  # channel: speed of the fluid pumped in at x = 0
+    frame_every: int = 0  # save the particles every this many steps (0: only at the end)
+
+    def validate(self) -> None:
+        if self.layout not in ("tank", "channel"):
+            raise ShoalError(f"app.layout must be 'tank' or 'channel', got {self.layout!r}")
+        if self.dx <= 0 or self.h_factor <= 0:
+            raise ShoalError("app.dx and app.h_factor must be positive")
+        if len(self.tank) != 2 or min(self.tank) <= 0:
+            raise ShoalError(f"app.tank must be [width, height] > 0, got {self.tank}")
+        for name, width in (("fluid", 4), ("cylinders", 3), ("lines", 4)):
+            for item in getattr(self, name):
+                if len(item) != width:
+                    raise ShoalError(f"every app.{name} entry needs {width} numbers, got {item}")
+        if not self.fluid:
+            raise ShoalError("app.fluid needs at least one block")
+        if self.wall_layers < 1:
+            raise ShoalError("app.wall_layers must be >= 1")
+        if not 0 < self.cfl <= 0.5:
+            raise ShoalError(f"app.cfl must be in (0, 0.5], got {self.cfl}")
+        if self.layout == "channel" and self.inflow_velocity <= 0:
+            raise ShoalError("a channel needs app.inflow_velocity > 0")
+        if self.frame_every < 0:
+            raise ShoalError("app.frame_every must be >= 0")
+
+
+class SPH2DApp:
+    """See the module docstring."""
+
+    name = "sph2d"
+    phases = (Phase("rates", halo=True, reduction="min"), Phase("move"), Phase("migrate", halo=True))
+
+    def __init__(self, params: SPH2DParams, steps: int):
+        params.validate()
+        self.p = p = params
+        self.ndim = 2
+        self.h = p.h_factor * p.dx
+        g = math.hypot(*p.gravity)
+        depth = max(b[3] for b in p.fluid) - min(b[1] for b in p.fluid)
+        self.c0 = p.c0_factor * max(math.sqrt(g * depth) if g > 0 else 0.0, p.inflow_velocity, 1e-3)
+        self.B = self.c0**2 * p.rho0 / p.gamma
+        self.mass = p.rho0 * p.dx * p.dx
+        margin = (p.wall_layers + 1) * p.dx
+        width, height = p.tank
+        if p.layout == "tank":
+            origin, size = (-margin, -margin), (width + 2 * margin, height + margin)
+        else:
+            origin, size = (0.0, -margin), (width, height + 2 * margin)
+        self.cells = CellGrid(origin, size, 2 * self.h)
+        self.grid = self.cells.shape
+        self._initial = self._build_initial()
+        self.first_inflow_id = int(self._initial["id"].max()) + 1 if len(self._initial["id"]) else 0
+        self.inflow_rows = self._inflow_rows()
+
+    # ----- initial state ------------------------------------------------------------------
+    def _build_initial(self) -> dict:
+        p = self.p
+        width, height = p.tank
+        if p.layout == "tank":
+            walls = [geometry.tank_walls(width, height, p.dx, p.wall_layers)]
+        else:
+            walls = [geometry.channel_walls(width, height, p.dx, p.wall_layers)]
+        walls += [geometry.cylinder(*c, p.dx, p.wall_layers) for c in p.cylinders]
+        walls += [geometry.line(*ln, p.dx, p.wall_layers) for ln in p.lines]
+        walls = np.concatenate(walls)
+        fluid = np.concatenate([geometry.lattice_block(*b, p.dx) for b in p.fluid])
+        fluid = geometry.remove_overlaps(fluid, walls, 0.75 * p.dx)
+        ids, kind, x = geometry.assemble(fluid, walls)
+        n = len(ids)
+        rho = np.full(n, p.rho0)
+        v = np.zeros((n, 2))
+        if p.layout == "channel":
+            v[kind == FLUID, 0] = p.inflow_velocity
+        elif p.hydrostatic:
+            top = max(b[3] for b in p.fluid)
+            depth = np.clip(top - x[:, 1], 0.0, None)
+            rho = p.rho0 * (1.0 + p.rho0 * abs(p.gravity[1]) * depth / self.B) ** (1.0 / p.gamma)
+        allp = locate({"id": ids, "kind": kind, "x": x, "v": v, "rho": rho, "e": np.zeros(n),
+                       "m": np.full(n, self.mass)}, self.cells)
+        inside = self.cells.inside(allp["cell"])
+        if not inside.all():
+            raise ShoalError(f"{int((~inside).sum())} initial particles lie outside the domain")
+        return sort_by_cell(allp, self.cells)
+
+    def _inflow_rows(self) -> np.ndarray:
+        if self.p.layout != "channel":
+            return np.empty(0)
+        return np.arange(self.p.dx / 2, self.p.tank[1] - 1e-12, self.p.dx)
+
+    def check_tiling(self, tiling: Tiling) -> None:
+        if tuple(tiling.grid) != self.grid:
+            raise ShoalError(f"tiling grid {tiling.grid} differs from the SPH cell grid {self.grid}")
+
+    def init_tile(self, tile: int, tiling: Tiling) -> dict:
+        mine = take(self._initial, in_box(self._initial, self.cells, tiling.lo[tile], tiling.hi[tile]))
+        n = len(mine["id"])
+        return {**mine, "acc": np.zeros((n, 2)), "drho": np.zeros(n), "de": np.zeros(n),
+                "t": 0.0, "created": 0, "deleted": 0}
+
+    def prepare(self, tiling: Tiling) -> None:
+        """Compile the kernels before the timed run, on a copy of the fullest tile."""
+        sizes = [int(in_box(self._initial, self.cells, tiling.lo[t], tiling.hi[t]).sum())
+                 for t in range(tiling.ntiles)]
+        tile = int(np.argmax(sizes))
+        state = self.init_tile(tile, tiling)
+        halos = {int(n): self.pack_halo(0, self.init_tile(int(n), tiling), int(n), tile, tiling)
+                 for n in tiling.neighbours[tile]}
+        _, dt = self.run_phase(0, tile, state, halos, StepContext(0), tiling)
+        self.run_phase(1, tile, state, {}, StepContext(0, {"rates": dt}), tiling)
+
+    # ----- phases ---------------------------------------------------------------------------
+    def pack_halo(self, phase: int, state: dict, src: int, dst: int, tiling: Tiling):
+        if phase == 0:
+            return halo_of(state, self.cells, tiling, dst)
+        return emigrants_to(state, self.cells, tiling, dst)
+
+    def run_phase(self, phase: int, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling):
+        if phase == 0:
+            return self._rates(tile, state, halos, tiling)
+        if phase == 1:
+            return self._move(tile, state, ctx.reduced["rates"], tiling)
+        self._migrate(tile, state, halos, tiling)
+        return len(state["id"])
+
+    def _rates(self, tile, state, halos, tiling):
+        p = self.p
+        n = len(state["id"])
+        acc, drho, de, mu = np.zeros((n, 2)), np.zeros(n), np.zeros(n), np.zeros(n)
+        if n == 0:
+            state.update(acc=acc, drho=drho, de=de)
+            return 0, np.inf
+        # The fixed global order: halos sorted by source tile id before merging.
+        ordered = [halos[k] for k in sorted(halos)]
+        merged, is_own, lidx, start, shape = merged_neighbourhood(state, ordered, self.cells, tiling.lo[tile],
+                                                                  tiling.hi[tile])
+        own = np.flatnonzero(is_own)
+        kernels2d.rates(merged["x"], merged["v"], merged["rho"], merged["m"], merged["kind"], own, lidx, start,
+                        shape[1], self.h, p.rho0, self.c0, self.B, p.gamma, p.alpha, p.beta, p.gravity[0],
+                        p.gravity[1], acc, drho, de, mu)
+        state.update(acc=acc, drho=drho, de=de)
+        dt = kernels2d.time_step(state["v"], state["rho"], acc, state["kind"], mu, self.h, p.rho0, self.c0,
+                                 p.gamma, p.cfl)
+        if not np.isfinite(acc).all() or not np.isfinite(drho).all():
+            raise ShoalError("SPH rates are not finite: the simulation blew up (lower app.cfl or app.dx)")
+        return n, float(dt)
+
+    def _move(self, tile, state, dt, tiling):
+        p = self.p
+        if not np.isfinite(dt) or dt <= 0:
+            raise ShoalError(f"time step {dt} is not positive and finite")
+        t0 = state["t"]
+        if p.layout == "channel":
+            self._drive_inflow(state)
+        kernels2d.integrate(state["x"], state["v"], state["rho"], state["e"], state["kind"], state["acc"],
+                            state["drho"], state["de"], dt, p.rho0)
+        state["t"] = t0 + dt
+        locate(state, self.cells)
+        gone = ~self.cells.inside(state["cell"])
+        if p.layout == "channel":
+            gone |= state["x"][:, 0] >= self.p.tank[0] - self.cells.cell[0]  # outflow: the last cells
+        if gone.any():
+            state["deleted"] += int(gone.sum())
+            self._keep(state, ~gone)
+        if p.layout == "channel":
+            self._create_inflow(tile, state, t0, state["t"], tiling)
+        return len(state["id"])
+
+    def _keep(self, state, mask):
+        for k in (*FIELDS, "acc", "drho", "de"):
+            state[k] = state[k][mask]
+
+    def _drive_inflow(self, state):
+        """Particles in the inflow zone move at the pumped speed, whatever the forces say."""
+        zone = (state["kind"] == FLUID) & (state["x"][:, 0] < 2 * self.h)
+        state["v"][zone] = (self.p.inflow_velocity, 0.0)
+        state["acc"][zone] = 0.0
+
+    def _create_inflow(self, tile, state, t0, t1, tiling):
+        """Column k enters at x = 0 at time k dx / U; ids follow (k, row): tiling-independent."""
+        p = self.p
+        U, rows = p.inflow_velocity, self.inflow_rows
+        k0 = math.floor(t0 * U / p.dx) + 1
+        k1 = math.floor(t1 * U / p.dx)
+        if k1 < k0:
+            return
+        ks = np.arange(k0, k1 + 1)
+        xs = U * (t1 - ks * p.dx / U)  # where each new column has travelled to by t1
+        X = np.repeat(xs, len(rows))
+        Y = np.tile(rows, len(ks))
+        ids = self.first_inflow_id + (np.repeat(ks, len(rows)) - 1) * len(rows) + np.tile(np.arange(len(rows)),
+                                                                                            len(ks))
+        new = {"id": ids.astype(np.int64), "kind": np.zeros(len(ids), np.int8), "x": np.stack([X, Y], 1),
+               "v": np.tile([U, 0.0], (len(ids), 1)), "rho": np.full(len(ids), p.rho0),
+               "e": np.zeros(len(ids)), "m": np.full(len(ids), self.mass)}
+        locate(new, self.cells)
+        mine = in_box(new, self.cells, tiling.lo[tile], tiling.hi[tile])
+        if not mine.any():
+            return
+        new = take(new, mine)
+        n = len(new["id"])
+        state["created"] += n
+        for k in FIELDS:
+            state[k] = np.concatenate([state[k], new[k]])
+        state["acc"] = np.concatenate([state["acc"], np.zeros((n, 2))])
+        state["drho"] = np.concatenate([state["drho"], np.zeros(n)])
+        state["de"] = np.concatenate([state["de"], np.zeros(n)])
+
+    def _migrate(self, tile, state, halos, tiling):
+        incoming = [halos[k] for k in sorted(halos)]
+        kept = settle(take(state, slice(None)), self.cells, tiling, tile, incoming)
+        n = len(kept["id"])
+        state.update(kept)
+        state.update(acc=np.zeros((n, 2)), drho=np.zeros(n), de=np.zeros(n))
+
+    # ----- results ----------------------------------------------------------------------------
+    def gather(self, states: dict, tiling: Tiling) -> dict[str, np.ndarray]:
+        allp = concat([take(s, slice(None)) for s in states.values()], 2)
+        order = np.argsort(allp["id"], kind="stable")
+        out = {k: allp[k][order] for k in FIELDS}
+        out["p"] = self.B * ((out["rho"] / self.p.rho0) ** self.p.gamma - 1.0)
+        any_state = next(iter(states.values()))
+        out["time"] = np.array(any_state["t"])
+        out["created"] = np.array(sum(s["created"] for s in states.values()))
+        out["deleted"] = np.array(sum(s["deleted"] for s in states.values()))
+        return out
+
+    def initial_count(self) -> int:
+        return len(self._initial["id"])
