@@ -64,6 +64,9 @@ def _cmd_compare(args) -> int:
         return 2
     for name, d in cmp.fields.items():
         print(f"{name}: max |a - b| = {d:.6g}" + ("" if name not in cmp.differing else "  (differs)"))
+    if cmp.position is not None:
+        print(f"particles matched by id: {cmp.matched}; only in A: {cmp.only_a}; only in B: {cmp.only_b}")
+        print(f"position difference: max {cmp.position[0]:.6g} m, mean {cmp.position[1]:.6g} m")
     print(f"largest absolute difference: {cmp.max_abs_diff:.6g}")
     print("identical" if cmp.identical else "different")
     return 0 if cmp.identical else 1

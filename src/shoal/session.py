@@ -23,7 +23,8 @@ from .errors import ShoalError
 from .imbalance import lif
 from .placement import get_policy
 from .placement.registry import check_owner
-from .runtime import LocalExecutor
+from .runtime import ExecutionResult, LocalExecutor
+from .runtime.local import merge_results
 from .tiling import Tiling
 from .trace import Trace
 
@@ -155,16 +156,12 @@ def run_scenario(
 
     if hasattr(app, "prepare"):
         app.prepare(tiling)
-    result = LocalExecutor(app, tiling, cluster, owner).run(sc.run.steps, on_step=on_step)
+    result = _execute(app, tiling, cluster, owner, sc.run.steps, getattr(sc.params, "frame_every", 0),
+                      path / "frames", on_step)
 
     gathered = app.gather(result.states, tiling)
-    for name, arr in gathered.items():
-        if not np.all(np.isfinite(arr)):
-            raise ShoalError(f"field {name!r} holds NaN or infinity after {sc.run.steps} steps")
-    tmp = path / "state" / "final.npz.partial"
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **gathered)
-    os.replace(tmp, path / "state" / "final.npz")
+    _check_finite(gathered, sc.run.steps)
+    _save_npz(path / "state" / "final.npz", gathered)
 
     trace = Trace(
         tasks={"step": result.task_step, "phase": result.task_phase, "tile": result.task_tile,
@@ -183,6 +180,40 @@ def run_scenario(
                **summarize(trace, result.wall_s, result.oversubscribed)}
     _write_json(path / "summary.json", summary)
     return RunRecord(path, summary)
+
+
+def _save_npz(path: Path, arrays: dict) -> None:
+    tmp = path.with_name(path.name + ".partial")
+    with open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+    os.replace(tmp, path)
+
+
+def _check_finite(arrays: dict, step: int) -> None:
+    for name, arr in arrays.items():
+        if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+            raise ShoalError(f"field {name!r} holds NaN or infinity at step {step}")
+
+
+def _execute(app, tiling, cluster, owner, steps, frame_every, frames: Path, on_step) -> ExecutionResult:
+    """Run all steps; when the app asks for frames, run in chunks and save the state between."""
+    executor = LocalExecutor(app, tiling, cluster, owner)
+    if not frame_every:
+        return executor.run(steps, on_step=on_step)
+    states = None
+    parts = []
+    _save_npz(frames / "state-000000.npz", app.gather(
+        {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}, tiling))
+    for first in range(0, steps, frame_every):
+        n = min(frame_every, steps - first)
+        shifted = None if on_step is None else (lambda k, f=first: on_step(f + k))
+        part = executor.run(n, states=states, first_step=first, on_step=shifted)
+        states = part.states
+        gathered = app.gather(states, tiling)
+        _check_finite(gathered, first + n)
+        _save_npz(frames / f"state-{first + n:06d}.npz", gathered)
+        parts.append(part)
+    return merge_results(parts)
 
 
 def open_run(path: str | Path) -> RunRecord:

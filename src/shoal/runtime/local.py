@@ -141,7 +141,7 @@ class LocalExecutor:
         self._idle = np.ones(T, dtype=bool)  # not running, not queued
         self._inbox: list[dict[int, dict[int, Any]]] = [dict() for _ in range(T)]
         self._tokens: list[dict[int, int]] = [dict() for _ in range(T)]
-        self._need = [[self._inputs_needed(p, t) for t in range(T)] for p in range(P)]
+        self._halo_wanted = getattr(self.app, "halo_wanted", None)
         self._values: dict[int, list] = {}
         self._reduced: dict[tuple[int, str], float] = {}
         self._ctx_reduced: dict[str, float] = {}
@@ -167,16 +167,28 @@ class LocalExecutor:
         self._msg_used = np.zeros(m, dtype=bool)
         self._per_task_msgs = per_task
 
-    def _inputs_needed(self, phase: int, tile: int) -> int:
+    def _halo_at(self, task: int) -> bool:
+        """Whether a task reads halos: its phase declares one and the app wants it this step.
+
+        Apps may skip halo exchanges on some steps (lazy updates) through ``halo_wanted``.
+        """
+        phase = task % len(self.phases)
+        if not self.phases[phase].halo:
+            return False
+        if self._halo_wanted is None:
+            return True
+        return bool(self._halo_wanted(phase, task // len(self.phases) + self.first_step))
+
+    def _inputs_needed(self, task: int, tile: int) -> int:
         """Halo payloads (plus a reduction token, if the previous phase reduces) a task waits on."""
-        prev = self.phases[phase - 1]  # phase 0 follows the last phase of the previous step
-        need = len(self.neighbours[tile]) if self.phases[phase].halo else 0
+        prev = self.phases[task % len(self.phases) - 1]  # phase 0 follows the previous step's last
+        need = len(self.neighbours[tile]) if self._halo_at(task) else 0
         return need + (1 if prev.reduction else 0)
 
     # ----- dependency bookkeeping (caller holds the lock) ----------------------------------
     def _deliver_initial_halos(self):
         """Halos for the very first task are packed from the initial state."""
-        if self.phases[0].halo:
+        if self._halo_at(0):
             for t in range(self.tiling.ntiles):
                 for dst, payload in self._pack_all(t, 0, self.states[t]):
                     self._inbox[dst].setdefault(0, {})[t] = payload
@@ -190,9 +202,8 @@ class LocalExecutor:
         task = int(self._next[tile])
         if not self._idle[tile] or task >= self._ntasks:
             return
-        phase = task % len(self.phases)
         got = len(self._inbox[tile].get(task, ())) + self._tokens[tile].get(task, 0)
-        if got == self._need[phase][tile]:
+        if got == self._inputs_needed(task, tile):
             self._idle[tile] = False
             node = int(self.owner[tile])
             self._queues[node].append((tile, task))
@@ -224,7 +235,7 @@ class LocalExecutor:
                 if self.phases[phase].reduction and value is None:
                     raise ShoalError("a phase with a reduction must return a value to reduce")
                 nxt = task + 1
-                if nxt < self._ntasks and self.phases[nxt % P].halo:
+                if nxt < self._ntasks and self._halo_at(nxt):
                     halo_out = self._pack_all(tile, nxt, state)
                 else:
                     halo_out = None
@@ -316,3 +327,28 @@ class LocalExecutor:
             for k in range(reported, done):
                 on_step(k)
         return done
+
+
+def merge_results(parts: list[ExecutionResult]) -> ExecutionResult:
+    """One result from consecutive runs; later parts' times shift by the earlier parts' walls."""
+    offset, shifted_start, shifted_end, step_end = 0.0, [], [], []
+    for r in parts:
+        shifted_start.append(r.task_start + offset)
+        shifted_end.append(r.task_end + offset)
+        step_end.append(r.step_end + offset)
+        offset += r.wall_s
+    cat = np.concatenate
+    last = parts[-1]
+    return ExecutionResult(
+        states=last.states,
+        task_step=cat([r.task_step for r in parts]), task_phase=cat([r.task_phase for r in parts]),
+        task_tile=cat([r.task_tile for r in parts]), task_node=cat([r.task_node for r in parts]),
+        task_worker=cat([r.task_worker for r in parts]), task_start=cat(shifted_start),
+        task_end=cat(shifted_end), task_cost=cat([r.task_cost for r in parts]),
+        task_work=cat([r.task_work for r in parts]),
+        msg_step=cat([r.msg_step for r in parts]), msg_phase=cat([r.msg_phase for r in parts]),
+        msg_src=cat([r.msg_src for r in parts]), msg_dst=cat([r.msg_dst for r in parts]),
+        msg_bytes=cat([r.msg_bytes for r in parts]),
+        reductions={k: v for r in parts for k, v in r.reductions.items()},
+        wall_s=offset, step_end=cat(step_end), oversubscribed=last.oversubscribed,
+    )

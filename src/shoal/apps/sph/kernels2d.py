@@ -150,15 +150,24 @@ def time_step(v, rho, acc, kind, mu, h, rho0, c0, gamma, cfl):
 
 
 @nb.njit(cache=True, nogil=True)
-def integrate(x, v, rho, e, kind, acc, drho, de, dt, rho0):
-    """Symplectic Euler: velocity first, then position with the new velocity."""
+def integrate(x, v, vh, rho, rhoh, e, kind, acc, drho, de, dt, first, rho0):
+    """Leapfrog (Monaghan): half-step velocity and density kicked by the rates at step n,
+    positions drifted with the half-step velocity, then full-step values predicted for the
+    next rate evaluation. Density and velocity stay staggered, so sound waves stay stable.
+    """
+    kick = 0.5 * dt if first else dt
     for k in range(kind.shape[0]):
-        rho[k] += dt * drho[k]
+        rhoh[k] += kick * drho[k]
         if kind[k] == FLUID:
-            v[k, 0] += dt * acc[k, 0]
-            v[k, 1] += dt * acc[k, 1]
-            x[k, 0] += dt * v[k, 0]
-            x[k, 1] += dt * v[k, 1]
+            vh[k, 0] += kick * acc[k, 0]
+            vh[k, 1] += kick * acc[k, 1]
+            x[k, 0] += dt * vh[k, 0]
+            x[k, 1] += dt * vh[k, 1]
+            v[k, 0] = vh[k, 0] + 0.5 * dt * acc[k, 0]
+            v[k, 1] = vh[k, 1] + 0.5 * dt * acc[k, 1]
             e[k] += dt * de[k]
-        elif rho[k] < rho0:
-            rho[k] = rho0  # walls never pull on the fluid
+        elif rhoh[k] < rho0:
+            rhoh[k] = rho0  # walls never pull on the fluid
+        rho[k] = rhoh[k] + 0.5 * dt * drho[k]
+        if kind[k] != FLUID and rho[k] < rho0:
+            rho[k] = rho0

@@ -8,20 +8,23 @@ whatever the tiling, placement or worker count.
 
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
 
 from ...tiling import Tiling
 
-# Per-particle arrays a tile carries (positions, velocities and cell coordinates are (n, ndim)).
-# ``cell`` is set from ``x`` whenever particles move, so halos and migration never recompute it.
-FIELDS = ("id", "kind", "x", "v", "rho", "e", "m", "cell")
+# Per-particle arrays a tile carries (vectors are (n, ndim)). ``v`` and ``rho`` are full-step
+# values, ``vh`` and ``rhoh`` the leapfrog's half-step ones. ``cell`` is set from ``x`` whenever
+# particles move, so halos and migration never recompute it.
+FIELDS = ("id", "kind", "x", "v", "vh", "rho", "rhoh", "e", "m", "cell")
 FLUID, WALL = 0, 1
 
 
 def empty(ndim: int) -> dict[str, np.ndarray]:
     return {
         "id": np.empty(0, np.int64), "kind": np.empty(0, np.int8), "x": np.empty((0, ndim)),
-        "v": np.empty((0, ndim)), "rho": np.empty(0), "e": np.empty(0), "m": np.empty(0),
+        "v": np.empty((0, ndim)), "vh": np.empty((0, ndim)), "rho": np.empty(0), "rhoh": np.empty(0),
+        "e": np.empty(0), "m": np.empty(0),
         "cell": np.empty((0, ndim), np.int64),
     }
 
@@ -74,24 +77,65 @@ def sort_by_cell(p: dict, grid: CellGrid) -> dict:
     return take(p, np.lexsort(keys))
 
 
-def in_box(p: dict, grid: CellGrid, lo, hi) -> np.ndarray:
+def in_box(p: dict, grid: CellGrid | None, lo, hi) -> np.ndarray:
     """Mask of particles whose cell lies in the half-open cell box [lo, hi)."""
     c = p["cell"]
     mask = (c[:, 0] >= lo[0]) & (c[:, 0] < hi[0])
-    for a in range(1, grid.ndim):
+    for a in range(1, c.shape[1]):
         mask &= (c[:, a] >= lo[a]) & (c[:, a] < hi[a])
     return mask
 
 
-def halo_of(p: dict, grid: CellGrid, tiling: Tiling, dst: int, width: int = 1) -> dict:
-    """The particles a neighbour ``dst`` needs: those in the ring of cells around its box."""
-    lo, hi = tiling.lo[dst] - width, tiling.hi[dst] + width
-    return take(p, in_box(p, grid, lo, hi))
+@nb.njit(cache=True, nogil=True, inline="always")
+def _in(cell, i, lo, hi):
+    for a in range(cell.shape[1]):
+        if cell[i, a] < lo[a] or cell[i, a] >= hi[a]:
+            return False
+    return True
 
 
-def emigrants_to(p: dict, grid: CellGrid, tiling: Tiling, dst: int) -> dict:
-    """The particles that now lie in ``dst``'s cells."""
-    return take(p, in_box(p, grid, tiling.lo[dst], tiling.hi[dst]))
+@nb.njit(cache=True, nogil=True)
+def _members(cell, los, his):
+    """For each box k, the indices of the particles whose cell lies in [los[k], his[k])."""
+    nbox = los.shape[0]
+    starts = np.zeros(nbox + 1, np.int64)
+    for k in range(nbox):
+        count = 0
+        for i in range(cell.shape[0]):
+            if _in(cell, i, los[k], his[k]):
+                count += 1
+        starts[k + 1] = starts[k] + count
+    out = np.empty(starts[nbox], np.int64)
+    for k in range(nbox):
+        j = starts[k]
+        for i in range(cell.shape[0]):
+            if _in(cell, i, los[k], his[k]):
+                out[j] = i
+                j += 1
+    return starts, out
+
+
+def split_by_boxes(p: dict, los: np.ndarray, his: np.ndarray) -> list[dict]:
+    """The particles in each of several cell boxes (one pass for all boxes)."""
+    if len(p["id"]) == 0:
+        return [take(p, slice(0, 0)) for _ in range(len(los))]
+    starts, idx = _members(p["cell"], los, his)
+    return [take(p, idx[starts[k]:starts[k + 1]]) for k in range(len(los))]
+
+
+def halos_for_neighbours(p: dict, tiling: Tiling, src: int, width: int = 1) -> dict[int, dict]:
+    """What every neighbour of ``src`` needs: the particles in the ring of cells around it."""
+    nbrs = tiling.neighbours[src]
+    parts = split_by_boxes(p, tiling.lo[nbrs] - width, tiling.hi[nbrs] + width)
+    return dict(zip(map(int, nbrs), parts, strict=True))
+
+
+def emigrants_for_neighbours(p: dict, tiling: Tiling, src: int) -> dict[int, dict]:
+    """The particles of ``src`` that now lie in each neighbour's cells."""
+    leaving = take(p, ~in_box(p, None, tiling.lo[src], tiling.hi[src]))
+    nbrs = tiling.neighbours[src]
+    parts = split_by_boxes(leaving, tiling.lo[nbrs], tiling.hi[nbrs])
+    return dict(zip(map(int, nbrs), parts, strict=True))
 
 
 def settle(p: dict, grid: CellGrid, tiling: Tiling, tile: int, immigrants: list[dict]) -> dict:
@@ -117,15 +161,27 @@ def local_cells(cell: np.ndarray, lo, hi, width: int = 1):
 def merged_neighbourhood(own: dict, halos: list[dict], grid: CellGrid, lo, hi):
     """Own and halo particles in one array set sorted by (local cell, id), with cell starts.
 
+    The local box is the tile's box widened so that every own particle's 3^d neighbour cells
+    lie inside it (one cell, or more when own particles have drifted out of the box between
+    lazy migrations); halo particles beyond it cannot be anyone's neighbour and are dropped.
     Returns (arrays, is_own mask in sorted order, local cell coordinates, cell_start array,
     local box shape).
     """
+    lo, hi = np.asarray(lo), np.asarray(hi)
+    width = 1
+    if len(own["id"]):
+        width += int(max(0, (lo - own["cell"]).max(), (own["cell"] - (hi - 1)).max()))
     allp = concat([own, *halos], grid.ndim)
-    lidx, lcell, shape = local_cells(allp["cell"], lo, hi)
+    n_own = len(own["id"])
+    keep = np.ones(len(allp["id"]), bool)
+    keep[n_own:] = in_box(take(allp, slice(n_own, None)), grid, lo - width, hi + width)
+    if not keep.all():
+        allp = take(allp, keep)
+    lidx, lcell, shape = local_cells(allp["cell"], lo, hi, width)
     order = np.lexsort((allp["id"], lcell))
     merged = take(allp, order)
     lcell = lcell[order]
     ncells = int(np.prod(shape))
     start = np.searchsorted(lcell, np.arange(ncells + 1)).astype(np.int64)
-    is_own = order < len(own["id"])
+    is_own = order < n_own
     return merged, is_own, lidx[order], start, shape

@@ -26,8 +26,8 @@ from .particles import (
     FLUID,
     CellGrid,
     concat,
-    emigrants_to,
-    halo_of,
+    emigrants_for_neighbours,
+    halos_for_neighbours,
     in_box,
     locate,
     merged_neighbourhood,
@@ -57,8 +57,10 @@ class SPH2DParams:
     wall_layers: int = 3
     cfl: float = 0.2
     hydrostatic: bool = True  # start the fluid at hydrostatic density
+    gravity_ramp: float = 0.0  # seconds over which gravity is switched on smoothly (Adami et al. 2012)
     inflow_velocity: float = 0.0  # channel: speed of the fluid pumped in at x = 0
     frame_every: int = 0  # save the particles every this many steps (0: only at the end)
+    halo_every: int = 1  # lazy updates (Vertanen 5.4.6): exchange halos and migrants every k steps
 
     def validate(self) -> None:
         if self.layout not in ("tank", "channel"):
@@ -81,6 +83,10 @@ class SPH2DParams:
             raise ShoalError("a channel needs app.inflow_velocity > 0")
         if self.frame_every < 0:
             raise ShoalError("app.frame_every must be >= 0")
+        if self.halo_every < 1:
+            raise ShoalError("app.halo_every must be >= 1")
+        if self.gravity_ramp < 0:
+            raise ShoalError("app.gravity_ramp must be >= 0")
 
 
 class SPH2DApp:
@@ -134,8 +140,8 @@ class SPH2DApp:
             top = max(b[3] for b in p.fluid)
             depth = np.clip(top - x[:, 1], 0.0, None)
             rho = p.rho0 * (1.0 + p.rho0 * abs(p.gravity[1]) * depth / self.B) ** (1.0 / p.gamma)
-        allp = locate({"id": ids, "kind": kind, "x": x, "v": v, "rho": rho, "e": np.zeros(n),
-                       "m": np.full(n, self.mass)}, self.cells)
+        allp = locate({"id": ids, "kind": kind, "x": x, "v": v, "vh": v.copy(), "rho": rho, "rhoh": rho.copy(),
+                       "e": np.zeros(n), "m": np.full(n, self.mass)}, self.cells)
         inside = self.cells.inside(allp["cell"])
         if not inside.all():
             raise ShoalError(f"{int((~inside).sum())} initial particles lie outside the domain")
@@ -168,40 +174,62 @@ class SPH2DApp:
         self.run_phase(1, tile, state, {}, StepContext(0, {"rates": dt}), tiling)
 
     # ----- phases ---------------------------------------------------------------------------
+    def halo_wanted(self, phase: int, step: int) -> bool:
+        """Lazy updates: halos every k-th step, migrants on the step before (held until then)."""
+        k = self.p.halo_every
+        return step % k == 0 if phase == 0 else (step + 1) % k == 0
+
     def pack_halo(self, phase: int, state: dict, src: int, dst: int, tiling: Tiling):
-        if phase == 0:
-            return halo_of(state, self.cells, tiling, dst)
-        return emigrants_to(state, self.cells, tiling, dst)
+        # The executor asks neighbour by neighbour; all of them are packed in one pass and
+        # kept until the tile's state next changes.
+        packed = state.get("packed")
+        if packed is None or packed[0] != phase:
+            split = halos_for_neighbours if phase == 0 else emigrants_for_neighbours
+            packed = state["packed"] = (phase, split(state, tiling, src))
+        return packed[1][dst]
 
     def run_phase(self, phase: int, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling):
+        state["packed"] = None  # what was packed for the neighbours is stale from here on
         if phase == 0:
-            return self._rates(tile, state, halos, tiling)
+            return self._rates(tile, state, halos, ctx, tiling)
         if phase == 1:
             return self._move(tile, state, ctx.reduced["rates"], tiling)
-        self._migrate(tile, state, halos, tiling)
+        self._migrate(tile, state, halos, ctx, tiling)
         return len(state["id"])
 
-    def _rates(self, tile, state, halos, tiling):
+    def _rates(self, tile, state, halos, ctx, tiling):
         p = self.p
         n = len(state["id"])
         acc, drho, de, mu = np.zeros((n, 2)), np.zeros(n), np.zeros(n), np.zeros(n)
         if n == 0:
             state.update(acc=acc, drho=drho, de=de)
             return 0, np.inf
-        # The fixed global order: halos sorted by source tile id before merging.
-        ordered = [halos[k] for k in sorted(halos)]
+        # The fixed global order: halos sorted by source tile id before merging. Between lazy
+        # updates the tile reuses the halos of the last exchange.
+        if self.halo_wanted(0, ctx.step):
+            state["halo_cache"] = [halos[k] for k in sorted(halos)]
+        ordered = state.get("halo_cache", [])
+        ramp = self._gravity_factor(state["t"])
+        gx, gy = ramp * p.gravity[0], ramp * p.gravity[1]
         merged, is_own, lidx, start, shape = merged_neighbourhood(state, ordered, self.cells, tiling.lo[tile],
                                                                   tiling.hi[tile])
         own = np.flatnonzero(is_own)
         kernels2d.rates(merged["x"], merged["v"], merged["rho"], merged["m"], merged["kind"], own, lidx, start,
-                        shape[1], self.h, p.rho0, self.c0, self.B, p.gamma, p.alpha, p.beta, p.gravity[0],
-                        p.gravity[1], acc, drho, de, mu)
+                        shape[1], self.h, p.rho0, self.c0, self.B, p.gamma, p.alpha, p.beta, gx, gy, acc, drho, de,
+                        mu)
         state.update(acc=acc, drho=drho, de=de)
         dt = kernels2d.time_step(state["v"], state["rho"], acc, state["kind"], mu, self.h, p.rho0, self.c0,
                                  p.gamma, p.cfl)
         if not np.isfinite(acc).all() or not np.isfinite(drho).all():
             raise ShoalError("SPH rates are not finite: the simulation blew up (lower app.cfl or app.dx)")
         return n, float(dt)
+
+    def _gravity_factor(self, t: float) -> float:
+        """Smooth switch-on of gravity: 0.5 (sin((t / T - 0.5) pi) + 1) for t < T."""
+        T = self.p.gravity_ramp
+        if T <= 0 or t >= T:
+            return 1.0
+        return 0.5 * (math.sin((t / T - 0.5) * math.pi) + 1.0)
 
     def _move(self, tile, state, dt, tiling):
         p = self.p
@@ -210,8 +238,8 @@ class SPH2DApp:
         t0 = state["t"]
         if p.layout == "channel":
             self._drive_inflow(state)
-        kernels2d.integrate(state["x"], state["v"], state["rho"], state["e"], state["kind"], state["acc"],
-                            state["drho"], state["de"], dt, p.rho0)
+        kernels2d.integrate(state["x"], state["v"], state["vh"], state["rho"], state["rhoh"], state["e"],
+                            state["kind"], state["acc"], state["drho"], state["de"], dt, t0 == 0.0, p.rho0)
         state["t"] = t0 + dt
         locate(state, self.cells)
         gone = ~self.cells.inside(state["cell"])
@@ -232,6 +260,7 @@ class SPH2DApp:
         """Particles in the inflow zone move at the pumped speed, whatever the forces say."""
         zone = (state["kind"] == FLUID) & (state["x"][:, 0] < 2 * self.h)
         state["v"][zone] = (self.p.inflow_velocity, 0.0)
+        state["vh"][zone] = (self.p.inflow_velocity, 0.0)
         state["acc"][zone] = 0.0
 
     def _create_inflow(self, tile, state, t0, t1, tiling):
@@ -243,14 +272,15 @@ class SPH2DApp:
         if k1 < k0:
             return
         ks = np.arange(k0, k1 + 1)
-        xs = U * (t1 - ks * p.dx / U)  # where each new column has travelled to by t1
+        xs = 0.5 * p.dx + U * (t1 - ks * p.dx / U)  # enters at dx/2, then travels with U
         X = np.repeat(xs, len(rows))
         Y = np.tile(rows, len(ks))
         ids = self.first_inflow_id + (np.repeat(ks, len(rows)) - 1) * len(rows) + np.tile(np.arange(len(rows)),
                                                                                             len(ks))
-        new = {"id": ids.astype(np.int64), "kind": np.zeros(len(ids), np.int8), "x": np.stack([X, Y], 1),
-               "v": np.tile([U, 0.0], (len(ids), 1)), "rho": np.full(len(ids), p.rho0),
-               "e": np.zeros(len(ids)), "m": np.full(len(ids), self.mass)}
+        n = len(ids)
+        new = {"id": ids.astype(np.int64), "kind": np.zeros(n, np.int8), "x": np.stack([X, Y], 1),
+               "v": np.tile([U, 0.0], (n, 1)), "vh": np.tile([U, 0.0], (n, 1)), "rho": np.full(n, p.rho0),
+               "rhoh": np.full(n, p.rho0), "e": np.zeros(n), "m": np.full(n, self.mass)}
         locate(new, self.cells)
         mine = in_box(new, self.cells, tiling.lo[tile], tiling.hi[tile])
         if not mine.any():
@@ -264,7 +294,19 @@ class SPH2DApp:
         state["drho"] = np.concatenate([state["drho"], np.zeros(n)])
         state["de"] = np.concatenate([state["de"], np.zeros(n)])
 
-    def _migrate(self, tile, state, halos, tiling):
+    def _migrate(self, tile, state, halos, ctx, tiling):
+        if not self.halo_wanted(2, ctx.step):
+            # Lazy updates: emigrants wait in place for the next exchange; the order the
+            # kernels rely on, (cell, id), is restored all the same.
+            state.update(sort_by_cell(take(state, slice(None)), self.cells))
+            return
+        out = ~in_box(state, self.cells, tiling.lo[tile], tiling.hi[tile])
+        if out.any():  # a particle that jumped past every neighbour is lost (Vertanen deletes it)
+            near = np.zeros(int(out.sum()), bool)
+            leaving = take(state, out)
+            for n in tiling.neighbours[tile]:
+                near |= in_box(leaving, self.cells, tiling.lo[n], tiling.hi[n])
+            state["deleted"] += int((~near).sum())
         incoming = [halos[k] for k in sorted(halos)]
         kept = settle(take(state, slice(None)), self.cells, tiling, tile, incoming)
         n = len(kept["id"])
