@@ -140,9 +140,16 @@ def report_run(run: str | Path) -> list[Path]:
         timeline(trace, run / "timeline.png"),
         lif_over_steps(trace, run / "lif.png"),
     ]
-    pm = placement_map(trace, run / "placement.png")
+    pm = placement_map(trace, run / "placement.png") if trace.tiling.ndim in (2, 3) else None
     if pm:
         paths.append(pm)
     (run / "frames").mkdir(exist_ok=True)
-    paths += field_frames(run, run / "frames")
+    with np.load(run / "state" / "final.npz") as z:
+        particles = "id" in z.files
+    if particles:
+        from .particles import report_particles
+
+        paths += report_particles(run, trace.config)
+    else:
+        paths += field_frames(run, run / "frames")
     return paths
