@@ -42,7 +42,7 @@ def dw_dr(r, h, sigma):
     return 0.0
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=True, nogil=True, error_model="numpy")
 def equation_of_state(rho, rho0, c0, B, gamma, P, c, p_over_rho2):
     """Pressure, sound speed and P / rho^2 of every particle (once, not once per pair)."""
     for i in range(rho.shape[0]):
@@ -51,7 +51,7 @@ def equation_of_state(rho, rho0, c0, B, gamma, P, c, p_over_rho2):
         p_over_rho2[i] = P[i] / (rho[i] * rho[i])
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=True, nogil=True, error_model="numpy")
 def rates(x, v, rho, m, kind, own, lidx, start, nly, h, rho0, c0, B, gamma, alpha, beta, gx, gy,
           acc, drho, de, mu):
     n = rho.shape[0]
@@ -62,7 +62,7 @@ def rates(x, v, rho, m, kind, own, lidx, start, nly, h, rho0, c0, B, gamma, alph
     _rates(x, v, rho, m, kind, own, lidx, start, nly, h, c, pr2, alpha, beta, gx, gy, acc, drho, de, mu)
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=True, nogil=True, error_model="numpy")
 def _rates(x, v, rho, m, kind, own, lidx, start, nly, h, c, pr2, alpha, beta, gx, gy, acc, drho, de, mu):
     """Time derivatives of the particles listed in ``own`` (indices into the merged arrays).
 
@@ -133,7 +133,7 @@ def _rates(x, v, rho, m, kind, own, lidx, start, nly, h, c, pr2, alpha, beta, gx
         mu[k] = mu_max
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=True, nogil=True, error_model="numpy")
 def time_step(v, rho, acc, kind, mu, h, rho0, c0, gamma, cfl):
     """Largest stable step for these particles: Courant (with viscosity) and force limits."""
     dt = np.inf
@@ -149,7 +149,7 @@ def time_step(v, rho, acc, kind, mu, h, rho0, c0, gamma, cfl):
     return dt
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=True, nogil=True, error_model="numpy")
 def integrate(x, v, vh, rho, rhoh, e, kind, acc, drho, de, dt, first, rho0):
     """Leapfrog (Monaghan): half-step velocity and density kicked by the rates at step n,
     positions drifted with the half-step velocity, then full-step values predicted for the

@@ -29,21 +29,27 @@ def empty(ndim: int) -> dict[str, np.ndarray]:
     }
 
 
+def fields_of(p: dict) -> list[str]:
+    """The per-particle arrays this store carries (apps may leave some of FIELDS out)."""
+    return [k for k in FIELDS if k in p]
+
+
 def take(p: dict, idx) -> dict:
-    return {k: p[k][idx] for k in FIELDS}
+    return {k: p[k][idx] for k in fields_of(p)}
 
 
 def concat(parts: list[dict], ndim: int) -> dict:
-    parts = [q for q in parts if len(q["id"])]
-    if not parts:
-        return empty(ndim)
-    return {k: np.concatenate([q[k] for q in parts]) for k in FIELDS}
+    nonempty = [q for q in parts if len(q["id"])]
+    if not nonempty:
+        return take(parts[0], slice(0, 0)) if parts else empty(ndim)
+    return {k: np.concatenate([q[k] for q in nonempty]) for k in fields_of(nonempty[0])}
 
 
 class CellGrid:
     """The SPH cell grid (cell side >= kernel support) laid over the domain box."""
 
-    def __init__(self, origin, size, support: float):
+    def __init__(self, origin, size, support: float, clamp: bool = False):
+        self.clamp = clamp
         self.origin = np.asarray(origin, dtype=np.float64)
         self.size = np.asarray(size, dtype=np.float64)
         self.counts = np.maximum((self.size / support).astype(np.int64), 1)
@@ -55,8 +61,10 @@ class CellGrid:
         return tuple(int(c) for c in self.counts)
 
     def index(self, x: np.ndarray) -> np.ndarray:
-        """Integer cell coordinates (n, ndim) of positions; may lie outside the grid."""
-        return np.floor((x - self.origin) / self.cell).astype(np.int64)
+        """Integer cell coordinates (n, ndim) of positions; may lie outside the grid unless
+        the grid clamps (fluidanimate keeps particles that poke through a wall in the edge cell)."""
+        idx = np.floor((x - self.origin) / self.cell).astype(np.int64)
+        return np.clip(idx, 0, self.counts - 1) if self.clamp else idx
 
     def inside(self, idx: np.ndarray) -> np.ndarray:
         return np.all((idx >= 0) & (idx < self.counts), axis=1)
@@ -73,8 +81,11 @@ def locate(p: dict, grid: CellGrid) -> dict:
 
 def sort_by_cell(p: dict, grid: CellGrid) -> dict:
     """Particles ordered by (global cell, id): the fixed global summation order."""
-    keys = [p["id"]] + [p["cell"][:, a] for a in reversed(range(grid.ndim))]
-    return take(p, np.lexsort(keys))
+    flat = p["cell"][:, 0].astype(np.int64)
+    for a in range(1, grid.ndim):
+        flat = flat * int(grid.counts[a] + 2) + (p["cell"][:, a] + 1)  # +1, +2: cells just outside
+    key = flat * (1 << 32) + p["id"]  # one int64 key: ids stay below 2**32
+    return take(p, np.argsort(key, kind="stable"))
 
 
 def in_box(p: dict, grid: CellGrid | None, lo, hi) -> np.ndarray:
@@ -158,30 +169,48 @@ def local_cells(cell: np.ndarray, lo, hi, width: int = 1):
     return idx, flat, shape
 
 
-def merged_neighbourhood(own: dict, halos: list[dict], grid: CellGrid, lo, hi):
-    """Own and halo particles in one array set sorted by (local cell, id), with cell starts.
+class Neighbourhood:
+    """Own and halo particles of one tile merged in (local cell, id) order, with cell starts.
 
     The local box is the tile's box widened so that every own particle's 3^d neighbour cells
     lie inside it (one cell, or more when own particles have drifted out of the box between
     lazy migrations); halo particles beyond it cannot be anyone's neighbour and are dropped.
-    Returns (arrays, is_own mask in sorted order, local cell coordinates, cell_start array,
-    local box shape).
+    ``order`` is kept so that a later phase whose halos hold the same particles (with new
+    values) can merge them again without sorting (``remerge``).
     """
-    lo, hi = np.asarray(lo), np.asarray(hi)
-    width = 1
-    if len(own["id"]):
-        width += int(max(0, (lo - own["cell"]).max(), (own["cell"] - (hi - 1)).max()))
-    allp = concat([own, *halos], grid.ndim)
-    n_own = len(own["id"])
-    keep = np.ones(len(allp["id"]), bool)
-    keep[n_own:] = in_box(take(allp, slice(n_own, None)), grid, lo - width, hi + width)
-    if not keep.all():
-        allp = take(allp, keep)
-    lidx, lcell, shape = local_cells(allp["cell"], lo, hi, width)
-    order = np.lexsort((allp["id"], lcell))
-    merged = take(allp, order)
-    lcell = lcell[order]
-    ncells = int(np.prod(shape))
-    start = np.searchsorted(lcell, np.arange(ncells + 1)).astype(np.int64)
-    is_own = order < n_own
-    return merged, is_own, lidx[order], start, shape
+
+    def __init__(self, own: dict, halos: list[dict], grid: CellGrid, lo, hi):
+        lo, hi = np.asarray(lo), np.asarray(hi)
+        width = 1
+        if len(own["id"]):
+            width += int(max(0, (lo - own["cell"]).max(), (own["cell"] - (hi - 1)).max()))
+        allp = concat([own, *halos], grid.ndim)
+        self.n_own = n_own = len(own["id"])
+        self.keep = None
+        keep = in_box(take(allp, slice(n_own, None)), grid, lo - width, hi + width)
+        if not keep.all():
+            self.keep = np.concatenate([np.ones(n_own, bool), keep])
+            allp = take(allp, self.keep)
+        lidx, lcell, self.shape = local_cells(allp["cell"], lo, hi, width)
+        self.order = np.argsort(lcell * (1 << 32) + allp["id"], kind="stable")
+        self.particles = take(allp, self.order)
+        self.lidx = lidx[self.order]
+        ncells = int(np.prod(self.shape))
+        self.start = np.searchsorted(lcell[self.order], np.arange(ncells + 1)).astype(np.int64)
+        self.is_own = self.order < n_own
+        self.own_index = np.flatnonzero(self.is_own)
+
+    def remerge(self, own: dict, halos: list[dict]) -> dict:
+        """The same particles with fresher values, in this neighbourhood's order."""
+        allp = concat([own, *halos], len(self.shape))
+        if self.keep is not None:
+            allp = take(allp, self.keep)
+        if len(allp["id"]) != len(self.order):
+            raise RuntimeError("halo particles changed between phases of one step")
+        return take(allp, self.order)
+
+
+def merged_neighbourhood(own: dict, halos: list[dict], grid: CellGrid, lo, hi):
+    """(arrays, is_own, local cell coordinates, cell starts, local shape) of a Neighbourhood."""
+    nb = Neighbourhood(own, halos, grid, lo, hi)
+    return nb.particles, nb.is_own, nb.lidx, nb.start, nb.shape

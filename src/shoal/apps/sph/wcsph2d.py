@@ -22,11 +22,11 @@ from ...runtime.app import Phase, StepContext
 from ...tiling import Tiling
 from . import geometry, kernels2d
 from .particles import (
-    FIELDS,
     FLUID,
     CellGrid,
     concat,
     emigrants_for_neighbours,
+    fields_of,
     halos_for_neighbours,
     in_box,
     locate,
@@ -253,7 +253,7 @@ class SPH2DApp:
         return len(state["id"])
 
     def _keep(self, state, mask):
-        for k in (*FIELDS, "acc", "drho", "de"):
+        for k in (*fields_of(state), "acc", "drho", "de"):
             state[k] = state[k][mask]
 
     def _drive_inflow(self, state):
@@ -288,7 +288,7 @@ class SPH2DApp:
         new = take(new, mine)
         n = len(new["id"])
         state["created"] += n
-        for k in FIELDS:
+        for k in fields_of(state):
             state[k] = np.concatenate([state[k], new[k]])
         state["acc"] = np.concatenate([state["acc"], np.zeros((n, 2))])
         state["drho"] = np.concatenate([state["drho"], np.zeros(n)])
@@ -316,8 +316,7 @@ class SPH2DApp:
     # ----- results ----------------------------------------------------------------------------
     def gather(self, states: dict, tiling: Tiling) -> dict[str, np.ndarray]:
         allp = concat([take(s, slice(None)) for s in states.values()], 2)
-        order = np.argsort(allp["id"], kind="stable")
-        out = {k: allp[k][order] for k in FIELDS}
+        out = take(allp, np.argsort(allp["id"], kind="stable"))
         out["p"] = self.B * ((out["rho"] / self.p.rho0) ** self.p.gamma - 1.0)
         any_state = next(iter(states.values()))
         out["time"] = np.array(any_state["t"])
