@@ -18,47 +18,67 @@ import numpy as np
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
-def densities(x, own, lidx, start, shape, h):
+def _stencil(c, start, shape, lo, hi):
+    """First and last particle of each existing neighbour cell of local cell ``c`` (fixed order)."""
+    nx, ny, nz = shape
+    cx = c // (ny * nz)
+    cy = (c // nz) % ny
+    cz = c % nz
+    k = 0
+    for ox in range(-1, 2):
+        if cx + ox < 0 or cx + ox >= nx:
+            continue
+        for oy in range(-1, 2):
+            if cy + oy < 0 or cy + oy >= ny:
+                continue
+            for oz in range(-1, 2):
+                if cz + oz < 0 or cz + oz >= nz:
+                    continue
+                d = ((cx + ox) * ny + (cy + oy)) * nz + (cz + oz)
+                if start[d + 1] > start[d]:
+                    lo[k] = start[d]
+                    hi[k] = start[d + 1]
+                    k += 1
+    return k
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def densities(x, own, start, shape, h):
     """sum_j (h^2 - r^2)^3 over neighbours j (pairs once, in global order) for every particle."""
     n = x.shape[0]
     hsq = h * h
     rho = np.zeros(n)
-    nx, ny, nz = shape
-    for i in range(n):
-        # Nothing visited before i adds to i (pairs are (i, j) with j before i), so a register
-        # sum started from rho[i] adds in exactly the same order.
-        xi, yi, zi = x[i, 0], x[i, 1], x[i, 2]
-        own_i = own[i]
-        sum_i = rho[i]
-        cx, cy, cz = lidx[i, 0], lidx[i, 1], lidx[i, 2]
-        for ox in range(-1, 2):
-            if cx + ox < 0 or cx + ox >= nx:
-                continue
-            for oy in range(-1, 2):
-                if cy + oy < 0 or cy + oy >= ny:
-                    continue
-                for oz in range(-1, 2):
-                    if cz + oz < 0 or cz + oz >= nz:
+    lo = np.empty(27, np.int64)
+    hi = np.empty(27, np.int64)
+    for c in range(start.shape[0] - 1):
+        if start[c + 1] == start[c]:
+            continue
+        k = _stencil(c, start, shape, lo, hi)
+        for i in range(start[c], start[c + 1]):
+            # Nothing visited before i adds to i (pairs are (i, j) with j before i), so a
+            # register sum started from rho[i] adds in exactly the same order.
+            xi, yi, zi = x[i, 0], x[i, 1], x[i, 2]
+            own_i = own[i]
+            sum_i = rho[i]
+            for m in range(k):
+                for j in range(lo[m], min(hi[m], i)):
+                    if not (own_i or own[j]):
                         continue
-                    c = ((cx + ox) * ny + (cy + oy)) * nz + (cz + oz)
-                    for j in range(start[c], min(start[c + 1], i)):
-                        if not (own_i or own[j]):
-                            continue
-                        dx = xi - x[j, 0]
-                        dy = yi - x[j, 1]
-                        dz = zi - x[j, 2]
-                        d2 = dx * dx + dy * dy + dz * dz
-                        if d2 < hsq:
-                            t = hsq - d2
-                            tc = t * t * t
-                            sum_i += tc
-                            rho[j] += tc
-        rho[i] = sum_i
+                    dx = xi - x[j, 0]
+                    dy = yi - x[j, 1]
+                    dz = zi - x[j, 2]
+                    d2 = dx * dx + dy * dy + dz * dz
+                    if d2 < hsq:
+                        t = hsq - d2
+                        tc = t * t * t
+                        sum_i += tc
+                        rho[j] += tc
+            rho[i] = sum_i
     return rho
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
-def accelerations(x, v, rho, own, lidx, start, shape, h, pressure_coeff, viscosity_coeff, rest2, gravity):
+def accelerations(x, v, rho, own, start, shape, h, pressure_coeff, viscosity_coeff, rest2, gravity):
     """Pressure and viscosity accelerations plus gravity (pairs once, in global order)."""
     n = x.shape[0]
     hsq = h * h
@@ -68,49 +88,44 @@ def accelerations(x, v, rho, own, lidx, start, shape, h, pressure_coeff, viscosi
             a[i, 0] = gravity[0]
             a[i, 1] = gravity[1]
             a[i, 2] = gravity[2]
-    nx, ny, nz = shape
-    for i in range(n):
-        xi, yi, zi = x[i, 0], x[i, 1], x[i, 2]
-        vxi, vyi, vzi = v[i, 0], v[i, 1], v[i, 2]
-        rhoi = rho[i]
-        own_i = own[i]
-        sx, sy, sz = a[i, 0], a[i, 1], a[i, 2]  # register sums, same order as in memory
-        cx, cy, cz = lidx[i, 0], lidx[i, 1], lidx[i, 2]
-        for ox in range(-1, 2):
-            if cx + ox < 0 or cx + ox >= nx:
-                continue
-            for oy in range(-1, 2):
-                if cy + oy < 0 or cy + oy >= ny:
-                    continue
-                for oz in range(-1, 2):
-                    if cz + oz < 0 or cz + oz >= nz:
+    lo = np.empty(27, np.int64)
+    hi = np.empty(27, np.int64)
+    for c in range(start.shape[0] - 1):
+        if start[c + 1] == start[c]:
+            continue
+        k = _stencil(c, start, shape, lo, hi)
+        for i in range(start[c], start[c + 1]):
+            xi, yi, zi = x[i, 0], x[i, 1], x[i, 2]
+            vxi, vyi, vzi = v[i, 0], v[i, 1], v[i, 2]
+            rhoi = rho[i]
+            own_i = own[i]
+            sx, sy, sz = a[i, 0], a[i, 1], a[i, 2]  # register sums, same order as in memory
+            for m in range(k):
+                for j in range(lo[m], min(hi[m], i)):
+                    if not (own_i or own[j]):
                         continue
-                    c = ((cx + ox) * ny + (cy + oy)) * nz + (cz + oz)
-                    for j in range(start[c], min(start[c + 1], i)):
-                        if not (own_i or own[j]):
-                            continue
-                        dx = xi - x[j, 0]
-                        dy = yi - x[j, 1]
-                        dz = zi - x[j, 2]
-                        d2 = dx * dx + dy * dy + dz * dz
-                        if d2 < hsq:
-                            dist = math.sqrt(max(d2, 1e-12))
-                            hmr = h - dist
-                            f = pressure_coeff * (hmr * hmr / dist) * (rhoi + rho[j] - rest2)
-                            g = viscosity_coeff * hmr
-                            inv = 1.0 / (rhoi * rho[j])
-                            ax = (dx * f + (v[j, 0] - vxi) * g) * inv
-                            ay = (dy * f + (v[j, 1] - vyi) * g) * inv
-                            az = (dz * f + (v[j, 2] - vzi) * g) * inv
-                            sx += ax
-                            sy += ay
-                            sz += az
-                            a[j, 0] -= ax
-                            a[j, 1] -= ay
-                            a[j, 2] -= az
-        a[i, 0] = sx
-        a[i, 1] = sy
-        a[i, 2] = sz
+                    dx = xi - x[j, 0]
+                    dy = yi - x[j, 1]
+                    dz = zi - x[j, 2]
+                    d2 = dx * dx + dy * dy + dz * dz
+                    if d2 < hsq:
+                        dist = math.sqrt(max(d2, 1e-12))
+                        hmr = h - dist
+                        f = pressure_coeff * (hmr * hmr / dist) * (rhoi + rho[j] - rest2)
+                        g = viscosity_coeff * hmr
+                        inv = 1.0 / (rhoi * rho[j])
+                        ax = (dx * f + (v[j, 0] - vxi) * g) * inv
+                        ay = (dy * f + (v[j, 1] - vyi) * g) * inv
+                        az = (dz * f + (v[j, 2] - vzi) * g) * inv
+                        sx += ax
+                        sy += ay
+                        sz += az
+                        a[j, 0] -= ax
+                        a[j, 1] -= ay
+                        a[j, 2] -= az
+            a[i, 0] = sx
+            a[i, 1] = sy
+            a[i, 2] = sz
     return a
 
 

@@ -79,13 +79,46 @@ def locate(p: dict, grid: CellGrid) -> dict:
     return p
 
 
+@nb.njit(cache=True, nogil=True)
+def cell_order(cell, ids, ncells):
+    """Permutation sorting particles by (cell, id), and the first particle of every cell.
+
+    A stable counting sort by cell, then an insertion sort by id inside each cell: O(n) when,
+    as usual, each cell's particles already come in id order.
+    """
+    n = cell.shape[0]
+    start = np.zeros(ncells + 1, np.int64)
+    for i in range(n):
+        start[cell[i] + 1] += 1
+    for c in range(ncells):
+        start[c + 1] += start[c]
+    fill = start[:-1].copy()
+    order = np.empty(n, np.int64)
+    for i in range(n):
+        order[fill[cell[i]]] = i
+        fill[cell[i]] += 1
+    for c in range(ncells):
+        for k in range(start[c] + 1, start[c + 1]):
+            item = order[k]
+            m = k - 1
+            while m >= start[c] and ids[order[m]] > ids[item]:
+                order[m + 1] = order[m]
+                m -= 1
+            order[m + 1] = item
+    return order, start
+
+
 def sort_by_cell(p: dict, grid: CellGrid) -> dict:
     """Particles ordered by (global cell, id): the fixed global summation order."""
-    flat = p["cell"][:, 0].astype(np.int64)
+    if len(p["id"]) == 0:
+        return p
+    shifted = p["cell"] - p["cell"].min(axis=0)  # cells just outside the grid sort too
+    extent = shifted.max(axis=0) + 1
+    flat = shifted[:, 0].astype(np.int64)
     for a in range(1, grid.ndim):
-        flat = flat * int(grid.counts[a] + 2) + (p["cell"][:, a] + 1)  # +1, +2: cells just outside
-    key = flat * (1 << 32) + p["id"]  # one int64 key: ids stay below 2**32
-    return take(p, np.argsort(key, kind="stable"))
+        flat = flat * int(extent[a]) + shifted[:, a]
+    order, _ = cell_order(flat, p["id"], int(np.prod(extent)))
+    return take(p, order)
 
 
 def in_box(p: dict, grid: CellGrid | None, lo, hi) -> np.ndarray:
@@ -192,11 +225,9 @@ class Neighbourhood:
             self.keep = np.concatenate([np.ones(n_own, bool), keep])
             allp = take(allp, self.keep)
         lidx, lcell, self.shape = local_cells(allp["cell"], lo, hi, width)
-        self.order = np.argsort(lcell * (1 << 32) + allp["id"], kind="stable")
+        self.order, self.start = cell_order(lcell, allp["id"], int(np.prod(self.shape)))
         self.particles = take(allp, self.order)
         self.lidx = lidx[self.order]
-        ncells = int(np.prod(self.shape))
-        self.start = np.searchsorted(lcell[self.order], np.arange(ncells + 1)).astype(np.int64)
         self.is_own = self.order < n_own
         self.own_index = np.flatnonzero(self.is_own)
 
