@@ -23,6 +23,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/executor_overhead.py
+	$(BIN)/python bench/sph.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
