@@ -24,6 +24,7 @@ from .imbalance import lif
 from .placement import get_policy
 from .placement.registry import check_owner
 from .runtime import ExecutionResult, LocalExecutor
+from .runtime.app import payload_bytes
 from .runtime.local import merge_results
 from .tiling import Tiling
 from .trace import Trace
@@ -156,8 +157,10 @@ def run_scenario(
 
     if hasattr(app, "prepare"):
         app.prepare(tiling)
+    states = {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
+    tile_bytes = np.array([payload_bytes(states[t]) for t in range(tiling.ntiles)], dtype=np.int64)
     result = _execute(app, tiling, cluster, owner, sc.run.steps, getattr(sc.params, "frame_every", 0),
-                      path / "frames", on_step)
+                      path / "frames", on_step, states)
 
     gathered = app.gather(result.states, tiling)
     _check_finite(gathered, sc.run.steps)
@@ -172,6 +175,7 @@ def run_scenario(
         phases=[p.name for p in app.phases], tiling=tiling, cluster=cluster,
         placement_steps=np.array([0]), placement_owners=owner[None, :],
         step_end=result.step_end, app=sc.app, scenario=sc.name, config=sc.to_dict(),
+        barrier_phases=[p.reduction is not None for p in app.phases], tile_bytes=tile_bytes,
     )
     trace.write(path / "trace.h5")
 
@@ -195,15 +199,13 @@ def _check_finite(arrays: dict, step: int) -> None:
             raise ShoalError(f"field {name!r} holds NaN or infinity at step {step}")
 
 
-def _execute(app, tiling, cluster, owner, steps, frame_every, frames: Path, on_step) -> ExecutionResult:
+def _execute(app, tiling, cluster, owner, steps, frame_every, frames: Path, on_step, states) -> ExecutionResult:
     """Run all steps; when the app asks for frames, run in chunks and save the state between."""
     executor = LocalExecutor(app, tiling, cluster, owner)
     if not frame_every:
-        return executor.run(steps, on_step=on_step)
-    states = None
+        return executor.run(steps, states=states, on_step=on_step)
     parts = []
-    _save_npz(frames / "state-000000.npz", app.gather(
-        {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}, tiling))
+    _save_npz(frames / "state-000000.npz", app.gather(states, tiling))
     for first in range(0, steps, frame_every):
         n = min(frame_every, steps - first)
         shifted = None if on_step is None else (lambda k, f=first: on_step(f + k))

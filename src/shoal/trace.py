@@ -19,6 +19,11 @@ Schema ``shoal-trace`` version 1. Root attributes: ``schema``, ``version``, ``pr
 ``/placement`` — ``from_step`` i4 (n,), ``owner`` i4 (n, tiles): owner table in force from
     each step on.
 ``/steps`` — ``step`` i4, ``end`` f8 (wall time at which the step's last task ended).
+``/phases`` (optional) — ``barrier`` bool per phase: phases followed by a global barrier.
+``/tiles`` (optional) — ``state_bytes`` i8 per tile: bytes a migration of the tile moves.
+``/balance`` (optional) — one row per balancing step: ``step`` i4 (first step under the new
+    placement), ``plan_s`` f8, ``moved`` i4 (tiles), ``bytes`` i8, ``lif_before`` f8 and
+    ``lif_after`` f8 (the last period's loads under the old and the new placement).
 
 Files are written to a temporary name and renamed, so a trace on disk is always complete.
 """
@@ -44,6 +49,8 @@ TASK_COLUMNS = {
     "start": np.float64, "end": np.float64, "cost": np.float64, "work": np.int64,
 }
 MESSAGE_COLUMNS = {"step": np.int32, "phase": np.int16, "src": np.int32, "dst": np.int32, "bytes": np.int64}
+BALANCE_COLUMNS = {"step": np.int32, "plan_s": np.float64, "moved": np.int32, "bytes": np.int64,
+                   "lif_before": np.float64, "lif_after": np.float64}
 
 
 @dataclass
@@ -62,6 +69,9 @@ class Trace:
     scenario: str = ""
     predicted: bool = False
     config: dict = field(default_factory=dict)
+    barrier_phases: list[bool] | None = None  # phases followed by a global barrier (reductions)
+    tile_bytes: np.ndarray | None = None  # bytes of state per tile at the start (migration cost)
+    balance: dict[str, np.ndarray] | None = None  # one row per balancing step (see BALANCE_COLUMNS)
 
     def __post_init__(self):
         self.tasks = {k: np.asarray(self.tasks[k], dtype=t) for k, t in TASK_COLUMNS.items()}
@@ -69,6 +79,10 @@ class Trace:
         lengths = {len(v) for v in self.tasks.values()}
         if len(lengths) != 1 or len({len(v) for v in self.messages.values()}) != 1:
             raise ShoalError("trace columns have different lengths")
+        if self.barrier_phases is None:
+            self.barrier_phases = [False] * len(self.phases)
+        if self.balance is not None:
+            self.balance = {k: np.asarray(self.balance[k], dtype=t) for k, t in BALANCE_COLUMNS.items()}
 
     # ----- derived views ---------------------------------------------------------------------
     @property
@@ -129,6 +143,13 @@ class Trace:
             g = f.create_group("steps")
             g.create_dataset("step", data=self.steps.astype(np.int32))
             g.create_dataset("end", data=np.asarray(self.step_end, dtype=np.float64))
+            f.create_group("phases").create_dataset("barrier", data=np.asarray(self.barrier_phases, dtype=bool))
+            if self.tile_bytes is not None:
+                f.create_group("tiles").create_dataset("state_bytes", data=np.asarray(self.tile_bytes, np.int64))
+            if self.balance is not None:
+                g = f.create_group("balance")
+                for k, v in self.balance.items():
+                    g.create_dataset(k, data=v)
         os.replace(tmp, path)
         return path
 
@@ -168,4 +189,67 @@ class Trace:
                 step_end=f["steps"]["end"][()],
                 app=str(f.attrs["app"]), scenario=str(f.attrs["scenario"]),
                 predicted=bool(f.attrs["predicted"]), config=json.loads(f.attrs["config"]),
+                barrier_phases=[bool(b) for b in f["phases"]["barrier"][()]] if "phases" in f else None,
+                tile_bytes=f["tiles"]["state_bytes"][()] if "tiles" in f else None,
+                balance={k: f["balance"][k][()] for k in BALANCE_COLUMNS} if "balance" in f else None,
             )
+
+
+# ----- transformations ---------------------------------------------------------------------
+def aggregate(trace: Trace, coarse: Tiling) -> Trace:
+    """The trace of a coarser tiling nesting this one (sampi §II-C).
+
+    A coarse tile's cost per (step, phase) is the sum of its fine tiles' costs (its work too);
+    messages between fine tiles of one coarse tile are dropped, the others summed per
+    (step, phase, coarse source, coarse destination). Timing columns are kept from the fine
+    trace only where they still mean something (none: ``start``/``end`` become 0).
+    """
+    fine_to_coarse = trace.tiling.fine_to_coarse(coarse)
+    t = trace.tasks
+    steps, P, C = trace.steps, len(trace.phases), coarse.ntiles
+    s_idx = np.searchsorted(steps, t["step"])
+    key = (s_idx * P + t["phase"]) * C + fine_to_coarse[t["tile"]]
+    n = len(steps) * P * C
+    cost = np.bincount(key, weights=t["cost"], minlength=n)
+    work = np.bincount(key, weights=t["work"], minlength=n).astype(np.int64)
+    grid_s, grid_p, grid_t = np.unravel_index(np.arange(n), (len(steps), P, C))
+    m = trace.messages
+    src, dst = fine_to_coarse[m["src"]], fine_to_coarse[m["dst"]]
+    cross = src != dst
+    ms = np.searchsorted(steps, m["step"][cross])
+    mkey = ((ms * P + m["phase"][cross]) * C + src[cross]) * C + dst[cross]
+    ukey, inverse = np.unique(mkey, return_inverse=True)
+    mbytes = np.bincount(inverse, weights=m["bytes"][cross]).astype(np.int64)
+    u_s, u_p, u_src, u_dst = np.unravel_index(ukey, (len(steps), P, C, C))
+    cluster_owner = np.stack([_coarse_owner(o, fine_to_coarse, C) for o in trace.placement_owners])
+    return Trace(
+        tasks={"step": steps[grid_s], "phase": grid_p, "tile": grid_t, "node": np.zeros(n, np.int32),
+               "worker": np.zeros(n, np.int32), "start": np.zeros(n), "end": np.zeros(n), "cost": cost,
+               "work": work},
+        messages={"step": steps[u_s], "phase": u_p, "src": u_src, "dst": u_dst, "bytes": mbytes},
+        phases=trace.phases, tiling=coarse, cluster=trace.cluster, placement_steps=trace.placement_steps,
+        placement_owners=cluster_owner, step_end=trace.step_end, app=trace.app, scenario=trace.scenario,
+        predicted=trace.predicted, config=trace.config, barrier_phases=trace.barrier_phases,
+        tile_bytes=np.bincount(fine_to_coarse, weights=trace.tile_bytes, minlength=C).astype(np.int64)
+        if trace.tile_bytes is not None else None,
+    )
+
+
+def _coarse_owner(owner: np.ndarray, fine_to_coarse: np.ndarray, ncoarse: int) -> np.ndarray:
+    """Owner of each coarse tile: the node owning most of its fine tiles (lowest on ties)."""
+    counts = np.zeros((ncoarse, int(owner.max()) + 1), dtype=np.int64)
+    np.add.at(counts, (fine_to_coarse, owner), 1)
+    return counts.argmax(axis=1)
+
+
+def scaled(trace: Trace, speed: float) -> Trace:
+    """The trace as it would be on cores ``speed`` times as fast (costs divided by ``speed``)."""
+    if speed <= 0:
+        raise ShoalError(f"core speed factor must be positive, got {speed}")
+    tasks = dict(trace.tasks)
+    tasks["cost"] = trace.tasks["cost"] / speed
+    return Trace(tasks=tasks, messages=trace.messages, phases=trace.phases, tiling=trace.tiling,
+                 cluster=trace.cluster, placement_steps=trace.placement_steps,
+                 placement_owners=trace.placement_owners, step_end=trace.step_end, app=trace.app,
+                 scenario=trace.scenario, predicted=trace.predicted, config=trace.config,
+                 barrier_phases=trace.barrier_phases, tile_bytes=trace.tile_bytes)

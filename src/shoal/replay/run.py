@@ -1,0 +1,240 @@
+"""Replaying a trace: tiles per core by spatial aggregation, balancing every K steps, the MPI
+reference model, and a predicted trace of the common schema."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..cluster import Cluster, Network
+from ..errors import ShoalError
+from ..imbalance import lif
+from ..placement import BalanceContext, get_policy, node_loads
+from ..placement.registry import check_owner
+from ..tiling import Tiling
+from ..trace import Trace, aggregate, scaled
+from .engine import simulate
+
+
+@dataclass
+class ReplayConfig:
+    """A modeled cluster and a placement to replay a trace under.
+
+    ``mpi_reference`` replays the classic MPI code instead: one tile per core, a block
+    (geometric) placement and a barrier after every phase.
+    """
+
+    nodes: int
+    cores: int
+    placement: str = "sfc"
+    period: int = 0
+    tiles_per_core: int | None = None
+    initial: str = "sfc"
+    seed: int = 0
+    speed: float = 1.0
+    network: Network = field(default_factory=Network)
+    memcpy_bandwidth: float = 5e9
+    params: dict = field(default_factory=dict)
+    mpi_reference: bool = False
+
+
+@dataclass
+class ReplayResult:
+    trace: Trace
+    makespan: float
+    events: int
+    sim_wall_s: float
+    config: ReplayConfig
+
+    def summary(self) -> dict:
+        t = self.trace
+        load = t.node_load()
+        cores = t.cluster.total_cores
+        busy = float(t.tasks["cost"].sum())
+        bal = t.balance
+        return {
+            "app": t.app, "scenario": t.scenario, "predicted": True,
+            "placement": "mpi-reference" if self.config.mpi_reference else self.config.placement,
+            "period": self.config.period, "steps": int(len(t.steps)), "tiles": int(t.tiling.ntiles),
+            "nodes": int(t.cluster.nodes), "workers": int(self.config.cores), "cores": list(t.cluster.cores),
+            "tiles_per_core": t.tiling.ntiles / cores,
+            "wall_s": self.makespan, "makespan_s": self.makespan,
+            "step_time_mean_s": self.makespan / len(t.steps),
+            "lif_mean": float(np.mean(lif(load))), "lif_max": float(np.max(lif(load))),
+            "efficiency": busy / (self.makespan * cores) if self.makespan > 0 else 0.0,
+            "efficiency_basis": "model", "idle_fraction": 1 - busy / (self.makespan * cores),
+            "busy_s": busy, "migrated_bytes": int(bal["bytes"].sum()) if bal is not None else 0,
+            "migrated_tiles": int(bal["moved"].sum()) if bal is not None else 0,
+            "balance_steps": int(len(bal["step"])) if bal is not None else 0,
+            "events": int(self.events), "replay_wall_s": self.sim_wall_s,
+            "events_per_s": self.events / self.sim_wall_s if self.sim_wall_s > 0 else 0.0,
+        }
+
+
+def coarsening_for(tiling: Tiling, target: int) -> Tiling:
+    """The nested coarser tiling (integer factor per axis) whose tile count is closest to target."""
+    if target > tiling.ntiles:
+        raise ShoalError(f"the trace has {tiling.ntiles} tiles; {target} were asked for: record a finer tiling")
+    best = None
+    for factors in itertools.product(*[range(1, c + 1) for c in tiling.counts]):
+        counts = [math.ceil(c / f) for c, f in zip(tiling.counts, factors, strict=True)]
+        n = int(np.prod(counts))
+        shape = max(factors) / min(factors)
+        score = (abs(math.log(n / target)), shape, -n)
+        if best is None or score < best[0]:
+            best = (score, factors)
+    return tiling if all(f == 1 for f in best[1]) else tiling.coarsen(best[1])
+
+
+def _costs(trace: Trace) -> np.ndarray:
+    steps, P, T = trace.steps, len(trace.phases), trace.tiling.ntiles
+    cost = np.zeros((len(steps), P, T))
+    s_idx = np.searchsorted(steps, trace.tasks["step"])
+    np.add.at(cost, (s_idx, trace.tasks["phase"], trace.tasks["tile"]), trace.tasks["cost"])
+    return cost
+
+
+def _segment_messages(trace: Trace, s0: int, s1: int, P: int, T: int):
+    """Messages read by steps [s0, s1) as a CSR over producing tasks, plus the segment's first ones."""
+    m = trace.messages
+    s_idx = np.searchsorted(trace.steps, m["step"])
+    sel = (s_idx >= s0) & (s_idx < s1)
+    step, phase, src, dst, nbytes = s_idx[sel] - s0, m["phase"][sel].astype(np.int64), m["src"][sel], \
+        m["dst"][sel], m["bytes"][sel]
+    producer = np.where(phase > 0, (step * P + phase - 1) * T + src, ((step - 1) * P + P - 1) * T + src)
+    first = producer < 0
+    ntask = (s1 - s0) * P * T
+    inner = ~first
+    order = np.argsort(producer[inner], kind="stable")
+    prod = producer[inner][order]
+    csr = np.searchsorted(prod, np.arange(ntask + 1)).astype(np.int64)
+    return (csr, dst[inner][order].astype(np.int64), nbytes[inner][order].astype(np.float64),
+            src[first].astype(np.int64), dst[first].astype(np.int64), nbytes[first].astype(np.float64))
+
+
+def _migrate(old: np.ndarray, new: np.ndarray, tile_bytes: np.ndarray, cluster: Cluster, t0: float,
+             tx_free: np.ndarray, rx_free: np.ndarray) -> float:
+    """Send every moved tile's state over the network model; when the last one has arrived."""
+    net = cluster.network
+    done = t0
+    for t in np.flatnonzero(old != new):
+        a, b = int(old[t]), int(new[t])
+        send = max(t0, tx_free[a])
+        tx_free[a] = send + net.overhead_s + tile_bytes[t] / net.bandwidth_Bps
+        recv = max(send + net.overhead_s + net.latency_s, rx_free[b])
+        rx_free[b] = recv + tile_bytes[t] / net.bandwidth_Bps
+        done = max(done, rx_free[b])
+    return done
+
+
+def _proxy(loads: np.ndarray, tiling: Tiling) -> np.ndarray:
+    """What a half-resolution proxy run would predict: each 2^d block of tiles shares its mean."""
+    if all(c == 1 for c in tiling.counts):
+        return loads
+    coarse = tiling.coarsen(2)
+    f2c = tiling.fine_to_coarse(coarse)
+    mean = np.bincount(f2c, weights=loads, minlength=coarse.ntiles) / np.bincount(f2c, minlength=coarse.ntiles)
+    return mean[f2c]
+
+
+def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
+    """Replay ``trace`` on ``cfg``'s modeled cluster; returns a predicted trace and its makespan."""
+    if cfg.nodes < 1 or cfg.cores < 1:
+        raise ShoalError("replay needs at least one node with one core")
+    if cfg.period < 0:
+        raise ShoalError(f"period must be >= 0, got {cfg.period}")
+    cluster = Cluster.uniform(cfg.nodes, cfg.cores, cfg.network)
+    if cfg.speed != 1.0:
+        trace = scaled(trace, cfg.speed)
+    tpc = 1 if cfg.mpi_reference else cfg.tiles_per_core
+    if tpc:
+        coarse = coarsening_for(trace.tiling, tpc * cluster.total_cores)
+        if coarse is not trace.tiling:
+            trace = aggregate(trace, coarse)
+    tiling = trace.tiling
+    P, T = len(trace.phases), tiling.ntiles
+    policy = get_policy("geometric" if cfg.mpi_reference else cfg.placement)
+    if policy.dynamic:
+        owner = policy.place(tiling, cluster, cfg.seed, initial=cfg.params.get("initial", cfg.initial))
+    else:
+        owner = policy.place(tiling, cluster, cfg.seed)
+    owner = check_owner(owner, tiling, cluster)
+    barrier = np.array([True] * P if cfg.mpi_reference else trace.barrier_phases, dtype=np.bool_)
+    cost = _costs(trace)
+    S = cost.shape[0]
+    period = cfg.period if (policy.dynamic and cfg.period > 0) else S
+    tile_bytes = trace.tile_bytes if trace.tile_bytes is not None else np.zeros(T, np.int64)
+    net = cluster.network
+    tx_free, rx_free = np.zeros(cluster.nodes), np.zeros(cluster.nodes)
+    cores = cluster.core_array
+    out = {k: np.zeros(S * P * T) for k in ("start", "end")}
+    core_col = np.zeros(S * P * T, np.int64)
+    node_col = np.zeros(S * P * T, np.int64)
+    owners, owner_steps, balance = [owner.copy()], [int(trace.steps[0])], []
+    memory: dict = {}
+    t0, events, wall = 0.0, 0, 0.0
+    log_nodes = math.ceil(math.log2(cluster.nodes)) if cluster.nodes > 1 else 0
+    for s0 in range(0, S, period):
+        s1 = min(S, s0 + period)
+        csr, mdst, mbytes, fsrc, fdst, fbytes = _segment_messages(trace, s0, s1, P, T)
+        tic = time.perf_counter()
+        start, end, core, n_events = simulate(np.ascontiguousarray(cost[s0:s1]), owner, cores, barrier, csr, mdst,
+                                              mbytes, fsrc, fdst, fbytes, net.latency_s, net.bandwidth_Bps,
+                                              net.overhead_s, cfg.memcpy_bandwidth, t0, tx_free, rx_free)
+        wall += time.perf_counter() - tic
+        events += n_events
+        sl = slice(s0 * P * T, s1 * P * T)
+        out["start"][sl], out["end"][sl], core_col[sl] = start, end, core
+        node_col[sl] = np.tile(owner, (s1 - s0) * P)
+        t_end = float(end.max())
+        if s1 >= S:
+            break
+        # A balancing step: barrier, plan, migrate.
+        loads = cost[s0:s1].sum(axis=1).mean(axis=0)
+        future = cost[s1:min(S, s1 + period)].sum(axis=1).mean(axis=0)
+        ctx = BalanceContext(tiling, cluster, owner, loads, step=int(trace.steps[s1]), future_loads=future,
+                             proxy_loads=_proxy(future, tiling), tile_bytes=tile_bytes, params=cfg.params)
+        tic = time.perf_counter()
+        new = check_owner(policy.rebalance(ctx, memory), tiling, cluster)
+        plan = time.perf_counter() - tic
+        barrier_done = t_end + 2.0 * log_nodes * (net.latency_s + net.overhead_s) + plan
+        t0 = _migrate(owner, new, tile_bytes, cluster, barrier_done, tx_free, rx_free)
+        moved = new != owner
+        balance.append((int(trace.steps[s1]), plan, int(moved.sum()), int(tile_bytes[moved].sum()),
+                        float(lif(node_loads(owner, loads, cluster))), float(lif(node_loads(new, loads, cluster)))))
+        owner = new
+        owners.append(owner.copy())
+        owner_steps.append(int(trace.steps[s1]))
+    steps = trace.steps
+    task_step = np.repeat(steps, P * T)
+    step_end = out["end"].reshape(S, P * T).max(axis=1)
+    bal = None
+    if policy.dynamic and cfg.period > 0:
+        cols = ("step", "plan_s", "moved", "bytes", "lif_before", "lif_after")
+        bal = {c: np.array([row[i] for row in balance]) for i, c in enumerate(cols)} if balance else \
+            {c: np.zeros(0) for c in cols}
+    predicted = Trace(
+        tasks={"step": task_step, "phase": np.tile(np.repeat(np.arange(P), T), S),
+               "tile": np.tile(np.arange(T), S * P), "node": node_col, "worker": core_col,
+               "start": out["start"], "end": out["end"], "cost": cost.reshape(-1),
+               "work": _work(trace)},
+        messages=trace.messages, phases=trace.phases, tiling=tiling, cluster=cluster,
+        placement_steps=np.array(owner_steps), placement_owners=np.stack(owners), step_end=step_end,
+        app=trace.app, scenario=trace.scenario, predicted=True,
+        config={**trace.config, "replay": {k: v for k, v in cfg.__dict__.items() if k != "network"}
+                | {"network": cluster.to_dict()}},
+        barrier_phases=list(barrier), tile_bytes=tile_bytes, balance=bal,
+    )
+    return ReplayResult(predicted, float(out["end"].max()), events, wall, cfg)
+
+
+def _work(trace: Trace) -> np.ndarray:
+    steps, P, T = trace.steps, len(trace.phases), trace.tiling.ntiles
+    work = np.zeros(len(steps) * P * T, np.int64)
+    s_idx = np.searchsorted(steps, trace.tasks["step"])
+    np.add.at(work, (s_idx * P + trace.tasks["phase"]) * T + trace.tasks["tile"], trace.tasks["work"])
+    return work

@@ -1,0 +1,160 @@
+"""The replay engine against makespans computed by hand, and aggregation's conservation laws."""
+
+import numpy as np
+import pytest
+
+from shoal.cluster import Cluster, Network
+from shoal.replay import ReplayConfig, replay
+from shoal.replay.run import coarsening_for
+from shoal.tiling import Tiling
+from shoal.trace import Trace, aggregate
+
+L, B = 1e-3, 1e6  # 1 ms latency; 1 MB/s, so 1000 bytes take 1 ms on an interface
+NET = Network(latency_s=L, bandwidth_Bps=B, overhead_s=0.0)
+
+
+def hand_trace(ntiles, costs, messages, phases=("a", "b"), barrier=None):
+    """costs[step][phase][tile]; messages as (step, consumer phase, src, dst, bytes)."""
+    S, P = len(costs), len(phases)
+    tiling = Tiling.from_counts((ntiles, 1), (ntiles, 1), halo=0)
+    step, phase, tile = np.meshgrid(np.arange(S), np.arange(P), np.arange(ntiles), indexing="ij")
+    n = S * P * ntiles
+    m = np.array(messages, dtype=np.int64).reshape(-1, 5)
+    return Trace(
+        tasks={"step": step.ravel(), "phase": phase.ravel(), "tile": tile.ravel(), "node": np.zeros(n),
+               "worker": np.zeros(n), "start": np.zeros(n), "end": np.zeros(n),
+               "cost": np.asarray(costs, float).ravel(), "work": np.ones(n)},
+        messages={"step": m[:, 0], "phase": m[:, 1], "src": m[:, 2], "dst": m[:, 3], "bytes": m[:, 4]},
+        phases=list(phases), tiling=tiling, cluster=Cluster.uniform(1, 1), placement_steps=np.array([0]),
+        placement_owners=np.zeros((1, ntiles), int), step_end=np.zeros(S), barrier_phases=barrier,
+    )
+
+
+def one_tile_per_node(trace, **kw):
+    T = trace.tiling.ntiles
+    return replay(trace, ReplayConfig(nodes=T, cores=1, placement="strips", network=NET, **kw))
+
+
+def test_a_chain_takes_the_sum_of_its_costs():
+    costs = [[[0.010], [0.020]], [[0.030], [0.005]]]
+    r = replay(hand_trace(1, costs, []), ReplayConfig(nodes=1, cores=1, network=NET))
+    assert r.makespan == pytest.approx(0.065, abs=1e-12)
+    ends = r.trace.tasks["end"]
+    assert np.allclose(ends, [0.010, 0.030, 0.060, 0.065])
+
+
+def test_fan_in_waits_for_the_last_message_and_the_receiver_interface_serialises():
+    # Tiles 0 and 1 finish phase a at 1 ms and both send 1000 bytes to tile 2 (its phase b).
+    costs = [[[0.001, 0.001, 0.0005], [0.0, 0.0, 0.004]]]
+    msgs = [(0, 1, 0, 2, 1000), (0, 1, 1, 2, 1000)]
+    r = one_tile_per_node(hand_trace(3, costs, msgs))
+    # First message: 1 ms + latency 1 ms + 1 ms on the receiver = 3 ms. The second queues
+    # behind it on the receiver's interface: 4 ms. Then tile 2's phase b runs 4 ms.
+    assert r.makespan == pytest.approx(0.008, abs=1e-12)
+
+
+def test_two_messages_contend_for_the_sender_interface():
+    # Tile 0 sends 1000 bytes to tile 1 and to tile 2 when its phase a ends at 2 ms.
+    costs = [[[0.002, 0.0, 0.0], [0.0, 0.001, 0.003]]]
+    msgs = [(0, 1, 0, 1, 1000), (0, 1, 0, 2, 1000)]
+    r = one_tile_per_node(hand_trace(3, costs, msgs))
+    t = r.trace.tasks
+    start_b = {int(tile): s for tile, s, ph in zip(t["tile"], t["start"], t["phase"], strict=True) if ph == 1}
+    # Alone, a message takes overhead + latency + bytes/bandwidth = 2 ms: the first arrives at 4 ms.
+    assert start_b[1] == pytest.approx(0.002 + L + 0.001)
+    # The second leaves when the sender's interface is free again (3 ms): it arrives at 5 ms.
+    assert start_b[2] == pytest.approx(0.002 + 0.001 + L + 0.001)
+    assert r.makespan == pytest.approx(0.005 + 0.003)
+
+
+def test_messages_inside_a_node_are_copies_charged_to_the_producer():
+    costs = [[[0.002, 0.0], [0.0, 0.001]]]
+    msgs = [(0, 1, 0, 1, 5000)]
+    r = replay(hand_trace(2, costs, msgs), ReplayConfig(nodes=1, cores=2, network=NET, memcpy_bandwidth=1e6))
+    assert r.makespan == pytest.approx(0.002 + 0.005 + 0.001)
+
+
+def test_cores_of_a_node_share_one_fifo_queue():
+    # Four independent 1 ms tasks on a node of two cores: two rounds.
+    costs = [[[0.001] * 4]]
+    r = replay(hand_trace(4, costs, [], phases=("a",)), ReplayConfig(nodes=1, cores=2, network=NET))
+    assert r.makespan == pytest.approx(0.002)
+    assert sorted(r.trace.tasks["worker"].tolist()) == [0, 0, 1, 1]
+
+
+def test_barrier_after_a_reducing_phase():
+    # Phase a reduces: every b waits for the slowest a plus an all-reduce over 2 nodes (2 latencies).
+    costs = [[[0.001, 0.005], [0.001, 0.001]]]
+    r = one_tile_per_node(hand_trace(2, costs, [], barrier=[True, False]))
+    assert r.makespan == pytest.approx(0.005 + 2 * L + 0.001)
+
+
+def test_mpi_reference_puts_a_barrier_after_every_phase():
+    costs = [[[0.001, 0.003], [0.003, 0.001]]]
+    asynchronous = one_tile_per_node(hand_trace(2, costs, []))
+    mpi = replay(hand_trace(2, costs, []), ReplayConfig(nodes=2, cores=1, network=NET, mpi_reference=True))
+    assert asynchronous.makespan == pytest.approx(0.004)
+    assert mpi.makespan == pytest.approx(0.003 + 2 * L + 0.003)
+
+
+def test_balancing_moves_state_over_the_network_and_records_it():
+    # 4 tiles, 2 nodes of 1 core; tiles 0 and 1 (node 0 under strips) carry all the work.
+    costs = [[[0.004, 0.004, 0.0, 0.0]] for _ in range(4)]
+    tr = hand_trace(4, costs, [], phases=("a",))
+    tr.tile_bytes = np.full(4, 2000)
+    r = replay(tr, ReplayConfig(nodes=2, cores=1, placement="greedy", period=2, initial="strips", network=NET,
+                                params={"initial": "strips"}))
+    bal = r.trace.balance
+    # GreedyLB ignores where tiles are: owner (0, 0, 1, 1) becomes (0, 1, 0, 0), three moves.
+    assert bal["moved"].tolist() == [3] and bal["lif_before"][0] == pytest.approx(1.0)
+    assert bal["lif_after"][0] == pytest.approx(0.0)
+    assert bal["bytes"].tolist() == [6000]
+    # Two steps of 8 ms on node 0, the barrier's all-reduce (2 latencies), the plan, then node 1
+    # sends two 2 ms tiles back to back: the second arrives latency + 4 ms after the barrier.
+    # Then two balanced steps of 4 ms.
+    migration = L + 2 * 2000 / B
+    expected = 0.016 + 2 * L + float(bal["plan_s"][0]) + migration + 0.008
+    assert r.makespan == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    from shoal.session import run_scenario
+
+    return run_scenario("synthetic-hotspot", steps=6, tiles=64, nodes=2, set=["app.grid=[64,64]"],
+                        out=tmp_path_factory.mktemp("rec") / "r").trace
+
+
+def test_aggregation_conserves_cost_and_the_bytes_crossing_coarse_boundaries(recorded):
+    coarse = recorded.tiling.coarsen(2)
+    agg = aggregate(recorded, coarse)
+    assert agg.tiling.ntiles == 16
+    assert agg.tasks["cost"].sum() == pytest.approx(recorded.tasks["cost"].sum(), rel=1e-12)
+    assert agg.tasks["work"].sum() == recorded.tasks["work"].sum()
+    f2c = recorded.tiling.fine_to_coarse(coarse)
+    crossing = f2c[recorded.messages["src"]] != f2c[recorded.messages["dst"]]
+    assert agg.messages["bytes"].sum() == recorded.messages["bytes"][crossing].sum()
+    assert (agg.messages["src"] != agg.messages["dst"]).all()
+
+
+def test_tiles_per_core_picks_the_nearest_nested_level(recorded):
+    assert coarsening_for(recorded.tiling, 16).ntiles == 16
+    assert coarsening_for(recorded.tiling, 64).ntiles == 64
+    with pytest.raises(Exception, match="finer"):
+        coarsening_for(recorded.tiling, 65)
+
+
+def test_replay_writes_a_predicted_trace_of_the_common_schema(recorded, tmp_path):
+    r = replay(recorded, ReplayConfig(nodes=2, cores=2, placement="refine", period=2, tiles_per_core=4))
+    path = r.trace.write(tmp_path / "p.h5")
+    back = Trace.read(path)
+    assert back.predicted and back.tiling.ntiles == 16 and len(back.steps) == 6
+    assert back.balance is not None and len(back.balance["step"]) == 2
+    assert (back.tasks["end"] >= back.tasks["start"]).all()
+    # Tasks of one core never overlap.
+    t = back.tasks
+    for node in range(2):
+        for core in range(2):
+            sel = (t["node"] == node) & (t["worker"] == core)
+            order = np.argsort(t["start"][sel])
+            assert (t["start"][sel][order][1:] >= t["end"][sel][order][:-1] - 1e-12).all()
