@@ -42,7 +42,7 @@ def _cmd_run(args) -> int:
         rec = run_scenario(
             sc, steps=args.steps, tiles=args.tiles, tiles_per_core=args.tiles_per_core,
             nodes=args.nodes, workers=args.workers, placement=args.placement, period=args.period,
-            seed=args.seed, set=args.set or [], out=args.out,
+            seed=args.seed, initial=args.initial, set=args.set or [], out=args.out,
             on_step=lambda k: progress.update(bar, completed=k + 1),
         )
     s = rec.summary
@@ -107,6 +107,70 @@ def _cmd_lif(args) -> int:
     return 0
 
 
+def _network(args):
+    from .cluster import Network
+
+    return Network(latency_s=args.latency, bandwidth_Bps=args.bandwidth, overhead_s=args.overhead)
+
+
+def _cmd_replay(args) -> int:
+    from .replay import ReplayConfig, replay
+    from .replay.run import write_replay
+    from .trace import Trace
+
+    trace = Trace.read(args.trace)
+    cfg = ReplayConfig(nodes=args.nodes, cores=args.cores, placement=args.placement, period=args.period,
+                       tiles_per_core=args.tiles_per_core, initial=args.initial, seed=args.seed, speed=args.speed,
+                       network=_network(args), mpi_reference=args.mpi_reference,
+                       params={"tolerance": args.tolerance, "initial": args.initial})
+    result = replay(trace, cfg)
+    out = Path(args.out) if args.out else Path("runs") / f"replay-{trace.scenario}-{result.summary()['placement']}"
+    s = write_replay(result, out)
+    print(f"predicted run folder: {out}")
+    print(f"{s['steps']} steps, {s['tiles']} tiles on {s['nodes']} nodes x {s['workers']} cores ({s['placement']}"
+          + (f", every {s['period']} steps" if s["period"] else "") + f"): makespan {s['makespan_s']:.4g} s, "
+          f"step {s['step_time_mean_s'] * 1e3:.3f} ms, LIF {s['lif_mean']:.3f}, idle {s['idle_fraction']:.1%}, "
+          f"migrated {s['migrated_bytes'] / 1e6:.2f} MB; {s['events']:,} events in {s['replay_wall_s']:.2f} s")
+    return 0
+
+
+def _cmd_sweep(args) -> int:
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from .replay.sweep import cases, known_placements, parse_list, sweep
+    from .report.sweep_plots import draw_sweep
+
+    placements = known_placements(args.placements)
+    tpc, periods, nodes = parse_list(args.tiles_per_core), parse_list(args.periods), parse_list(args.nodes)
+    total = len(cases(placements, tpc, periods, nodes, args.cores, args.seed, None, {})) + args.birdshot_seeds
+    console = Console(width=max(Console().width, 110))
+    with Progress(console=console, transient=True) as progress:
+        bar = progress.add_task("replaying", total=total)
+        result = sweep(args.trace, placements, tpc, periods, nodes, args.cores, seed=args.seed,
+                       birdshot_seeds=args.birdshot_seeds, jobs=args.jobs, network=_network(args),
+                       params={"tolerance": args.tolerance},
+                       on_done=lambda k: progress.update(bar, completed=k + 1))
+    table = Table(title=f"predicted, ranked by makespan ({len(result.rows)} cases)")
+    for col in ("rank", "placement", "period", "nodes", "tiles/core", "makespan (s)", "step (ms)", "LIF",
+                "idle", "migrated (MB)"):
+        table.add_column(col, justify="left" if col == "placement" else "right")
+    for k, r in enumerate(result.rows[: args.top]):
+        table.add_row(str(k + 1), r["placement"], str(r["period"] or "-"), str(r["nodes"]),
+                      f"{r['tiles_per_core']:.1f}", f"{r['makespan_s']:.4g}", f"{r['step_time_mean_s'] * 1e3:.3f}",
+                      f"{r['lif_mean']:.3f}", f"{r['idle_fraction']:.1%}", f"{r['migrated_bytes'] / 1e6:.2f}")
+    console.print(table)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    import json
+
+    (out / "sweep.json").write_text(json.dumps({"rows": result.rows, "birdshot_seeds": result.seeds}, indent=1))
+    for p in draw_sweep(result, out):
+        console.print(f"wrote {p}")
+    return 0
+
+
 def _cmd_demo(args) -> int:
     from . import demo
 
@@ -131,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, help="worker threads per node")
     p.add_argument("--placement", help="placement policy name")
     p.add_argument("--period", type=int, help="steps between rebalancing (dynamic policies)")
+    p.add_argument("--initial", help="static placement a dynamic policy starts from (default sfc)")
     p.add_argument("--seed", type=int)
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override any scenario field, e.g. app.grid=[128,128] (repeatable)")
@@ -145,6 +210,43 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="draw a run's load heatmap, timeline and fields as PNG")
     p.add_argument("run")
     p.set_defaults(func=_cmd_report)
+
+    def network_flags(p):
+        p.add_argument("--latency", type=float, default=5e-6, help="network latency (s)")
+        p.add_argument("--bandwidth", type=float, default=1.25e9, help="network bandwidth (bytes/s)")
+        p.add_argument("--overhead", type=float, default=1e-6, help="per-message overhead (s)")
+        p.add_argument("--tolerance", type=float, default=1.05, help="overload tolerance of refine policies")
+
+    p = sub.add_parser("replay", help="replay a trace on a modeled cluster under a placement policy")
+    p.add_argument("trace", help="a trace.h5 or a run folder")
+    p.add_argument("--nodes", type=int, required=True)
+    p.add_argument("--cores", type=int, required=True, help="cores per node")
+    p.add_argument("--placement", default="sfc", help="any policy of the registry")
+    p.add_argument("--period", type=int, default=0, help="steps between rebalancing (dynamic policies)")
+    p.add_argument("--tiles-per-core", type=int, help="aggregate the trace to about this many tiles per core")
+    p.add_argument("--initial", default="sfc", help="static placement a dynamic policy starts from")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--speed", type=float, default=1.0, help="modeled cores are this many times as fast")
+    p.add_argument("--mpi-reference", action="store_true", help="one tile per core, a barrier per phase")
+    p.add_argument("--out", help="predicted run folder (default runs/replay-<scenario>-<placement>)")
+    network_flags(p)
+    p.set_defaults(func=_cmd_replay)
+
+    p = sub.add_parser("sweep", help="replay a trace over placements, tiles per core, periods and cluster sizes")
+    p.add_argument("trace")
+    p.add_argument("--placements", default="geometric,strips,sfc,birdshot,greedy,refine,swap,speculative",
+                   help="comma-separated policies, or 'all'")
+    p.add_argument("--tiles-per-core", default="1,2,4,8,16,32")
+    p.add_argument("--periods", default="10,20,30,40")
+    p.add_argument("--nodes", default="8,32,64")
+    p.add_argument("--cores", type=int, default=8, help="cores per node")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--birdshot-seeds", type=int, default=0, help="also replay birdshot over this many seeds")
+    p.add_argument("--jobs", type=int, help="parallel processes (default: all cores)")
+    p.add_argument("--top", type=int, default=25, help="rows of the table")
+    p.add_argument("--out", default="runs/sweep")
+    network_flags(p)
+    p.set_defaults(func=_cmd_sweep)
 
     p = sub.add_parser("lif", help="expected load-imbalance factor of random placement")
     p.add_argument("--nodes", type=int, required=True)

@@ -21,13 +21,15 @@ from .cluster import Cluster
 from .config import Scenario, load_scenario
 from .errors import ShoalError
 from .imbalance import lif
-from .placement import get_policy
+from .placement import BalanceContext, get_policy, node_loads
 from .placement.registry import check_owner
 from .runtime import ExecutionResult, LocalExecutor
 from .runtime.app import payload_bytes
 from .runtime.local import merge_results
 from .tiling import Tiling
 from .trace import Trace
+
+LOOKAHEAD = {"oracle", "speculative"}  # policies that need loads of the future: replay only
 
 
 def build_tiling(sc: Scenario, grid: tuple[int, ...], cluster: Cluster) -> Tiling:
@@ -121,6 +123,7 @@ def run_scenario(
     placement: str | None = None,
     period: int | None = None,
     seed: int | None = None,
+    initial: str | None = None,
     set: list[str] | tuple[str, ...] = (),  # noqa: A002  (mirrors the --set flag)
     out: str | Path | None = None,
     on_step: Callable[[int], None] | None = None,
@@ -132,13 +135,16 @@ def run_scenario(
     """
     sc = load_scenario(scenario) if isinstance(scenario, str) else scenario
     flags = {"steps": steps, "tiles": tiles, "tiles_per_core": tiles_per_core, "nodes": nodes,
-             "workers": workers, "placement": placement, "period": period, "seed": seed}
+             "workers": workers, "placement": placement, "period": period, "seed": seed, "initial": initial}
     if tiles_per_core is not None and tiles is None:
         flags["tiles"] = 0  # --tiles-per-core means: derive the count
     sc.override([f"run.{k}={json.dumps(v)}" for k, v in flags.items() if v is not None] + list(set))
     policy = get_policy(sc.run.placement)
-    if policy.dynamic:
-        raise ShoalError(f"placement {policy.name!r} is dynamic; this build runs static placements only")
+    if policy.name in LOOKAHEAD:
+        raise ShoalError(f"placement {policy.name!r} needs the loads of steps not yet run: use it in "
+                         "`shoal replay` (or pick greedy, refine, greedy-refine, swap, locality, none)")
+    if policy.dynamic and sc.run.period == 0:
+        raise ShoalError(f"placement {policy.name!r} is dynamic: give --period (steps between rebalancing)")
 
     spec = get_app(sc.app)
     app = spec.build(sc.params, sc.run.steps)
@@ -146,7 +152,11 @@ def run_scenario(
     tiling = build_tiling(sc, app.grid, cluster)
     if hasattr(app, "check_tiling"):
         app.check_tiling(tiling)
-    owner = check_owner(policy.place(tiling, cluster, sc.run.seed), tiling, cluster)
+    if policy.dynamic:
+        owner = policy.place(tiling, cluster, sc.run.seed, initial=sc.run.initial)
+    else:
+        owner = policy.place(tiling, cluster, sc.run.seed)
+    owner = check_owner(owner, tiling, cluster)
 
     path = Path(out) if out is not None else _default_out(sc)
     if (path / "summary.json").exists():
@@ -159,8 +169,9 @@ def run_scenario(
         app.prepare(tiling)
     states = {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
     tile_bytes = np.array([payload_bytes(states[t]) for t in range(tiling.ntiles)], dtype=np.int64)
+    balancer = Balancer(policy, sc.run.period, tiling, cluster) if policy.dynamic else None
     result = _execute(app, tiling, cluster, owner, sc.run.steps, getattr(sc.params, "frame_every", 0),
-                      path / "frames", on_step, states)
+                      path / "frames", on_step, states, balancer)
 
     gathered = app.gather(result.states, tiling)
     _check_finite(gathered, sc.run.steps)
@@ -173,15 +184,20 @@ def run_scenario(
         messages={"step": result.msg_step, "phase": result.msg_phase, "src": result.msg_src,
                   "dst": result.msg_dst, "bytes": result.msg_bytes},
         phases=[p.name for p in app.phases], tiling=tiling, cluster=cluster,
-        placement_steps=np.array([0]), placement_owners=owner[None, :],
+        placement_steps=np.array([step for step, _ in result.placements]),
+        placement_owners=np.stack([o for _, o in result.placements]),
+        balance=balancer.records() if balancer else None,
         step_end=result.step_end, app=sc.app, scenario=sc.name, config=sc.to_dict(),
         barrier_phases=[p.reduction is not None for p in app.phases], tile_bytes=tile_bytes,
     )
     trace.write(path / "trace.h5")
 
-    summary = {"app": sc.app, "scenario": sc.name, "placement": sc.run.placement,
+    summary = {"app": sc.app, "scenario": sc.name, "placement": sc.run.placement, "period": sc.run.period,
                "workers": sc.run.workers, "seed": sc.run.seed, "predicted": False,
                **summarize(trace, result.wall_s, result.oversubscribed)}
+    if trace.balance is not None:
+        summary.update(balance_steps=int(len(trace.balance["step"])), migrated_tiles=int(trace.balance["moved"].sum()),
+                       migrated_bytes=int(trace.balance["bytes"].sum()))
     _write_json(path / "summary.json", summary)
     return RunRecord(path, summary)
 
@@ -199,23 +215,70 @@ def _check_finite(arrays: dict, step: int) -> None:
             raise ShoalError(f"field {name!r} holds NaN or infinity at step {step}")
 
 
-def _execute(app, tiling, cluster, owner, steps, frame_every, frames: Path, on_step, states) -> ExecutionResult:
-    """Run all steps; when the app asks for frames, run in chunks and save the state between."""
+class Balancer:
+    """Re-places tiles every ``period`` steps of a local run from their measured CPU costs."""
+
+    def __init__(self, policy, period: int, tiling: Tiling, cluster: Cluster):
+        self.policy, self.period, self.tiling, self.cluster = policy, period, tiling, cluster
+        self.memory: dict = {}
+        self.rows: list[tuple] = []
+        self.cost = np.zeros(tiling.ntiles)
+
+    def measure(self, part: ExecutionResult) -> None:
+        self.cost += np.bincount(part.task_tile, weights=part.task_cost, minlength=self.tiling.ntiles)
+
+    def rebalance(self, step: int, owner: np.ndarray, states: dict) -> np.ndarray:
+        loads = self.cost / self.period
+        ctx = BalanceContext(self.tiling, self.cluster, owner, loads, step=step)
+        tic = time.perf_counter()
+        new = check_owner(self.policy.rebalance(ctx, self.memory), self.tiling, self.cluster)
+        plan = time.perf_counter() - tic
+        moved = np.flatnonzero(new != owner)
+        nbytes = sum(payload_bytes({k: v for k, v in states[t].items() if isinstance(v, np.ndarray)})
+                     for t in moved)
+        self.rows.append((step, plan, len(moved), nbytes, float(lif(node_loads(owner, loads, self.cluster))),
+                          float(lif(node_loads(new, loads, self.cluster)))))
+        self.cost[:] = 0.0
+        return new
+
+    def records(self) -> dict:
+        cols = ("step", "plan_s", "moved", "bytes", "lif_before", "lif_after")
+        return {c: np.array([r[i] for r in self.rows]) for i, c in enumerate(cols)}
+
+
+def _execute(app, tiling, cluster, owner, steps, frame_every, frames: Path, on_step, states,
+             balancer: Balancer | None) -> ExecutionResult:
+    """Run all steps, in chunks when the app asks for frames or a balancer re-places tiles.
+
+    Between chunks every tile is idle: frames are gathered there and tiles change owner there
+    (in one process, migration is a change of owner; its bytes are recorded all the same).
+    """
     executor = LocalExecutor(app, tiling, cluster, owner)
-    if not frame_every:
-        return executor.run(steps, states=states, on_step=on_step)
-    parts = []
-    _save_npz(frames / "state-000000.npz", app.gather(states, tiling))
-    for first in range(0, steps, frame_every):
-        n = min(frame_every, steps - first)
+    cuts = {steps}
+    if frame_every:
+        cuts |= set(range(frame_every, steps, frame_every))
+        _save_npz(frames / "state-000000.npz", app.gather(states, tiling))
+    if balancer:
+        cuts |= set(range(balancer.period, steps, balancer.period))
+    parts, placements, first = [], [(0, executor.owner.copy())], 0
+    for cut in sorted(cuts):
         shifted = None if on_step is None else (lambda k, f=first: on_step(f + k))
-        part = executor.run(n, states=states, first_step=first, on_step=shifted)
+        part = executor.run(cut - first, states=states, first_step=first, on_step=shifted)
         states = part.states
-        gathered = app.gather(states, tiling)
-        _check_finite(gathered, first + n)
-        _save_npz(frames / f"state-{first + n:06d}.npz", gathered)
         parts.append(part)
-    return merge_results(parts)
+        if frame_every and (cut % frame_every == 0 or cut == steps):
+            gathered = app.gather(states, tiling)
+            _check_finite(gathered, cut)
+            _save_npz(frames / f"state-{cut:06d}.npz", gathered)
+        if balancer:
+            balancer.measure(part)
+            if cut % balancer.period == 0 and cut < steps:
+                executor.owner = balancer.rebalance(cut, executor.owner, states)
+                placements.append((cut, executor.owner.copy()))
+        first = cut
+    result = merge_results(parts)
+    result.placements = placements
+    return result
 
 
 def open_run(path: str | Path) -> RunRecord:

@@ -238,3 +238,28 @@ def _work(trace: Trace) -> np.ndarray:
     s_idx = np.searchsorted(steps, trace.tasks["step"])
     np.add.at(work, (s_idx * P + trace.tasks["phase"]) * T + trace.tasks["tile"], trace.tasks["work"])
     return work
+
+
+def write_replay(result: ReplayResult, out) -> dict:
+    """A run folder for a replay: same layout as a real run's, marked as predicted."""
+    import json
+    import os
+    from pathlib import Path
+
+    import tomli_w
+
+    out = Path(out)
+    if (out / "summary.json").exists():
+        raise ShoalError(f"{out} already holds a finished run; choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = {k: v for k, v in result.config.__dict__.items() if k not in ("network", "params", "tiles_per_core")}
+    cfg["tiles_per_core"] = result.config.tiles_per_core or 0
+    cfg["network"] = result.trace.cluster.to_dict()
+    cfg["params"] = {k: str(v) for k, v in result.config.params.items()}
+    (out / "config.toml").write_text(tomli_w.dumps({"replay": cfg}))
+    result.trace.write(out / "trace.h5")
+    summary = result.summary()
+    tmp = out / "summary.json.partial"
+    tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    os.replace(tmp, out / "summary.json")
+    return summary

@@ -144,8 +144,11 @@ def report_run(run: str | Path) -> list[Path]:
     if pm:
         paths.append(pm)
     (run / "frames").mkdir(exist_ok=True)
-    with np.load(run / "state" / "final.npz") as z:
-        particles = "id" in z.files
+    state = run / "state" / "final.npz"
+    particles = False
+    if state.exists():  # a replay has no state
+        with np.load(state) as z:
+            particles = "id" in z.files
     if particles:
         from .particles import report_particles
 

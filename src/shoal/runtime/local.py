@@ -51,6 +51,7 @@ class ExecutionResult:
     wall_s: float
     step_end: np.ndarray
     oversubscribed: bool
+    placements: list | None = None  # (first step, owner) for every placement in force
 
 
 class LocalExecutor:

@@ -1,0 +1,93 @@
+"""``shoal sweep``: many replays of one trace, in parallel processes, ranked and drawn."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..cluster import Network
+from ..errors import ShoalError
+from ..placement import POLICIES, get_policy
+from ..trace import Trace
+from .run import ReplayConfig, replay
+
+_TRACE: Trace | None = None
+
+
+def _load(path: str) -> None:
+    global _TRACE
+    _TRACE = Trace.read(path)
+
+
+def _one(case: dict) -> dict:
+    cfg = ReplayConfig(**case)
+    r = replay(_TRACE, cfg)
+    out = r.summary() | {"case": case | {"network": None}}
+    t = r.trace
+    out["step_times"] = np.diff(np.concatenate([[0.0], t.step_end])).tolist()
+    return out
+
+
+@dataclass
+class SweepResult:
+    rows: list[dict]
+    seeds: list[float]  # predicted step time of birdshot over many seeds (Figure 13)
+
+
+def cases(placements, tiles_per_core, periods, nodes, cores, seed, network, params) -> list[dict]:
+    out = []
+    for name, tpc, n in itertools.product(placements, tiles_per_core, nodes):
+        policy = get_policy(name)
+        for period in (periods if policy.dynamic else [0]):
+            out.append(dict(nodes=n, cores=cores, placement=name, period=period, tiles_per_core=tpc, seed=seed,
+                            network=network, params=params))
+    return out
+
+
+def sweep(trace_path: str | Path, placements: list[str], tiles_per_core: list[int], periods: list[int],
+          nodes: list[int], cores: int, seed: int = 0, birdshot_seeds: int = 0, jobs: int | None = None,
+          network: Network | None = None, params: dict | None = None, on_done=None) -> SweepResult:
+    for name in placements:
+        get_policy(name)
+    todo = cases(placements, tiles_per_core, periods, nodes, cores, seed, network or Network(), params or {})
+    extra = []
+    if birdshot_seeds:
+        n0, t0 = nodes[-1], tiles_per_core[len(tiles_per_core) // 2]
+        extra = [dict(nodes=n0, cores=cores, placement="birdshot", period=0, tiles_per_core=t0, seed=k,
+                      network=network or Network(), params={}) for k in range(birdshot_seeds)]
+    jobs = jobs or max(1, min(len(todo) + len(extra), os.cpu_count() or 1))
+    rows, seeds = [], []
+    with ProcessPoolExecutor(jobs, initializer=_load, initargs=(str(trace_path),)) as pool:
+        for k, row in enumerate(pool.map(_one, todo + extra, chunksize=1)):
+            if k < len(todo):
+                rows.append(row)
+            else:
+                seeds.append(row["step_time_mean_s"])
+            if on_done:
+                on_done(k)
+    rows.sort(key=lambda r: r["makespan_s"])
+    return SweepResult(rows, seeds)
+
+
+def parse_list(text: str, kind=int) -> list:
+    try:
+        values = [kind(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ShoalError(f"expected a comma-separated list, got {text!r}") from None
+    if not values:
+        raise ShoalError("empty list")
+    return values
+
+
+def known_placements(text: str) -> list[str]:
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    if names == ["all"]:
+        return sorted(POLICIES)
+    for n in names:
+        get_policy(n)
+    return names
