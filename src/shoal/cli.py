@@ -171,6 +171,29 @@ def _cmd_sweep(args) -> int:
     return 0
 
 
+def _cmd_validate(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .replay.validate import validate
+
+    console = Console(width=max(Console().width, 100))
+    result = validate(Path(args.out), quick=args.quick, on_case=lambda c: console.print(f"recording {c}"))
+    table = Table(title=f"predicted vs measured makespan on this machine "
+                        f"(executor overhead {result.calibration['task_overhead_s'] * 1e6:.1f} us/task)")
+    for col in ("scenario", "nodes x workers", "placement", "measured (s)", "predicted (s)", "error"):
+        table.add_column(col, justify="left" if col in ("scenario", "placement") else "right")
+    for r in result.rows:
+        table.add_row(r["scenario"], f"{r['nodes']}x{r['workers']}", r["label"], f"{r['measured_s']:.3f}",
+                      f"{r['predicted_s']:.3f}", f"{r['error']:+.1%}")
+    console.print(table)
+    worst = max(abs(r["error"]) for r in result.rows)
+    console.print(f"largest error {worst:.1%}; ranking of placements preserved: "
+                  + ", ".join(f"{g}: {'yes' if result.ranking_preserved(g) else 'no'}" for g in ("synthetic", "sph")))
+    console.print(f"runs, calibration and validation.json: {Path(args.out).resolve()}")
+    return 0
+
+
 def _cmd_demo(args) -> int:
     from . import demo
 
@@ -247,6 +270,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/sweep")
     network_flags(p)
     p.set_defaults(func=_cmd_sweep)
+
+    p = sub.add_parser("validate", help="record runs here, replay them on a model of this machine, compare")
+    p.add_argument("--out", default="runs/validate")
+    p.add_argument("--quick", action="store_true", help="a quarter of the steps")
+    p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("lif", help="expected load-imbalance factor of random placement")
     p.add_argument("--nodes", type=int, required=True)

@@ -7,8 +7,8 @@ Schema ``shoal-trace`` version 1. Root attributes: ``schema``, ``version``, ``pr
 ``/tasks`` — one row per (step, phase, tile), columns
     ``step`` i4, ``phase`` i2, ``tile`` i4, ``node`` i4, ``worker`` i4 (worker within the node),
     ``start`` f8 and ``end`` f8 (seconds of wall time since the run began), ``cost`` f8
-    (seconds of CPU time the kernel used), ``work`` i8 (the app's own count: cells,
-    particles, iterations).
+    (seconds of CPU time of the kernel and of packing the task's halos), ``work`` i8 (the
+    app's own count: cells, particles, iterations).
 ``/messages`` — one row per halo payload from one tile to another, columns
     ``step`` i4 and ``phase`` i2 (of the task that reads it), ``src`` i4, ``dst`` i4,
     ``bytes`` i8. Messages between tiles of one node are listed too; a replay prices them

@@ -37,7 +37,8 @@ class ReplayConfig:
     seed: int = 0
     speed: float = 1.0
     network: Network = field(default_factory=Network)
-    memcpy_bandwidth: float = 5e9
+    memcpy_bandwidth: float = float("inf")  # recorded costs already include packing halos
+    task_overhead_s: float = 0.0  # the executor's own time per task (see shoal.replay.calibrate)
     params: dict = field(default_factory=dict)
     mpi_reference: bool = False
 
@@ -165,6 +166,7 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     owner = check_owner(owner, tiling, cluster)
     barrier = np.array([True] * P if cfg.mpi_reference else trace.barrier_phases, dtype=np.bool_)
     cost = _costs(trace)
+    duration = cost + cfg.task_overhead_s  # what a core spends on a task: its cost and the executor's share
     S = cost.shape[0]
     period = cfg.period if (policy.dynamic and cfg.period > 0) else S
     tile_bytes = trace.tile_bytes if trace.tile_bytes is not None else np.zeros(T, np.int64)
@@ -182,7 +184,7 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         s1 = min(S, s0 + period)
         csr, mdst, mbytes, fsrc, fdst, fbytes = _segment_messages(trace, s0, s1, P, T)
         tic = time.perf_counter()
-        start, end, core, n_events = simulate(np.ascontiguousarray(cost[s0:s1]), owner, cores, barrier, csr, mdst,
+        start, end, core, n_events = simulate(np.ascontiguousarray(duration[s0:s1]), owner, cores, barrier, csr, mdst,
                                               mbytes, fsrc, fdst, fbytes, net.latency_s, net.bandwidth_Bps,
                                               net.overhead_s, cfg.memcpy_bandwidth, t0, tx_free, rx_free)
         wall += time.perf_counter() - tic

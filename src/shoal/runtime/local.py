@@ -13,6 +13,7 @@ bookkeeping happens under one lock, taken once per finished task.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -26,6 +27,8 @@ from ..cluster import Cluster
 from ..errors import ShoalError
 from ..tiling import Tiling
 from .app import App, StepContext, payload_bytes, reduce_in_order
+
+GIL_SWITCH_S = 1e-4
 
 
 @dataclass
@@ -98,16 +101,23 @@ class LocalExecutor:
                 th = threading.Thread(target=self._worker, args=(node, w), daemon=True,
                                       name=f"shoal-node{node}-w{w}")
                 threads.append(th)
+        # Workers hand the GIL to each other between kernels; a short switch interval keeps a
+        # worker from waiting up to CPython's default 5 ms for it.
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(GIL_SWITCH_S)
         self._t0 = time.perf_counter()
-        with self._lock:
-            self._deliver_initial_halos()
-        for th in threads:
-            th.start()
-        reported = 0
-        while not self._finished.wait(0.05):
-            reported = self._report(on_step, reported)
-        for th in threads:
-            th.join()
+        try:
+            with self._lock:
+                self._deliver_initial_halos()
+            for th in threads:
+                th.start()
+            reported = 0
+            while not self._finished.wait(0.05):
+                reported = self._report(on_step, reported)
+            for th in threads:
+                th.join()
+        finally:
+            sys.setswitchinterval(switch)
         wall = time.perf_counter() - self._t0
         if self._error is not None:
             raise self._error
@@ -231,7 +241,6 @@ class LocalExecutor:
             try:
                 t0, c0 = perf(), cpu()
                 out = app.run_phase(phase, tile, state, halos, ctx, tiling)
-                c1, t1 = cpu(), perf()
                 work, value = out if isinstance(out, tuple) else (out, None)
                 if self.phases[phase].reduction and value is None:
                     raise ShoalError("a phase with a reduction must return a value to reduce")
@@ -240,6 +249,8 @@ class LocalExecutor:
                     halo_out = self._pack_all(tile, nxt, state)
                 else:
                     halo_out = None
+                # A task's cost is the CPU time of its kernel and of packing its halos.
+                c1, t1 = cpu(), perf()
             except BaseException as exc:  # stop every worker, report from the main thread
                 self._fail(exc, tile, task)
                 return

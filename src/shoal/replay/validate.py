@@ -1,0 +1,71 @@
+"""``shoal validate`` (sampi §V): predictions of the replay against real runs on this machine.
+
+Records real runs with the local executor (1 and 2 workers, several placements and policies,
+the synthetic and the SPH apps), replays each trace on a model of this machine — its nodes
+and cores, an in-memory "network", and the executor's per-task overhead measured by
+:func:`~shoal.replay.calibrate.calibrate` (kept in the folder) — and sets predicted against
+measured makespan, with the error and whether the ranking of policies is preserved.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..cluster import Network
+from ..session import run_scenario
+from .calibrate import calibrate
+from .run import ReplayConfig, replay
+
+# (app group, scenario, overrides, nodes, workers, placement, period)
+CASES = [
+    ("synthetic", "synthetic-hotspot", ["app.grid=[128,128]", "app.work_per_cell=400.0"], 1, 1, "sfc", 0),
+    ("synthetic", "synthetic-hotspot", ["app.grid=[128,128]", "app.work_per_cell=400.0"], 1, 2, "sfc", 0),
+    ("synthetic", "synthetic-hotspot", ["app.grid=[128,128]", "app.work_per_cell=400.0"], 2, 1, "geometric", 0),
+    ("synthetic", "synthetic-hotspot", ["app.grid=[128,128]", "app.work_per_cell=400.0"], 2, 1, "birdshot", 0),
+    ("synthetic", "synthetic-hotspot", ["app.grid=[128,128]", "app.work_per_cell=400.0"], 2, 1, "greedy", 5),
+    ("sph", "sph-dam-break", ["app.dx=0.04", "app.frame_every=0"], 1, 1, "sfc", 0),
+    ("sph", "sph-dam-break", ["app.dx=0.04", "app.frame_every=0"], 2, 1, "strips", 0),
+    ("sph", "sph-dam-break", ["app.dx=0.04", "app.frame_every=0"], 2, 1, "refine", 20),
+]
+STEPS = {"synthetic": 40, "sph": 300}
+IN_PROCESS = Network(latency_s=1e-6, bandwidth_Bps=5e9, overhead_s=0.0)
+
+
+@dataclass
+class Validation:
+    rows: list[dict]
+    calibration: dict
+
+    def ranking_preserved(self, group: str, workers: int = 1) -> bool:
+        rows = [r for r in self.rows if r["group"] == group and r["workers"] == workers and r["nodes"] > 1]
+        measured = [r["label"] for r in sorted(rows, key=lambda r: r["measured_s"])]
+        predicted = [r["label"] for r in sorted(rows, key=lambda r: r["predicted_s"])]
+        return measured == predicted
+
+
+def validate(out: Path, quick: bool = False, on_case: Callable[[str], None] | None = None) -> Validation:
+    out.mkdir(parents=True, exist_ok=True)
+    cal = calibrate()
+    (out / "calibration.json").write_text(json.dumps(cal, indent=2) + "\n")
+    rows = []
+    for k, (group, scenario, overrides, nodes, workers, placement, period) in enumerate(CASES):
+        label = placement + (f"/{period}" if period else "")
+        if on_case:
+            on_case(f"{scenario} {nodes}x{workers} {label}")
+        steps = STEPS[group] // (4 if quick else 1)
+        rec = run_scenario(scenario, steps=steps, tiles=16 if group == "sph" else 64, nodes=nodes, workers=workers,
+                           placement=placement, period=period or None, set=overrides,
+                           out=out / f"{k:02d}-{scenario}-{nodes}x{workers}-{label.replace('/', '-')}")
+        cfg = ReplayConfig(nodes=nodes, cores=workers, placement=placement, period=period, network=IN_PROCESS,
+                           task_overhead_s=cal["task_overhead_s"])
+        predicted = replay(rec.trace, cfg)
+        measured = rec.summary["wall_s"]
+        rows.append({"group": group, "scenario": scenario, "nodes": nodes, "workers": workers, "label": label,
+                     "measured_s": measured, "predicted_s": predicted.makespan,
+                     "error": predicted.makespan / measured - 1, "oversubscribed": rec.summary["oversubscribed"]})
+    result = Validation(rows, cal)
+    (out / "validation.json").write_text(json.dumps({"rows": rows, "calibration": cal}, indent=2) + "\n")
+    return result

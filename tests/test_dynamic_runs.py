@@ -1,0 +1,105 @@
+"""Balancing while the physics moves: results never change, balancing steps are recorded,
+and the replay commands work from a real run's trace."""
+
+import json
+
+import numpy as np
+import pytest
+
+from shoal.cli import main
+from shoal.compare import compare_runs
+from shoal.session import run_scenario
+from shoal.trace import Trace
+
+SMALL = ["app.grid=[64,64]"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("dyn")
+    out = {}
+    out["static"] = run_scenario("synthetic-hotspot", steps=12, tiles=64, nodes=1, set=SMALL, out=base / "s").path
+    for name, period in (("greedy", 3), ("refine", 4), ("swap", 2), ("locality", 3), ("greedy-refine", 3)):
+        out[name] = run_scenario("synthetic-hotspot", steps=12, tiles=64, nodes=4, placement=name, period=period,
+                                 set=SMALL, out=base / name).path
+    return out
+
+
+@pytest.mark.parametrize("name", ["greedy", "refine", "swap", "locality", "greedy-refine"])
+def test_balancing_never_changes_the_physics(runs, name):
+    assert compare_runs(runs["static"], runs[name]).identical
+
+
+def test_balancing_steps_are_recorded_in_trace_and_summary(runs):
+    t = Trace.read(runs["greedy"])
+    assert t.balance["step"].tolist() == [3, 6, 9]
+    assert t.placement_steps.tolist() == [0, 3, 6, 9]
+    # The recorded placement is the one tasks actually ran under.
+    for first, owner in zip(t.placement_steps, t.placement_owners, strict=True):
+        sel = (t.tasks["step"] >= first) & (t.tasks["step"] < first + 3)
+        assert np.array_equal(t.tasks["node"][sel], owner[t.tasks["tile"][sel]])
+    assert (t.balance["lif_after"] <= t.balance["lif_before"] + 1e-12).all()
+    summary = json.loads((runs["greedy"] / "summary.json").read_text())
+    assert summary["balance_steps"] == 3 and summary["migrated_tiles"] == int(t.balance["moved"].sum())
+
+
+def test_sph_with_refine_is_identical_to_static(tmp_path):
+    small = ["app.dx=0.05", "app.tank=[2.0, 1.2]", "app.fluid=[[0.0, 0.0, 0.5, 1.0]]", "app.frame_every=0"]
+    a = run_scenario("sph-dam-break", steps=20, tiles=16, nodes=1, set=small, out=tmp_path / "a").path
+    b = run_scenario("sph-dam-break", steps=20, tiles=16, nodes=3, placement="refine", period=5, set=small,
+                     out=tmp_path / "b").path
+    assert compare_runs(a, b).identical
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--placement", "oracle", "--period", "5"], "replay"),
+    (["--placement", "greedy"], "--period"),
+])
+def test_lookahead_and_periodless_dynamic_runs_are_refused(args, match, capsys, tmp_path):
+    assert main(["run", "synthetic-hotspot", "--steps", "2", *args, "--out", str(tmp_path / "x")]) == 2
+    assert match in capsys.readouterr().err
+
+
+def test_replay_and_sweep_commands(runs, tmp_path, capsys):
+    assert main(["replay", str(runs["static"]), "--nodes", "2", "--cores", "2", "--placement", "greedy",
+                 "--period", "4", "--tiles-per-core", "4", "--out", str(tmp_path / "rp")]) == 0
+    summary = json.loads((tmp_path / "rp" / "summary.json").read_text())
+    assert summary["predicted"] and summary["tiles"] == 16 and summary["balance_steps"] == 2
+    assert main(["report", str(tmp_path / "rp")]) == 0
+    assert main(["sweep", str(runs["static"]), "--placements", "sfc,birdshot,refine", "--nodes", "2",
+                 "--cores", "2", "--tiles-per-core", "1,4", "--periods", "4", "--birdshot-seeds", "5",
+                 "--jobs", "2", "--out", str(tmp_path / "sw")]) == 0
+    data = json.loads((tmp_path / "sw" / "sweep.json").read_text())
+    assert len(data["rows"]) == 6 and len(data["birdshot_seeds"]) == 5
+    spans = [r["makespan_s"] for r in data["rows"]]
+    assert spans == sorted(spans)
+    for fig in ("fig10-step-vs-tiles-per-core.png", "fig13-birdshot-seeds.png", "fig14-step-time-over-time.png",
+                "sampi-fig7-period-and-decomposition.png"):
+        assert (tmp_path / "sw" / fig).stat().st_size > 5000
+
+
+def test_replay_on_the_recording_platform_makes_the_same_balancing_decisions(runs):
+    from shoal.cluster import Network
+    from shoal.replay import ReplayConfig, replay
+
+    real = Trace.read(runs["greedy"])
+    predicted = replay(real, ReplayConfig(nodes=4, cores=1, placement="greedy", period=3,
+                                          network=Network(1e-6, 5e9, 0.0))).trace
+    assert predicted.placement_steps.tolist() == real.placement_steps.tolist()
+    assert np.array_equal(predicted.placement_owners, real.placement_owners)
+    assert np.array_equal(predicted.balance["moved"], real.balance["moved"])
+
+
+def test_validate_records_replays_and_compares(tmp_path, monkeypatch):
+    from shoal.replay import validate as v
+
+    monkeypatch.setattr(v, "CASES", v.CASES[2:4] + v.CASES[5:7])
+    monkeypatch.setattr(v, "STEPS", {"synthetic": 8, "sph": 12})
+    result = v.validate(tmp_path, quick=False)
+    assert len(result.rows) == 4
+    saved = json.loads((tmp_path / "validation.json").read_text())
+    assert saved["calibration"]["task_overhead_s"] >= 0 and len(saved["rows"]) == 4
+    for r in result.rows:
+        assert r["measured_s"] > 0 and r["predicted_s"] > 0
+        assert r["error"] == pytest.approx(r["predicted_s"] / r["measured_s"] - 1)
+    assert isinstance(result.ranking_preserved("synthetic"), bool)
