@@ -40,7 +40,8 @@ def synthetic_trace(counts=(72, 64), steps=600, seed=0) -> Trace:
     n = steps * P * T
     step = np.repeat(np.arange(steps), P * T)
     return Trace(
-        tasks={"step": step, "phase": np.tile(np.repeat(np.arange(P), T), steps), "tile": np.tile(np.arange(T), steps * P),
+        tasks={"step": step, "phase": np.tile(np.repeat(np.arange(P), T), steps),
+               "tile": np.tile(np.arange(T), steps * P),
                "node": np.zeros(n), "worker": np.zeros(n), "start": np.zeros(n), "end": np.zeros(n),
                "cost": cost.ravel(), "work": np.ones(n)},
         messages={"step": np.repeat(np.arange(steps), m), "phase": np.ones(steps * m), "src": np.tile(src, steps),
