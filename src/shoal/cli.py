@@ -194,6 +194,24 @@ def _cmd_validate(args) -> int:
     return 0
 
 
+def _cmd_export_tit(args) -> int:
+    from .replay.run import coarsening_for
+    from .replay.simgrid import export_tit
+    from .trace import Trace, aggregate
+
+    trace = Trace.read(args.trace)
+    if args.ranks:
+        coarse = coarsening_for(trace.tiling, args.ranks)
+        if coarse is not trace.tiling:
+            trace = aggregate(trace, coarse)
+    out = export_tit(trace, args.out, _network(args), sampi=args.sampi)
+    n = trace.tiling.ntiles
+    print(f"wrote {n} rank files, index.txt, hostfile and platform.xml to {out}")
+    print(f"run: cd {out} && smpirun -np {n} -platform platform.xml -hostfile hostfile -replay index.txt "
+          "--cfg=network/model:CM02 --cfg=smpi/bw-factor:1 --cfg=smpi/lat-factor:1 <path to smpireplaymain>")
+    return 0
+
+
 def _cmd_demo(args) -> int:
     from . import demo
 
@@ -270,6 +288,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/sweep")
     network_flags(p)
     p.set_defaults(func=_cmd_sweep)
+
+    p = sub.add_parser("export-tit", help="export a trace as SimGrid time-independent traces (smpirun -replay)")
+    p.add_argument("trace")
+    p.add_argument("--out", required=True)
+    p.add_argument("--ranks", type=int, help="aggregate to about this many ranks (one tile per rank)")
+    p.add_argument("--sampi", action="store_true", help="add SAMPI's iteration_in/iteration_out/migrate")
+    network_flags(p)
+    p.set_defaults(func=_cmd_export_tit, overhead=0.0)
 
     p = sub.add_parser("validate", help="record runs here, replay them on a model of this machine, compare")
     p.add_argument("--out", default="runs/validate")

@@ -1,0 +1,102 @@
+"""Export a trace for SimGrid's SMPI trace replay (time-independent traces, TIT).
+
+Mapping (the MPI reference model: one tile per rank, a barrier after every phase):
+
+- rank ``r`` is tile ``r``; host ``node-r`` of a ``<cluster>`` runs it;
+- each task becomes ``r compute <flops>`` with ``flops = cost x host speed``;
+- the halos a task produces for the next phase become ``r isend <dst> 0 <bytes> 6``, the
+  halos it reads ``r irecv <src> 0 <bytes> 6`` (tag 0; datatype 6 is SMPI's code for
+  MPI_BYTE), then ``r waitall <requests>``; every phase ends with ``r barrier``;
+- with ``sampi=True`` each step is wrapped in SAMPI's ``iteration_in`` / ``iteration_out``
+  and ends with ``migrate`` (SAMPI's extension of SMPI; stock SimGrid rejects them).
+
+The platform is one ``<cluster>`` whose per-host links have half the model's latency and
+its bandwidth, with an unconstrained backbone: under CM02 (``--cfg=network/model:CM02``,
+SMPI's bandwidth and latency factors set to 1) a lone message then takes
+``latency + bytes / bandwidth``, as in shoal's model without per-message overhead.
+Run it with ``smpirun -np N -platform platform.xml -hostfile hostfile -replay index.txt
+--cfg=network/model:CM02 --cfg=smpi/bw-factor:1 --cfg=smpi/lat-factor:1 <smpi_replay binary>``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..cluster import Network
+from ..errors import ShoalError
+from ..trace import Trace
+
+HOST_SPEED = 1e9  # flops per second of every modeled host
+
+
+def export_tit(trace: Trace, out: str | Path, network: Network | None = None, sampi: bool = False) -> Path:
+    """Write ``index.txt``, one ``rank-<r>.txt`` per tile, ``platform.xml`` and ``hostfile``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    net = network or trace.cluster.network
+    T, P = trace.tiling.ntiles, len(trace.phases)
+    steps = trace.steps
+    cost = np.zeros((len(steps), P, T))
+    s_idx = np.searchsorted(steps, trace.tasks["step"])
+    np.add.at(cost, (s_idx, trace.tasks["phase"], trace.tasks["tile"]), trace.tasks["cost"])
+    m = trace.messages
+    m_s = np.searchsorted(steps, m["step"])
+    # Halos read by (step, phase) are sent after the task before it: keyed by that producer.
+    producer_step = np.where(m["phase"] > 0, m_s, m_s - 1)
+    producer_phase = np.where(m["phase"] > 0, m["phase"] - 1, P - 1)
+    sends = {}
+    for ps, pp, src, dst, nbytes in zip(producer_step, producer_phase, m["src"], m["dst"], m["bytes"], strict=True):
+        sends.setdefault((int(ps), int(pp)), []).append((int(src), int(dst), int(nbytes)))
+    lines = [[f"{r} init"] for r in range(T)]
+    first = sends.get((-1, P - 1), [])  # halos of the very first phase
+    _exchange(lines, first)
+    for s in range(len(steps)):
+        for r in range(T):
+            if sampi:
+                lines[r].append(f"{r} iteration_in")
+        for p in range(P):
+            for r in range(T):
+                lines[r].append(f"{r} compute {cost[s, p, r] * HOST_SPEED:.6g}")
+            _exchange(lines, sends.get((s, p), []))
+            for r in range(T):
+                lines[r].append(f"{r} barrier")
+        for r in range(T):
+            if sampi:
+                lines[r] += [f"{r} iteration_out", f"{r} migrate"]
+    for r in range(T):
+        lines[r].append(f"{r} finalize")
+        (out / f"rank-{r}.txt").write_text("# version: 1.0\n" + "\n".join(lines[r]) + "\n")
+    (out / "index.txt").write_text("".join(f"{(out / f'rank-{r}.txt').resolve()}\n" for r in range(T)))
+    (out / "hostfile").write_text("".join(f"node-{r}\n" for r in range(T)))
+    (out / "platform.xml").write_text(platform_xml(T, net))
+    return out
+
+
+def _exchange(lines: list[list[str]], messages: list[tuple[int, int, int]]) -> None:
+    """Post every receive, then every send, then wait: a halo exchange without deadlock."""
+    if not messages:
+        return
+    requests: dict[int, int] = {}
+    for src, dst, nbytes in messages:
+        lines[dst].append(f"{dst} irecv {src} 0 {nbytes} 6")
+        requests[dst] = requests.get(dst, 0) + 1
+    for src, dst, nbytes in messages:
+        lines[src].append(f"{src} isend {dst} 0 {nbytes} 6")
+        requests[src] = requests.get(src, 0) + 1
+    for r in sorted(requests):
+        lines[r].append(f"{r} waitall {requests[r]}")
+
+
+def platform_xml(hosts: int, net: Network) -> str:
+    if net.overhead_s:
+        raise ShoalError("SimGrid's CM02 model has no per-message overhead: export with overhead 0")
+    return f"""<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1">
+  <cluster id="shoal" prefix="node-" suffix="" radical="0-{hosts - 1}" speed="{HOST_SPEED:.0f}f"
+           bw="{net.bandwidth_Bps:.6g}Bps" lat="{net.latency_s / 2:.6g}s"
+           bb_bw="{net.bandwidth_Bps * 1000:.6g}Bps" bb_lat="0s"/>
+</platform>
+"""
