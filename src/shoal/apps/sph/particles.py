@@ -35,7 +35,18 @@ def fields_of(p: dict) -> list[str]:
 
 
 def take(p: dict, idx) -> dict:
-    return {k: p[k][idx] for k in fields_of(p)}
+    return {k: p[k][idx] for k in FIELDS if k in p}
+
+
+def _nothing(ndim: int) -> dict:
+    """A shared, read-only empty store: what most neighbours get from most tiles."""
+    out = empty(ndim)
+    for a in out.values():
+        a.flags.writeable = False
+    return out
+
+
+NOTHING = {2: _nothing(2), 3: _nothing(3)}
 
 
 def concat(parts: list[dict], ndim: int) -> dict:
@@ -108,6 +119,18 @@ def cell_order(cell, ids, ncells):
     return order, start
 
 
+def in_cell_order(p: dict, grid: CellGrid) -> bool:
+    """Whether particles are (still) sorted by (global cell, id)."""
+    n = len(p["id"])
+    if n < 2:
+        return True
+    flat = p["cell"][:, 0].astype(np.int64)
+    for a in range(1, grid.ndim):
+        flat = flat * int(grid.counts[a] + 2) + (p["cell"][:, a] + 1)
+    key = flat * (1 << 32) + p["id"]
+    return bool(np.all(key[1:] > key[:-1]))
+
+
 def sort_by_cell(p: dict, grid: CellGrid) -> dict:
     """Particles ordered by (global cell, id): the fixed global summation order."""
     if len(p["id"]) == 0:
@@ -161,10 +184,12 @@ def _members(cell, los, his):
 
 def split_by_boxes(p: dict, los: np.ndarray, his: np.ndarray) -> list[dict]:
     """The particles in each of several cell boxes (one pass for all boxes)."""
+    nothing = NOTHING[los.shape[1]]
     if len(p["id"]) == 0:
-        return [take(p, slice(0, 0)) for _ in range(len(los))]
+        return [nothing] * len(los)
     starts, idx = _members(p["cell"], los, his)
-    return [take(p, idx[starts[k]:starts[k + 1]]) for k in range(len(los))]
+    return [take(p, idx[starts[k]:starts[k + 1]]) if starts[k + 1] > starts[k] else nothing
+            for k in range(len(los))]
 
 
 def halos_for_neighbours(p: dict, tiling: Tiling, src: int, width: int = 1) -> dict[int, dict]:
@@ -175,9 +200,16 @@ def halos_for_neighbours(p: dict, tiling: Tiling, src: int, width: int = 1) -> d
 
 
 def emigrants_for_neighbours(p: dict, tiling: Tiling, src: int) -> dict[int, dict]:
-    """The particles of ``src`` that now lie in each neighbour's cells."""
-    leaving = take(p, ~in_box(p, None, tiling.lo[src], tiling.hi[src]))
+    """The particles of ``src`` that now lie in each neighbour's cells.
+
+    Uses ``p["outside"]`` (the particles outside the tile's box, set when they moved) when
+    the store has it.
+    """
     nbrs = tiling.neighbours[src]
+    out = p["outside"] if "outside" in p else ~in_box(p, None, tiling.lo[src], tiling.hi[src])
+    if not out.any():
+        return dict.fromkeys(map(int, nbrs), NOTHING[p["cell"].shape[1]])
+    leaving = take(p, out)
     parts = split_by_boxes(leaving, tiling.lo[nbrs], tiling.hi[nbrs])
     return dict(zip(map(int, nbrs), parts, strict=True))
 
