@@ -2,7 +2,9 @@
 
 ``shoal demo`` runs Monaghan's breaking dam (``sph-dam-break``) with Birdshot placement over
 4 nodes inside this process, draws frames, an animation, contour views, the per-node load
-heatmap and the worker timeline, and says where they are. ``shoal demo --placements`` runs
+heatmap and the worker timeline, and says where they are. Then it records the same scenario
+on 2304 tiles and replays it on modeled clusters of 8 x 8 and 32 x 18 cores at 4 tiles per
+core under eight placement policies, and prints the ranked predictions. ``shoal demo --placements`` runs
 the synthetic hot spot under every static placement and prints them side by side.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -48,7 +51,7 @@ def dam_break(steps: int | None = None, out: Path = Path("runs/demo")) -> int:
                        ("load-heatmap.png", "per-node load over steps"), ("timeline.png", "tasks per worker"),
                        ("trace.h5", "the trace")]:
         console.print(f"  {what:<45} {(folder / name).resolve()}")
-    return 0
+    return prediction(out)
 
 
 def placements(steps: int | None = None, out: Path = Path("runs/demo")) -> int:
@@ -88,4 +91,68 @@ def placements(steps: int | None = None, out: Path = Path("runs/demo")) -> int:
                       "times are not meaningful here; LIF and efficiency come from measured task costs.")
     console.print(f"run folders (trace.h5, summary.json, load-heatmap.png, timeline.png, placement.png, "
                   f"frames/): {out.resolve()}/<placement>")
+    return 0
+
+
+PREDICTION_POLICIES = ["geometric", "strips", "sfc", "birdshot", "greedy", "refine", "swap", "speculative"]
+CLUSTERS = [(8, 8), (32, 18)]  # Birdshot's FLIP and Figure 9 setups
+
+
+def prediction(out: Path = Path("runs/demo"), steps: int = 60, period: int = 20) -> int:
+    """Record the dam break finely, then predict placements on two modeled clusters."""
+    from .replay import ReplayConfig, replay
+    from .report.sweep_plots import step_time_over_time
+
+    console = Console(width=max(Console().width, 110))
+    tiles = max(n * c for n, c in CLUSTERS) * 4
+    folder = out / "sph-dam-break-fine"
+    shutil.rmtree(folder, ignore_errors=True)
+    console.print(f"[bold]prediction[/]: recording {steps} steps of sph-dam-break on {tiles} tiles, then replaying "
+                  f"it at 4 tiles per core on {' and '.join(f'{n} nodes x {c} cores' for n, c in CLUSTERS)}")
+    with Progress(*COLUMNS, console=console) as progress:
+        bar = progress.add_task("recording", total=steps)
+        rec = run_scenario("sph-dam-break", steps=steps, tiles=tiles, nodes=1, workers=1, out=folder,
+                           set=["app.frame_every=0"], on_step=lambda k: progress.update(bar, completed=k + 1))
+    trace = rec.trace
+    speedups = {}
+    for nodes, cores in CLUSTERS:
+        rows = []
+        for name in PREDICTION_POLICIES:
+            dynamic = name in ("greedy", "refine", "swap", "speculative")
+            r = replay(trace, ReplayConfig(nodes=nodes, cores=cores, placement=name, tiles_per_core=4,
+                                           period=period if dynamic else 0))
+            s = r.summary()
+            s["step_times"] = list(np.diff(np.concatenate([[0.0], r.trace.step_end])))
+            rows.append(s)
+        rows.sort(key=lambda s: s["makespan_s"])
+        geo = next(s for s in rows if s["placement"] == "geometric")
+        table = Table(title=f"predicted on {nodes} nodes x {cores} cores, {rows[0]['tiles']} tiles "
+                            f"({rows[0]['tiles_per_core']:.1f} per core)")
+        for col in ("rank", "placement", "step (ms)", "vs geometric", "LIF", "idle", "migrated (MB)"):
+            table.add_column(col, justify="left" if col == "placement" else "right")
+        for k, s in enumerate(rows):
+            table.add_row(str(k + 1), s["placement"] + (f"/{s['period']}" if s["period"] else ""),
+                          f"{s['step_time_mean_s'] * 1e3:.3f}", f"{geo['makespan_s'] / s['makespan_s']:.2f}x",
+                          f"{s['lif_mean']:.2f}", f"{s['idle_fraction']:.0%}", f"{s['migrated_bytes'] / 1e6:.2f}")
+        console.print(table)
+        speedups[(nodes, cores)] = {s["placement"]: geo["makespan_s"] / s["makespan_s"] for s in rows}
+        step_time_over_time(rows, folder / f"step-time-{nodes}x{cores}.png")
+        lif = {s["placement"]: s["lif_mean"] for s in rows}
+        per_core = geo["busy_s"] / (nodes * cores) / geo["steps"]
+        console.print(
+            f"birdshot is predicted {speedups[(nodes, cores)]['birdshot']:.2f}x faster than geometric here "
+            f"(Birdshot reported 2.0-3.4x); LIF {lif['geometric']:.2f} under geometric, {lif['birdshot']:.2f} "
+            f"under birdshot; each core has {per_core * 1e3:.2f} ms of work per step against a predicted step of "
+            f"{geo['step_time_mean_s'] * 1e3:.2f} ms" + (
+                " - the step is set by the chain of dependent tasks and the time-step barrier, not by balance: "
+                "this workload is too small for the cluster." if per_core < 0.5 * geo["step_time_mean_s"] else "."))
+    t = trace.tasks
+    empty, full = t["cost"][t["work"] == 0], t["cost"][t["work"] > 0]
+    console.print(
+        f"Why not more: water fills a fifth of the tank, so geometric boxes leave the nodes owning air with little "
+        f"to do and random tiles spread the water over all nodes. But an empty tile still costs "
+        f"{np.median(empty) * 1e6:.0f} us per task of Python (a tile with water {np.mean(full) * 1e6:.0f} us), "
+        f"which flattens the load that placement can fix, and the time-step reduction puts a barrier in every "
+        f"step. Cheaper per-task overhead, or more particles per tile, is what would widen the gap.")
+    console.print(f"fine trace and step-time plots: {folder.resolve()}")
     return 0

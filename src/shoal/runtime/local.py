@@ -12,6 +12,7 @@ bookkeeping happens under one lock, taken once per finished task.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -105,6 +106,10 @@ class LocalExecutor:
         # worker from waiting up to CPython's default 5 ms for it.
         switch = sys.getswitchinterval()
         sys.setswitchinterval(GIL_SWITCH_S)
+        # Cyclic garbage collection would stop whichever task happens to trigger it for
+        # milliseconds and land in that task's measured cost; tile states hold no cycles.
+        collecting = gc.isenabled()
+        gc.disable()
         self._t0 = time.perf_counter()
         try:
             with self._lock:
@@ -118,6 +123,8 @@ class LocalExecutor:
                 th.join()
         finally:
             sys.setswitchinterval(switch)
+            if collecting:
+                gc.enable()
         wall = time.perf_counter() - self._t0
         if self._error is not None:
             raise self._error
