@@ -24,6 +24,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/executor_overhead.py
 	$(BIN)/python bench/sph.py
+	$(BIN)/python bench/replay.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
