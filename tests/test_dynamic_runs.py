@@ -103,3 +103,18 @@ def test_validate_records_replays_and_compares(tmp_path, monkeypatch):
         assert r["measured_s"] > 0 and r["predicted_s"] > 0
         assert r["error"] == pytest.approx(r["predicted_s"] / r["measured_s"] - 1)
     assert isinstance(result.ranking_preserved("synthetic"), bool)
+
+
+def test_replay_on_its_own_recording_platform_predicts_the_run(tmp_path):
+    """One worker, so the measured task costs and the wall time come from the same run and the
+    model only adds the calibrated executor overhead: the prediction must land close."""
+    from shoal.cluster import Network
+    from shoal.replay import ReplayConfig, replay
+    from shoal.replay.calibrate import calibrate
+
+    rec = run_scenario("synthetic-ramp", steps=30, tiles=16, nodes=1, workers=1, set=["app.grid=[128,64]"],
+                       out=tmp_path / "ramp")
+    overhead = calibrate(tasks=1000)["task_overhead_s"]
+    predicted = replay(rec.trace, ReplayConfig(nodes=1, cores=1, placement="sfc", network=Network(1e-6, 5e9, 0.0),
+                                               task_overhead_s=overhead))
+    assert predicted.makespan == pytest.approx(rec.summary["wall_s"], rel=0.15)
