@@ -158,3 +158,22 @@ def test_replay_writes_a_predicted_trace_of_the_common_schema(recorded, tmp_path
             sel = (t["node"] == node) & (t["worker"] == core)
             order = np.argsort(t["start"][sel])
             assert (t["start"][sel][order][1:] >= t["end"][sel][order][:-1] - 1e-12).all()
+
+
+def test_speculative_with_a_proxy_of_full_resolution_decides_like_the_oracle(recorded):
+    cfg = dict(nodes=2, cores=2, period=2, tiles_per_core=4)
+    oracle = replay(recorded, ReplayConfig(placement="oracle", **cfg)).trace
+    speculative = replay(recorded, ReplayConfig(placement="speculative", proxy=recorded, **cfg)).trace
+    assert np.array_equal(oracle.placement_owners, speculative.placement_owners)
+
+
+def test_a_low_resolution_proxy_predicts_where_the_load_will_be(recorded, tmp_path):
+    from shoal.replay.run import ProxyLoads, _costs
+    from shoal.session import run_scenario
+
+    # The same scenario at half resolution: half the cells, so half the speed in cells per step.
+    proxy = run_scenario("synthetic-hotspot", steps=6, tiles=16, nodes=1,
+                         set=["app.grid=[32,32]", "app.velocity=[1.5, 0.75]"], out=tmp_path / "proxy").trace
+    predicted = ProxyLoads(proxy, recorded.tiling, len(recorded.steps)).loads(2, 4)
+    truth = _costs(recorded)[2:4].sum(axis=1).mean(axis=0)
+    assert np.corrcoef(predicted, truth)[0, 1] > 0.8

@@ -122,7 +122,8 @@ def _cmd_replay(args) -> int:
     cfg = ReplayConfig(nodes=args.nodes, cores=args.cores, placement=args.placement, period=args.period,
                        tiles_per_core=args.tiles_per_core, initial=args.initial, seed=args.seed, speed=args.speed,
                        network=_network(args), mpi_reference=args.mpi_reference,
-                       params={"tolerance": args.tolerance, "initial": args.initial})
+                       params={"tolerance": args.tolerance, "initial": args.initial},
+                       proxy=Trace.read(args.proxy) if args.proxy else None)
     result = replay(trace, cfg)
     out = Path(args.out) if args.out else Path("runs") / f"replay-{trace.scenario}-{result.summary()['placement']}"
     s = write_replay(result, out)
@@ -150,7 +151,7 @@ def _cmd_sweep(args) -> int:
         bar = progress.add_task("replaying", total=total)
         result = sweep(args.trace, placements, tpc, periods, nodes, args.cores, seed=args.seed,
                        birdshot_seeds=args.birdshot_seeds, jobs=args.jobs, network=_network(args),
-                       params={"tolerance": args.tolerance},
+                       params={"tolerance": args.tolerance}, proxy=args.proxy,
                        on_done=lambda k: progress.update(bar, completed=k + 1))
     table = Table(title=f"predicted, ranked by makespan ({len(result.rows)} cases)")
     for col in ("rank", "placement", "period", "nodes", "tiles/core", "makespan (s)", "step (ms)", "LIF",
@@ -269,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--speed", type=float, default=1.0, help="modeled cores are this many times as fast")
     p.add_argument("--mpi-reference", action="store_true", help="one tile per core, a barrier per phase")
+    p.add_argument("--proxy", help="trace of a low-resolution run of the same scenario (for speculative)")
     p.add_argument("--out", help="predicted run folder (default runs/replay-<scenario>-<placement>)")
     network_flags(p)
     p.set_defaults(func=_cmd_replay)
@@ -285,6 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--birdshot-seeds", type=int, default=0, help="also replay birdshot over this many seeds")
     p.add_argument("--jobs", type=int, help="parallel processes (default: all cores)")
     p.add_argument("--top", type=int, default=25, help="rows of the table")
+    p.add_argument("--proxy", help="trace of a low-resolution run of the same scenario (for speculative)")
     p.add_argument("--out", default="runs/sweep")
     network_flags(p)
     p.set_defaults(func=_cmd_sweep)

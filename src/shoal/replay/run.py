@@ -41,6 +41,7 @@ class ReplayConfig:
     task_overhead_s: float = 0.0  # the executor's own time per task (see shoal.replay.calibrate)
     params: dict = field(default_factory=dict)
     mpi_reference: bool = False
+    proxy: Trace | None = None  # a low-resolution run of the same scenario, for ``speculative``
 
 
 @dataclass
@@ -132,14 +133,46 @@ def _migrate(old: np.ndarray, new: np.ndarray, tile_bytes: np.ndarray, cluster: 
     return done
 
 
-def _proxy(loads: np.ndarray, tiling: Tiling) -> np.ndarray:
-    """What a half-resolution proxy run would predict: each 2^d block of tiles shares its mean."""
+def _smoothed(loads: np.ndarray, tiling: Tiling) -> np.ndarray:
+    """Without a proxy run: each 2^d block of tiles shares its mean (what half resolution sees)."""
     if all(c == 1 for c in tiling.counts):
         return loads
     coarse = tiling.coarsen(2)
     f2c = tiling.fine_to_coarse(coarse)
     mean = np.bincount(f2c, weights=loads, minlength=coarse.ntiles) / np.bincount(f2c, minlength=coarse.ntiles)
     return mean[f2c]
+
+
+class ProxyLoads:
+    """Loads a low-resolution run of the same scenario predicts for the tiles of this replay.
+
+    Space: each proxy tile's load is spread evenly over its part of the domain and every tile
+    of this replay takes the share its box overlaps (tile boxes as fractions of the grid; the
+    overlap is separable, one matrix per axis). Time: steps are matched by fraction of the run
+    (both runs are assumed to cover the same simulated time).
+    """
+
+    def __init__(self, proxy: Trace, tiling: Tiling, steps: int):
+        if proxy.tiling.ndim != tiling.ndim:
+            raise ShoalError("the proxy trace has another number of dimensions")
+        self.cost = _costs(proxy).sum(axis=1)  # (proxy steps, proxy tiles)
+        self.proxy_counts = proxy.tiling.counts
+        self.share = []
+        for mine, theirs, n, m in zip(tiling.edges, proxy.tiling.edges, tiling.grid, proxy.tiling.grid, strict=True):
+            a, b = mine / n, theirs / m
+            overlap = np.clip(np.minimum(a[1:, None], b[None, 1:]) - np.maximum(a[:-1, None], b[None, :-1]), 0, None)
+            self.share.append(overlap / np.diff(b)[None, :])
+        self.steps = steps
+
+    def loads(self, s0: int, s1: int) -> np.ndarray:
+        """Predicted per-tile load (per step) over this replay's steps [s0, s1)."""
+        P = self.cost.shape[0]
+        a = min(P - 1, s0 * P // self.steps)
+        b = max(a + 1, min(P, -(-s1 * P // self.steps)))
+        grid = self.cost[a:b].mean(axis=0).reshape(self.proxy_counts)
+        for axis, share in enumerate(self.share):
+            grid = np.moveaxis(np.tensordot(share, grid, axes=([1], [axis])), 0, axis)
+        return grid.reshape(-1)
 
 
 def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
@@ -178,6 +211,7 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     node_col = np.zeros(S * P * T, np.int64)
     owners, owner_steps, balance = [owner.copy()], [int(trace.steps[0])], []
     memory: dict = {}
+    proxy = ProxyLoads(cfg.proxy, tiling, S) if cfg.proxy is not None else None
     t0, events, wall = 0.0, 0, 0.0
     log_nodes = math.ceil(math.log2(cluster.nodes)) if cluster.nodes > 1 else 0
     for s0 in range(0, S, period):
@@ -198,8 +232,9 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         # A balancing step: barrier, plan, migrate.
         loads = cost[s0:s1].sum(axis=1).mean(axis=0)
         future = cost[s1:min(S, s1 + period)].sum(axis=1).mean(axis=0)
+        ahead = proxy.loads(s1, min(S, s1 + period)) if proxy else _smoothed(future, tiling)
         ctx = BalanceContext(tiling, cluster, owner, loads, step=int(trace.steps[s1]), future_loads=future,
-                             proxy_loads=_proxy(future, tiling), tile_bytes=tile_bytes, params=cfg.params)
+                             proxy_loads=ahead, tile_bytes=tile_bytes, params=cfg.params)
         tic = time.perf_counter()
         new = check_owner(policy.rebalance(ctx, memory), tiling, cluster)
         plan = time.perf_counter() - tic
@@ -227,8 +262,8 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         messages=trace.messages, phases=trace.phases, tiling=tiling, cluster=cluster,
         placement_steps=np.array(owner_steps), placement_owners=np.stack(owners), step_end=step_end,
         app=trace.app, scenario=trace.scenario, predicted=True,
-        config={**trace.config, "replay": {k: v for k, v in cfg.__dict__.items() if k != "network"}
-                | {"network": cluster.to_dict()}},
+        config={**trace.config, "replay": {k: v for k, v in cfg.__dict__.items() if k not in ("network", "proxy")}
+                | {"network": cluster.to_dict(), "proxy": cfg.proxy.scenario if cfg.proxy else None}},
         barrier_phases=list(barrier), tile_bytes=tile_bytes, balance=bal,
     )
     return ReplayResult(predicted, float(out["end"].max()), events, wall, cfg)
@@ -254,7 +289,8 @@ def write_replay(result: ReplayResult, out) -> dict:
     if (out / "summary.json").exists():
         raise ShoalError(f"{out} already holds a finished run; choose another --out")
     out.mkdir(parents=True, exist_ok=True)
-    cfg = {k: v for k, v in result.config.__dict__.items() if k not in ("network", "params", "tiles_per_core")}
+    cfg = {k: v for k, v in result.config.__dict__.items()
+           if k not in ("network", "params", "tiles_per_core", "proxy")}
     cfg["tiles_per_core"] = result.config.tiles_per_core or 0
     cfg["network"] = result.trace.cluster.to_dict()
     cfg["params"] = {k: str(v) for k, v in result.config.params.items()}

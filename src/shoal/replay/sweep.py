@@ -17,15 +17,17 @@ from ..trace import Trace
 from .run import ReplayConfig, replay
 
 _TRACE: Trace | None = None
+_PROXY: Trace | None = None
 
 
-def _load(path: str) -> None:
-    global _TRACE
+def _load(path: str, proxy: str | None) -> None:
+    global _TRACE, _PROXY
     _TRACE = Trace.read(path)
+    _PROXY = Trace.read(proxy) if proxy else None
 
 
 def _one(case: dict) -> dict:
-    cfg = ReplayConfig(**case)
+    cfg = ReplayConfig(**case, proxy=_PROXY)
     r = replay(_TRACE, cfg)
     out = r.summary() | {"case": case | {"network": None}}
     t = r.trace
@@ -51,7 +53,8 @@ def cases(placements, tiles_per_core, periods, nodes, cores, seed, network, para
 
 def sweep(trace_path: str | Path, placements: list[str], tiles_per_core: list[int], periods: list[int],
           nodes: list[int], cores: int, seed: int = 0, birdshot_seeds: int = 0, jobs: int | None = None,
-          network: Network | None = None, params: dict | None = None, on_done=None) -> SweepResult:
+          network: Network | None = None, params: dict | None = None, on_done=None,
+          proxy: str | Path | None = None) -> SweepResult:
     for name in placements:
         get_policy(name)
     todo = cases(placements, tiles_per_core, periods, nodes, cores, seed, network or Network(), params or {})
@@ -62,7 +65,8 @@ def sweep(trace_path: str | Path, placements: list[str], tiles_per_core: list[in
                       network=network or Network(), params={}) for k in range(birdshot_seeds)]
     jobs = jobs or max(1, min(len(todo) + len(extra), os.cpu_count() or 1))
     rows, seeds = [], []
-    with ProcessPoolExecutor(jobs, initializer=_load, initargs=(str(trace_path),)) as pool:
+    init = (str(trace_path), str(proxy) if proxy else None)
+    with ProcessPoolExecutor(jobs, initializer=_load, initargs=init) as pool:
         for k, row in enumerate(pool.map(_one, todo + extra, chunksize=1)):
             if k < len(todo):
                 rows.append(row)
