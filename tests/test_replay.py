@@ -167,13 +167,16 @@ def test_speculative_with_a_proxy_of_full_resolution_decides_like_the_oracle(rec
     assert np.array_equal(oracle.placement_owners, speculative.placement_owners)
 
 
-def test_a_low_resolution_proxy_predicts_where_the_load_will_be(recorded, tmp_path):
+def test_a_low_resolution_proxy_predicts_where_the_load_will_be(tmp_path):
     from shoal.replay.run import ProxyLoads, _costs
     from shoal.session import run_scenario
 
+    wide = ["app.sigma=0.15", "app.work_per_cell=2000.0"]  # a hot spot several tiles across
+    fine = run_scenario("synthetic-hotspot", steps=6, tiles=64, nodes=1, set=["app.grid=[64,64]", *wide],
+                        out=tmp_path / "fine").trace
     # The same scenario at half resolution: half the cells, so half the speed in cells per step.
     proxy = run_scenario("synthetic-hotspot", steps=6, tiles=16, nodes=1,
-                         set=["app.grid=[32,32]", "app.velocity=[1.5, 0.75]"], out=tmp_path / "proxy").trace
-    predicted = ProxyLoads(proxy, recorded.tiling, len(recorded.steps)).loads(2, 4)
-    truth = _costs(recorded)[2:4].sum(axis=1).mean(axis=0)
+                         set=["app.grid=[32,32]", "app.velocity=[1.5, 0.75]", *wide], out=tmp_path / "proxy").trace
+    predicted = ProxyLoads(proxy, fine.tiling, len(fine.steps)).loads(2, 4)
+    truth = _costs(fine)[2:4].sum(axis=1).mean(axis=0)
     assert np.corrcoef(predicted, truth)[0, 1] > 0.8
