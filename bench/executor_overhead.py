@@ -14,46 +14,14 @@ configuration is run 3 times and the best is kept.
 
 from __future__ import annotations
 
-import math
 import time
 
-import numba as nb
 import numpy as np
 
 from shoal.cluster import Cluster
-from shoal.runtime import LocalExecutor, Phase
+from shoal.replay.calibrate import SpinApp, spin
+from shoal.runtime import LocalExecutor
 from shoal.tiling import Tiling
-
-
-@nb.njit(nogil=True, cache=True)
-def spin(x, iters):
-    v = x
-    for _ in range(iters):
-        v = math.sqrt(v + 1.0)
-    return v
-
-
-class SpinApp:
-    """One halo phase per step whose kernel spins for a fixed number of iterations."""
-
-    name = "spin"
-    phases = (Phase("spin", halo=True),)
-
-    def __init__(self, iters: int):
-        self.iters = iters
-
-    def init_tile(self, tile, tiling):
-        return np.zeros(1)
-
-    def pack_halo(self, phase, state, src, dst, tiling):
-        return state[:1].copy()
-
-    def run_phase(self, phase, tile, state, halos, ctx, tiling):
-        state[0] = spin(state[0], self.iters)
-        return self.iters
-
-    def gather(self, states, tiling):
-        return {"v": np.array([states[t][0] for t in sorted(states)])}
 
 
 def calibrate(target_s: float) -> int:

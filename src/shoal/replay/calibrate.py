@@ -20,14 +20,14 @@ from ..tiling import Tiling
 
 
 @nb.njit(nogil=True, cache=True)
-def _spin(x, iters):
+def spin(x, iters):
     v = x
     for _ in range(iters):
         v = math.sqrt(v + 1.0)
     return v
 
 
-class _SpinApp:
+class SpinApp:
     name = "calibration"
     phases = (Phase("spin", halo=True),)
 
@@ -41,7 +41,7 @@ class _SpinApp:
         return state[:1].copy()
 
     def run_phase(self, phase, tile, state, halos, ctx, tiling):
-        state[0] = _spin(state[0], self.iters)
+        state[0] = spin(state[0], self.iters)
         return self.iters
 
     def gather(self, states, tiling):
@@ -50,18 +50,18 @@ class _SpinApp:
 
 def calibrate(tasks: int = 3000, task_s: float = 2e-4, repeats: int = 3) -> dict:
     """Per-task executor overhead (s) on one worker, best of a few repeats."""
-    _spin(0.0, 10)
+    spin(0.0, 10)
     iters = 1000
     while True:
         tic = time.perf_counter()
-        _spin(0.0, iters)
+        spin(0.0, iters)
         if time.perf_counter() - tic > 0.01:
             break
         iters *= 2
     iters = max(1, int(iters * task_s / (time.perf_counter() - tic)))
     tiling = Tiling.from_counts((32, 32), (8, 8))
     steps = max(1, tasks // tiling.ntiles)
-    app = _SpinApp(iters)
+    app = SpinApp(iters)
     best = np.inf
     for _ in range(repeats):
         res = LocalExecutor(app, tiling, Cluster.uniform(1, 1), np.zeros(tiling.ntiles, int)).run(steps)

@@ -70,6 +70,21 @@ def _pop(ht, hs, hk, ha, hb, n):
 
 
 @nb.njit(cache=True, nogil=True)
+def _enqueue(k, node, head, tail, nxt, dirty, dirty_list, ndirty):
+    """Append task k to node's FIFO ready queue and mark the node for dispatch."""
+    if tail[node] < 0:
+        head[node] = k
+    else:
+        nxt[tail[node]] = k
+    tail[node] = k
+    if not dirty[node]:
+        dirty[node] = True
+        dirty_list[ndirty] = node
+        ndirty += 1
+    return ndirty
+
+
+@nb.njit(cache=True, nogil=True)
 def simulate(cost, owner, cores, barrier_after, msg_start, msg_dst, msg_bytes, first_msgs_src, first_msgs_dst,
              first_msgs_bytes, latency, bandwidth, overhead, memcpy_bandwidth, t0, tx_free, rx_free):
     """Simulate one segment; returns (start, end, core) per task and the number of events.
@@ -211,15 +226,7 @@ def simulate(cost, owner, cores, barrier_after, msg_start, msg_dst, msg_bytes, f
                 if dst_node == node:
                     deps[consumer] -= 1
                     if deps[consumer] == 0:
-                        if tail[dst_node] < 0:
-                            head[dst_node] = consumer
-                        else:
-                            nxt[tail[dst_node]] = consumer
-                        tail[dst_node] = consumer
-                        if not dirty[dst_node]:
-                            dirty[dst_node] = True
-                            dirty_list[ndirty] = dst_node
-                            ndirty += 1
+                        ndirty = _enqueue(consumer, dst_node, head, tail, nxt, dirty, dirty_list, ndirty)
                 else:
                     send = max(now, tx_free[node])
                     tx_free[node] = send + overhead + msg_bytes[m] / bandwidth
@@ -233,15 +240,7 @@ def simulate(cost, owner, cores, barrier_after, msg_start, msg_dst, msg_bytes, f
                 deps[successor] -= 1
                 if deps[successor] == 0:
                     dn = owner[t]
-                    if tail[dn] < 0:
-                        head[dn] = successor
-                    else:
-                        nxt[tail[dn]] = successor
-                    tail[dn] = successor
-                    if not dirty[dn]:
-                        dirty[dn] = True
-                        dirty_list[ndirty] = dn
-                        ndirty += 1
+                    ndirty = _enqueue(successor, dn, head, tail, nxt, dirty, dirty_list, ndirty)
             p = sp % P
             if barrier_after[p]:
                 done_in_phase[sp] += 1
@@ -254,15 +253,7 @@ def simulate(cost, owner, cores, barrier_after, msg_start, msg_dst, msg_bytes, f
             deps[consumer] -= 1
             if deps[consumer] == 0:
                 dn = owner[consumer % T]
-                if tail[dn] < 0:
-                    head[dn] = consumer
-                else:
-                    nxt[tail[dn]] = consumer
-                tail[dn] = consumer
-                if not dirty[dn]:
-                    dirty[dn] = True
-                    dirty_list[ndirty] = dn
-                    ndirty += 1
+                ndirty = _enqueue(consumer, dn, head, tail, nxt, dirty, dirty_list, ndirty)
         else:
             released_from = (a + 1) * T
             for t in range(T):
@@ -270,13 +261,5 @@ def simulate(cost, owner, cores, barrier_after, msg_start, msg_dst, msg_bytes, f
                 deps[consumer] -= 1
                 if deps[consumer] == 0:
                     dn = owner[t]
-                    if tail[dn] < 0:
-                        head[dn] = consumer
-                    else:
-                        nxt[tail[dn]] = consumer
-                    tail[dn] = consumer
-                    if not dirty[dn]:
-                        dirty[dn] = True
-                        dirty_list[ndirty] = dn
-                        ndirty += 1
+                    ndirty = _enqueue(consumer, dn, head, tail, nxt, dirty, dirty_list, ndirty)
     return start, end, core_of, events

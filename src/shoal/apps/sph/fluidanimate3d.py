@@ -30,10 +30,9 @@ from .particles import (
     CellGrid,
     Neighbourhood,
     concat,
-    emigrants_for_neighbours,
-    halos_for_neighbours,
     in_box,
     locate,
+    pack_for_neighbour,
     settle,
     sort_by_cell,
     take,
@@ -152,11 +151,7 @@ class FluidAnimate3DApp:
 
     # ----- phases ---------------------------------------------------------------------------
     def pack_halo(self, phase: int, state: dict, src: int, dst: int, tiling: Tiling):
-        packed = state.get("packed")
-        if packed is None or packed[0] != phase:
-            split = emigrants_for_neighbours if phase == 2 else halos_for_neighbours
-            packed = state["packed"] = (phase, split(state, tiling, src))
-        return packed[1][dst]
+        return pack_for_neighbour(state, tiling, src, dst, phase, migrate=phase == 2)
 
     def run_phase(self, phase: int, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling):
         state["packed"] = None

@@ -277,3 +277,16 @@ def merged_neighbourhood(own: dict, halos: list[dict], grid: CellGrid, lo, hi):
     """(arrays, is_own, local cell coordinates, cell starts, local shape) of a Neighbourhood."""
     nb = Neighbourhood(own, halos, grid, lo, hi)
     return nb.particles, nb.is_own, nb.lidx, nb.start, nb.shape
+
+
+def pack_for_neighbour(state: dict, tiling: Tiling, src: int, dst: int, phase: int, migrate: bool) -> dict:
+    """What tile ``src`` sends ``dst``: its ring particles, or (``migrate``) its emigrants.
+
+    The executor asks neighbour by neighbour; all neighbours are packed in one pass and kept
+    in ``state["packed"]`` until the tile's next task (apps clear it when a task starts).
+    """
+    packed = state.get("packed")
+    if packed is None or packed[0] != phase:
+        split = emigrants_for_neighbours if migrate else halos_for_neighbours
+        packed = state["packed"] = (phase, split(state, tiling, src))
+    return packed[1][dst]

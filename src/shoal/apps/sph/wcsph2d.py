@@ -25,13 +25,12 @@ from .particles import (
     FLUID,
     CellGrid,
     concat,
-    emigrants_for_neighbours,
     fields_of,
-    halos_for_neighbours,
     in_box,
     in_cell_order,
     locate,
     merged_neighbourhood,
+    pack_for_neighbour,
     settle,
     sort_by_cell,
     take,
@@ -184,13 +183,7 @@ class SPH2DApp:
         return step % k == 0 if phase == 0 else (step + 1) % k == 0
 
     def pack_halo(self, phase: int, state: dict, src: int, dst: int, tiling: Tiling):
-        # The executor asks neighbour by neighbour; all of them are packed in one pass and
-        # kept until the tile's state next changes.
-        packed = state.get("packed")
-        if packed is None or packed[0] != phase:
-            split = halos_for_neighbours if phase == 0 else emigrants_for_neighbours
-            packed = state["packed"] = (phase, split(state, tiling, src))
-        return packed[1][dst]
+        return pack_for_neighbour(state, tiling, src, dst, phase, migrate=phase == 2)
 
     def run_phase(self, phase: int, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling):
         state["packed"] = None  # what was packed for the neighbours is stale from here on
