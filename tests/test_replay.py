@@ -180,3 +180,17 @@ def test_a_low_resolution_proxy_predicts_where_the_load_will_be(tmp_path):
     predicted = ProxyLoads(proxy, fine.tiling, len(fine.steps)).loads(2, 4)
     truth = _costs(fine)[2:4].sum(axis=1).mean(axis=0)
     assert np.corrcoef(predicted, truth)[0, 1] > 0.8
+
+
+def test_the_interpreter_lock_serialises_the_python_share_of_tasks():
+    # Two 2 ms tasks on two cores of one node, each with 1 ms of compiled kernel: 1 ms of Python.
+    tr = hand_trace(2, [[[0.002, 0.002]]], [], phases=("a",))
+    tr.tasks["kernel"] = np.array([0.001, 0.001])
+    free = replay(tr, ReplayConfig(nodes=1, cores=2, network=NET))
+    assert free.makespan == pytest.approx(0.002)
+    locked = replay(tr, ReplayConfig(nodes=1, cores=2, network=NET, gil="shared"))
+    # The second task waits 1 ms for the lock, then runs its 2 ms.
+    assert locked.makespan == pytest.approx(0.003)
+    # One lock per node: two nodes do not wait for each other.
+    per_node = replay(tr, ReplayConfig(nodes=2, cores=1, placement="strips", network=NET, gil="process"))
+    assert per_node.makespan == pytest.approx(0.002)

@@ -40,6 +40,12 @@ def test_trace_rows_cover_every_step_phase_and_tile_once(run):
     assert np.array_equal(t.tasks["node"], owner[t.tasks["tile"]])
 
 
+def test_kernel_time_is_recorded_and_part_of_the_cost(run):
+    t = run.trace
+    assert t.tasks["kernel"].sum() > 0
+    assert (t.tasks["kernel"] <= t.tasks["cost"] + 1e-6).all()
+
+
 def test_node_load_sums_task_costs(run):
     t = run.trace
     load = t.node_load()

@@ -123,7 +123,7 @@ def _cmd_replay(args) -> int:
                        tiles_per_core=args.tiles_per_core, initial=args.initial, seed=args.seed, speed=args.speed,
                        network=_network(args), mpi_reference=args.mpi_reference,
                        params={"tolerance": args.tolerance, "initial": args.initial},
-                       proxy=Trace.read(args.proxy) if args.proxy else None)
+                       proxy=Trace.read(args.proxy) if args.proxy else None, gil=args.gil)
     result = replay(trace, cfg)
     out = Path(args.out) if args.out else Path("runs") / f"replay-{trace.scenario}-{result.summary()['placement']}"
     s = write_replay(result, out)
@@ -151,7 +151,7 @@ def _cmd_sweep(args) -> int:
         bar = progress.add_task("replaying", total=total)
         result = sweep(args.trace, placements, tpc, periods, nodes, args.cores, seed=args.seed,
                        birdshot_seeds=args.birdshot_seeds, jobs=args.jobs, network=_network(args),
-                       params={"tolerance": args.tolerance}, proxy=args.proxy,
+                       params={"tolerance": args.tolerance, "gil": args.gil}, proxy=args.proxy,
                        on_done=lambda k: progress.update(bar, completed=k + 1))
     table = Table(title=f"predicted, ranked by makespan ({len(result.rows)} cases)")
     for col in ("rank", "placement", "period", "nodes", "tiles/core", "makespan (s)", "step (ms)", "LIF",
@@ -258,6 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--bandwidth", type=float, default=1.25e9, help="network bandwidth (bytes/s)")
         p.add_argument("--overhead", type=float, default=1e-6, help="per-message overhead (s)")
         p.add_argument("--tolerance", type=float, default=1.05, help="overload tolerance of refine policies")
+        p.add_argument("--gil", choices=("none", "process", "shared"), default="none",
+                       help="model Python's interpreter lock: none (compiled executor), one per node "
+                            "(process), or one for all nodes (shared, the local executor)")
 
     p = sub.add_parser("replay", help="replay a trace on a modeled cluster under a placement policy")
     p.add_argument("trace", help="a trace.h5 or a run folder")

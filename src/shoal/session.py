@@ -180,7 +180,8 @@ def run_scenario(
     trace = Trace(
         tasks={"step": result.task_step, "phase": result.task_phase, "tile": result.task_tile,
                "node": result.task_node, "worker": result.task_worker, "start": result.task_start,
-               "end": result.task_end, "cost": result.task_cost, "work": result.task_work},
+               "end": result.task_end, "cost": result.task_cost, "work": result.task_work,
+               "kernel": result.task_kernel},
         messages={"step": result.msg_step, "phase": result.msg_phase, "src": result.msg_src,
                   "dst": result.msg_dst, "bytes": result.msg_bytes},
         phases=[p.name for p in app.phases], tiling=tiling, cluster=cluster,

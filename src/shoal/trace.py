@@ -8,7 +8,8 @@ Schema ``shoal-trace`` version 1. Root attributes: ``schema``, ``version``, ``pr
     ``step`` i4, ``phase`` i2, ``tile`` i4, ``node`` i4, ``worker`` i4 (worker within the node),
     ``start`` f8 and ``end`` f8 (seconds of wall time since the run began), ``cost`` f8
     (seconds of CPU time of the kernel and of packing the task's halos), ``work`` i8 (the
-    app's own count: cells, particles, iterations).
+    app's own count: cells, particles, iterations), and, optional, ``kernel`` f8 (the part of
+    ``cost`` spent in compiled kernels without the interpreter lock; absent means unknown).
 ``/messages`` — one row per halo payload from one tile to another, columns
     ``step`` i4 and ``phase`` i2 (of the task that reads it), ``src`` i4, ``dst`` i4,
     ``bytes`` i8. Messages between tiles of one node are listed too; a replay prices them
@@ -48,6 +49,7 @@ TASK_COLUMNS = {
     "step": np.int32, "phase": np.int16, "tile": np.int32, "node": np.int32, "worker": np.int32,
     "start": np.float64, "end": np.float64, "cost": np.float64, "work": np.int64,
 }
+OPTIONAL_TASK_COLUMNS = {"kernel": np.float64}
 MESSAGE_COLUMNS = {"step": np.int32, "phase": np.int16, "src": np.int32, "dst": np.int32, "bytes": np.int64}
 BALANCE_COLUMNS = {"step": np.int32, "plan_s": np.float64, "moved": np.int32, "bytes": np.int64,
                    "lif_before": np.float64, "lif_after": np.float64}
@@ -74,7 +76,8 @@ class Trace:
     balance: dict[str, np.ndarray] | None = None  # one row per balancing step (see BALANCE_COLUMNS)
 
     def __post_init__(self):
-        self.tasks = {k: np.asarray(self.tasks[k], dtype=t) for k, t in TASK_COLUMNS.items()}
+        extra = {k: np.asarray(self.tasks[k], dtype=t) for k, t in OPTIONAL_TASK_COLUMNS.items() if k in self.tasks}
+        self.tasks = {k: np.asarray(self.tasks[k], dtype=t) for k, t in TASK_COLUMNS.items()} | extra
         self.messages = {k: np.asarray(self.messages[k], dtype=t) for k, t in MESSAGE_COLUMNS.items()}
         lengths = {len(v) for v in self.tasks.values()}
         if len(lengths) != 1 or len({len(v) for v in self.messages.values()}) != 1:
@@ -170,7 +173,7 @@ class Trace:
             version = int(f.attrs["version"])
             if version != VERSION:
                 raise ShoalError(f"{path} has trace schema version {version}; this shoal reads {VERSION}")
-            tasks = {k: f["tasks"][k][()] for k in TASK_COLUMNS}
+            tasks = {k: f["tasks"][k][()] for k in (*TASK_COLUMNS, *OPTIONAL_TASK_COLUMNS) if k in f["tasks"]}
             messages = {k: f["messages"][k][()] for k in MESSAGE_COLUMNS}
             g = f["tiling"]
             ndim = len(g.attrs["grid"])
@@ -212,6 +215,7 @@ def aggregate(trace: Trace, coarse: Tiling) -> Trace:
     n = len(steps) * P * C
     cost = np.bincount(key, weights=t["cost"], minlength=n)
     work = np.bincount(key, weights=t["work"], minlength=n).astype(np.int64)
+    extra = {"kernel": np.bincount(key, weights=t["kernel"], minlength=n)} if "kernel" in t else {}
     grid_s, grid_p, grid_t = np.unravel_index(np.arange(n), (len(steps), P, C))
     m = trace.messages
     src, dst = fine_to_coarse[m["src"]], fine_to_coarse[m["dst"]]
@@ -225,7 +229,7 @@ def aggregate(trace: Trace, coarse: Tiling) -> Trace:
     return Trace(
         tasks={"step": steps[grid_s], "phase": grid_p, "tile": grid_t, "node": np.zeros(n, np.int32),
                "worker": np.zeros(n, np.int32), "start": np.zeros(n), "end": np.zeros(n), "cost": cost,
-               "work": work},
+               "work": work, **extra},
         messages={"step": steps[u_s], "phase": u_p, "src": u_src, "dst": u_dst, "bytes": mbytes},
         phases=trace.phases, tiling=coarse, cluster=trace.cluster, placement_steps=trace.placement_steps,
         placement_owners=cluster_owner, step_end=trace.step_end, app=trace.app, scenario=trace.scenario,
@@ -248,6 +252,8 @@ def scaled(trace: Trace, speed: float) -> Trace:
         raise ShoalError(f"core speed factor must be positive, got {speed}")
     tasks = dict(trace.tasks)
     tasks["cost"] = trace.tasks["cost"] / speed
+    if "kernel" in tasks:
+        tasks["kernel"] = trace.tasks["kernel"] / speed
     return Trace(tasks=tasks, messages=trace.messages, phases=trace.phases, tiling=trace.tiling,
                  cluster=trace.cluster, placement_steps=trace.placement_steps,
                  placement_owners=trace.placement_owners, step_end=trace.step_end, app=trace.app,

@@ -241,12 +241,12 @@ class SyntheticApp:
     def run_phase(self, phase: int, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling):
         if phase == 0:
             centre = self.start + self.velocity * ctx.step
-            return burn_tile(state["burn"], self._lo3(tile, tiling), ctx.step, self.mode, self.grid3,
-                             centre, self.inv_two_sigma2, self.ramp_T, self.p.ramp_exponent,
-                             self.p.base_work, self.p.work_per_cell)
+            return ctx.kernel(burn_tile, state["burn"], self._lo3(tile, tiling), ctx.step, self.mode, self.grid3,
+                              centre, self.inv_two_sigma2, self.ramp_T, self.p.ramp_exponent,
+                              self.p.base_work, self.p.work_per_cell)
         u = state["u"]
         padded = self._padded(u, tile, halos, tiling)
-        diffuse_tile(u, padded, self.p.diffusivity, self.ndim)
+        ctx.kernel(diffuse_tile, u, padded, self.p.diffusivity, self.ndim)
         return int(u.size)
 
     def _padded(self, u: np.ndarray, tile: int, halos: dict, tiling: Tiling) -> np.ndarray:

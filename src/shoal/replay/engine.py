@@ -86,7 +86,8 @@ def _enqueue(k, node, head, tail, nxt, dirty, dirty_list, ndirty):
 
 @nb.njit(cache=True, nogil=True)
 def simulate(cost, owner, cores, barrier_after, msg_start, msg_dst, msg_bytes, first_msgs_src, first_msgs_dst,
-             first_msgs_bytes, latency, bandwidth, overhead, memcpy_bandwidth, t0, tx_free, rx_free):
+             first_msgs_bytes, latency, bandwidth, overhead, memcpy_bandwidth, t0, tx_free, rx_free,
+             gil, process_of, gil_free):
     """Simulate one segment; returns (start, end, core) per task and the number of events.
 
     Parameters
@@ -102,9 +103,16 @@ def simulate(cost, owner, cores, barrier_after, msg_start, msg_dst, msg_bytes, f
         Messages read by the segment's first tasks (step 0, phase 0), sent at ``t0``.
     tx_free, rx_free : (N,) float64
         When each node's interface is next free (carried across segments; updated in place).
+    gil : (S, P, T) float64
+        The share of each task's duration that holds its process's interpreter lock (Python
+        around the kernels); a task starts with it, waiting while another task of the same
+        process holds the lock. Zeros model compiled executors.
+    process_of, gil_free
+        The process each node's tasks run in, and when each process's lock is next free.
     """
     S, P, T = cost.shape
     flat_cost = cost.reshape(-1)
+    flat_gil = gil.reshape(-1)
     N = cores.shape[0]
     ntask = S * P * T
     deps = np.zeros(ntask, np.int64)
@@ -197,7 +205,12 @@ def simulate(cost, owner, cores, barrier_after, msg_start, msg_dst, msg_bytes, f
                     if owner[msg_dst[m]] == node:
                         copy += msg_bytes[m] / memcpy_bandwidth
                 start[k] = now
-                end[k] = now + flat_cost[k] + copy
+                # Python share first, under the process's lock; the rest runs without it.
+                lock = process_of[node]
+                held = min(flat_gil[k], flat_cost[k])
+                got = max(now, gil_free[lock]) if held > 0 else now
+                gil_free[lock] = max(gil_free[lock], got + held)
+                end[k] = got + flat_cost[k] + copy
                 core_of[k] = c
                 n = _push(ht, hs, hk, ha, hb, n, end[k], seq, TASK_END, k, node)
                 seq += 1

@@ -39,6 +39,9 @@ class ReplayConfig:
     network: Network = field(default_factory=Network)
     memcpy_bandwidth: float = float("inf")  # recorded costs already include packing halos
     task_overhead_s: float = 0.0  # the executor's own time per task (see shoal.replay.calibrate)
+    # Interpreter lock: "process" (one per node, a Python executor per rank), "shared" (all nodes
+    # in one process, the local executor) or "none" (a compiled executor).
+    gil: str = "none"
     params: dict = field(default_factory=dict)
     mpi_reference: bool = False
     proxy: Trace | None = None  # a low-resolution run of the same scenario, for ``speculative``
@@ -92,11 +95,11 @@ def coarsening_for(tiling: Tiling, target: int) -> Tiling:
     return tiling if all(f == 1 for f in best[1]) else tiling.coarsen(best[1])
 
 
-def _costs(trace: Trace) -> np.ndarray:
+def _costs(trace: Trace, column: str = "cost") -> np.ndarray:
     steps, P, T = trace.steps, len(trace.phases), trace.tiling.ntiles
     cost = np.zeros((len(steps), P, T))
     s_idx = np.searchsorted(steps, trace.tasks["step"])
-    np.add.at(cost, (s_idx, trace.tasks["phase"], trace.tasks["tile"]), trace.tasks["cost"])
+    np.add.at(cost, (s_idx, trace.tasks["phase"], trace.tasks["tile"]), trace.tasks[column])
     return cost
 
 
@@ -200,11 +203,14 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     barrier = np.array([True] * P if cfg.mpi_reference else trace.barrier_phases, dtype=np.bool_)
     cost = _costs(trace)
     duration = cost + cfg.task_overhead_s  # what a core spends on a task: its cost and the executor's share
+    gil, process_of = _interpreter_lock(cfg, cost, _costs(trace, "kernel") if "kernel" in trace.tasks else None,
+                                        cluster.nodes)
     S = cost.shape[0]
     period = cfg.period if (policy.dynamic and cfg.period > 0) else S
     tile_bytes = trace.tile_bytes if trace.tile_bytes is not None else np.zeros(T, np.int64)
     net = cluster.network
     tx_free, rx_free = np.zeros(cluster.nodes), np.zeros(cluster.nodes)
+    gil_free = np.zeros(cluster.nodes)
     cores = cluster.core_array
     out = {k: np.zeros(S * P * T) for k in ("start", "end")}
     core_col = np.zeros(S * P * T, np.int64)
@@ -220,7 +226,8 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         tic = time.perf_counter()
         start, end, core, n_events = simulate(np.ascontiguousarray(duration[s0:s1]), owner, cores, barrier, csr, mdst,
                                               mbytes, fsrc, fdst, fbytes, net.latency_s, net.bandwidth_Bps,
-                                              net.overhead_s, cfg.memcpy_bandwidth, t0, tx_free, rx_free)
+                                              net.overhead_s, cfg.memcpy_bandwidth, t0, tx_free, rx_free,
+                                              np.ascontiguousarray(gil[s0:s1]), process_of, gil_free)
         wall += time.perf_counter() - tic
         events += n_events
         sl = slice(s0 * P * T, s1 * P * T)
@@ -258,7 +265,8 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         tasks={"step": task_step, "phase": np.tile(np.repeat(np.arange(P), T), S),
                "tile": np.tile(np.arange(T), S * P), "node": node_col, "worker": core_col,
                "start": out["start"], "end": out["end"], "cost": cost.reshape(-1),
-               "work": _work(trace)},
+               "work": _work(trace), **({"kernel": _costs(trace, "kernel").reshape(-1)}
+                                        if "kernel" in trace.tasks else {})},
         messages=trace.messages, phases=trace.phases, tiling=tiling, cluster=cluster,
         placement_steps=np.array(owner_steps), placement_owners=np.stack(owners), step_end=step_end,
         app=trace.app, scenario=trace.scenario, predicted=True,
@@ -267,6 +275,26 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         barrier_phases=list(barrier), tile_bytes=tile_bytes, balance=bal,
     )
     return ReplayResult(predicted, float(out["end"].max()), events, wall, cfg)
+
+
+def _interpreter_lock(cfg: ReplayConfig, cost: np.ndarray, kernel: np.ndarray | None,
+                      nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """The share of each task that holds a Python lock, and which lock each node's tasks take.
+
+    A task's Python share is its cost less the time its compiled kernels ran (recorded by real
+    runs), plus the executor's own overhead. Traces without kernel times fall back on the
+    cost of the cheapest tasks of each phase (the 5th percentile: nearly all Python).
+    """
+    if cfg.gil == "none":
+        return np.zeros_like(cost), np.arange(nodes)
+    if cfg.gil not in ("process", "shared"):
+        raise ShoalError(f"gil must be 'none', 'process' or 'shared', got {cfg.gil!r}")
+    if kernel is not None and kernel.any():
+        python = np.clip(cost - kernel, 0.0, None)
+    else:
+        python = np.minimum(cost, np.percentile(cost, 5, axis=(0, 2))[None, :, None])
+    process_of = np.zeros(nodes, np.int64) if cfg.gil == "shared" else np.arange(nodes)
+    return python + cfg.task_overhead_s, process_of
 
 
 def _work(trace: Trace) -> np.ndarray:

@@ -60,7 +60,7 @@ def validate(out: Path, quick: bool = False, on_case: Callable[[str], None] | No
                            placement=placement, period=period or None, set=overrides,
                            out=out / f"{k:02d}-{scenario}-{nodes}x{workers}-{label.replace('/', '-')}")
         cfg = ReplayConfig(nodes=nodes, cores=workers, placement=placement, period=period, network=IN_PROCESS,
-                           task_overhead_s=cal["task_overhead_s"])
+                           task_overhead_s=cal["task_overhead_s"], gil="shared")
         predicted = replay(rec.trace, cfg)
         measured = rec.summary["wall_s"]
         rows.append({"group": group, "scenario": scenario, "nodes": nodes, "workers": workers, "label": label,

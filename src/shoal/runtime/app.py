@@ -8,6 +8,7 @@ arrays) and may change size from step to step.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -56,10 +57,22 @@ def reduce_in_order(kind: str, values: list[float]) -> float:
 
 @dataclass
 class StepContext:
-    """What a kernel may know besides its tile: the step and the global reductions so far."""
+    """What a kernel may know besides its tile: the step and the global reductions so far.
+
+    Apps call their compiled kernels through :meth:`kernel`, which times them: the rest of a
+    task is Python holding the interpreter lock, which the replay models as such.
+    """
 
     step: int
     reduced: dict[str, float] = field(default_factory=dict)
+    kernel_s: float = 0.0
+
+    def kernel(self, fn, *args):
+        """Call a compiled kernel that runs without the GIL, adding its CPU time to ``kernel_s``."""
+        tic = time.thread_time()
+        out = fn(*args)
+        self.kernel_s += time.thread_time() - tic
+        return out
 
 
 class App(Protocol):

@@ -46,6 +46,7 @@ class ExecutionResult:
     task_end: np.ndarray
     task_cost: np.ndarray
     task_work: np.ndarray
+    task_kernel: np.ndarray
     msg_step: np.ndarray
     msg_phase: np.ndarray
     msg_src: np.ndarray
@@ -138,7 +139,7 @@ class LocalExecutor:
             task_tile=np.tile(np.arange(T, dtype=np.int32), steps * P),
             task_node=self._t_node, task_worker=self._t_worker,
             task_start=self._t_start, task_end=self._t_end,
-            task_cost=self._t_cost, task_work=self._t_work,
+            task_cost=self._t_cost, task_work=self._t_work, task_kernel=self._t_kernel,
             msg_step=self._m_step[m], msg_phase=self._m_phase[m], msg_src=self._m_src[m],
             msg_dst=self._m_dst[m], msg_bytes=self._m_bytes[m],
             reductions=self._reduced, wall_s=wall, step_end=self._step_end,
@@ -173,6 +174,7 @@ class LocalExecutor:
         self._t_end = np.zeros(n)
         self._t_cost = np.zeros(n)
         self._t_work = np.zeros(n, dtype=np.int64)
+        self._t_kernel = np.zeros(n)
         fanout = np.array([len(nb) for nb in self.neighbours], dtype=np.int64)
         self._msg_base = np.concatenate([[0], np.cumsum(fanout)])  # per-source row offsets
         per_task = int(self._msg_base[-1])
@@ -265,6 +267,7 @@ class LocalExecutor:
             self._t_node[row], self._t_worker[row] = node, worker
             self._t_start[row], self._t_end[row] = t0 - self._t0, t1 - self._t0
             self._t_cost[row], self._t_work[row] = c1 - c0, int(work)
+            self._t_kernel[row] = ctx.kernel_s
             with self._lock:
                 if halo_out is not None:
                     for dst, payload in halo_out:
@@ -364,7 +367,7 @@ def merge_results(parts: list[ExecutionResult]) -> ExecutionResult:
         task_tile=cat([r.task_tile for r in parts]), task_node=cat([r.task_node for r in parts]),
         task_worker=cat([r.task_worker for r in parts]), task_start=cat(shifted_start),
         task_end=cat(shifted_end), task_cost=cat([r.task_cost for r in parts]),
-        task_work=cat([r.task_work for r in parts]),
+        task_work=cat([r.task_work for r in parts]), task_kernel=cat([r.task_kernel for r in parts]),
         msg_step=cat([r.msg_step for r in parts]), msg_phase=cat([r.msg_phase for r in parts]),
         msg_src=cat([r.msg_src for r in parts]), msg_dst=cat([r.msg_dst for r in parts]),
         msg_bytes=cat([r.msg_bytes for r in parts]),

@@ -166,17 +166,17 @@ class FluidAnimate3DApp:
         ordered = [halos[k] for k in sorted(halos)]
         if phase == 0:
             nb = state["neighbourhood"] = Neighbourhood(state, ordered, self.cells, tiling.lo[tile], tiling.hi[tile])
-            raw = kernels3d.densities(nb.particles["x"], nb.is_own, nb.start, nb.shape, self.h)
+            raw = ctx.kernel(kernels3d.densities, nb.particles["x"], nb.is_own, nb.start, nb.shape, self.h)
             state["rho"] = (raw[nb.own_index] + self.h**6) * self.density_coeff
             return n
         # Same particles at the same places as in the density phase: reuse its order.
         nb = state.pop("neighbourhood")
         merged = nb.remerge(state, ordered)
-        a = kernels3d.accelerations(merged["x"], merged["v"], merged["rho"], nb.is_own, nb.start, nb.shape, self.h,
-                                    self.pressure_coeff, self.viscosity_coeff, DOUBLE_REST_DENSITY, GRAVITY)
+        a = ctx.kernel(kernels3d.accelerations, merged["x"], merged["v"], merged["rho"], nb.is_own, nb.start,
+                       nb.shape, self.h, self.pressure_coeff, self.viscosity_coeff, DOUBLE_REST_DENSITY, GRAVITY)
         acc = np.ascontiguousarray(a[nb.own_index])
-        kernels3d.advance(state["x"], state["v"], state["vh"], acc, self.p.time_step, DOMAIN_MIN, DOMAIN_MAX,
-                          PAR_SIZE, STIFFNESS_COLLISIONS, DAMPING)
+        ctx.kernel(kernels3d.advance, state["x"], state["v"], state["vh"], acc, self.p.time_step, DOMAIN_MIN,
+                   DOMAIN_MAX, PAR_SIZE, STIFFNESS_COLLISIONS, DAMPING)
         if not np.isfinite(state["x"]).all():
             raise ShoalError("particle positions are not finite: the simulation blew up")
         locate(state, self.cells)

@@ -190,7 +190,7 @@ class SPH2DApp:
         if phase == 0:
             return self._rates(tile, state, halos, ctx, tiling)
         if phase == 1:
-            return self._move(tile, state, ctx.reduced["rates"], tiling)
+            return self._move(tile, state, ctx, tiling)
         self._migrate(tile, state, halos, ctx, tiling)
         return len(state["id"])
 
@@ -211,11 +211,11 @@ class SPH2DApp:
         merged, is_own, lidx, start, shape = merged_neighbourhood(state, ordered, self.cells, tiling.lo[tile],
                                                                   tiling.hi[tile])
         own = np.flatnonzero(is_own)
-        kernels2d.rates(merged["x"], merged["v"], merged["rho"], merged["m"], merged["kind"], own, lidx, start,
-                        shape[1], self.h, p.rho0, self.c0, self.B, p.gamma, p.alpha, p.beta, gx, gy, acc, drho, de,
-                        mu)
+        ctx.kernel(kernels2d.rates, merged["x"], merged["v"], merged["rho"], merged["m"], merged["kind"], own, lidx,
+                   start, shape[1], self.h, p.rho0, self.c0, self.B, p.gamma, p.alpha, p.beta, gx, gy, acc, drho, de,
+                   mu)
         state.update(acc=acc, drho=drho, de=de)
-        dt = kernels2d.time_step(state["v"], state["rho"], acc, state["kind"], mu, self.h, p.rho0, self.c0,
+        dt = ctx.kernel(kernels2d.time_step, state["v"], state["rho"], acc, state["kind"], mu, self.h, p.rho0, self.c0,
                                  p.gamma, p.cfl)
         if not np.isfinite(acc).all() or not np.isfinite(drho).all():
             raise ShoalError("SPH rates are not finite: the simulation blew up (lower app.cfl or app.dx)")
@@ -228,8 +228,9 @@ class SPH2DApp:
             return 1.0
         return 0.5 * (math.sin((t / T - 0.5) * math.pi) + 1.0)
 
-    def _move(self, tile, state, dt, tiling):
+    def _move(self, tile, state, ctx, tiling):
         p = self.p
+        dt = ctx.reduced["rates"]
         if not np.isfinite(dt) or dt <= 0:
             raise ShoalError(f"time step {dt} is not positive and finite")
         t0 = state["t"]
@@ -239,7 +240,7 @@ class SPH2DApp:
             return 0
         if p.layout == "channel":
             self._drive_inflow(state)
-        kernels2d.integrate(state["x"], state["v"], state["vh"], state["rho"], state["rhoh"], state["e"],
+        ctx.kernel(kernels2d.integrate, state["x"], state["v"], state["vh"], state["rho"], state["rhoh"], state["e"],
                             state["kind"], state["acc"], state["drho"], state["de"], dt, t0 == 0.0, p.rho0)
         state["t"] = t0 + dt
         locate(state, self.cells)
