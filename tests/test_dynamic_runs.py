@@ -51,6 +51,24 @@ def test_sph_with_refine_is_identical_to_static(tmp_path):
     assert compare_runs(a, b).identical
 
 
+def test_speculative_runs_a_low_resolution_proxy_first_and_keeps_the_physics(runs, tmp_path):
+    rec = run_scenario("synthetic-hotspot", steps=12, tiles=64, nodes=4, placement="speculative", period=3,
+                       set=SMALL, out=tmp_path / "spec")
+    proxy = Trace.read(rec.path / "proxy")
+    assert proxy.tiling.grid == (32, 32) and len(proxy.steps) == 12
+    assert compare_runs(runs["static"], rec.path).identical
+    assert len(rec.trace.balance["step"]) == 3
+
+
+def test_speculative_sph_uses_a_coarser_proxy(tmp_path):
+    small = ["app.dx=0.05", "app.tank=[2.0, 1.2]", "app.fluid=[[0.0, 0.0, 0.5, 1.0]]", "app.frame_every=0"]
+    rec = run_scenario("sph-dam-break", steps=20, tiles=16, nodes=2, placement="speculative", period=10,
+                       set=small, out=tmp_path / "spec")
+    proxy = Trace.read(rec.path / "proxy")
+    assert len(proxy.steps) == 10  # twice the spacing, twice the time step
+    assert proxy.config["app"]["dx"] == pytest.approx(0.1)
+
+
 @pytest.mark.parametrize("args, match", [
     (["--placement", "oracle", "--period", "5"], "replay"),
     (["--placement", "greedy"], "--period"),

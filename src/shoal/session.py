@@ -7,6 +7,7 @@ written last: a folder without it is an interrupted run, never mistaken for a co
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import time
@@ -29,7 +30,7 @@ from .runtime.local import merge_results
 from .tiling import Tiling
 from .trace import Trace
 
-LOOKAHEAD = {"oracle", "speculative"}  # policies that need loads of the future: replay only
+LOOKAHEAD = {"oracle"}  # needs the true loads of the future: replay only
 
 
 def build_tiling(sc: Scenario, grid: tuple[int, ...], cluster: Cluster) -> Tiling:
@@ -142,7 +143,7 @@ def run_scenario(
     policy = get_policy(sc.run.placement)
     if policy.name in LOOKAHEAD:
         raise ShoalError(f"placement {policy.name!r} needs the loads of steps not yet run: use it in "
-                         "`shoal replay` (or pick greedy, refine, greedy-refine, swap, locality, none)")
+                         "`shoal replay` (or pick greedy, refine, greedy-refine, swap, speculative, locality, none)")
     if policy.dynamic and sc.run.period == 0:
         raise ShoalError(f"placement {policy.name!r} is dynamic: give --period (steps between rebalancing)")
 
@@ -169,7 +170,8 @@ def run_scenario(
         app.prepare(tiling)
     states = {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
     tile_bytes = np.array([payload_bytes(states[t]) for t in range(tiling.ntiles)], dtype=np.int64)
-    balancer = Balancer(policy, sc.run.period, tiling, cluster) if policy.dynamic else None
+    proxy = _run_proxy(sc, app, tiling, path / "proxy") if policy.name == "speculative" else None
+    balancer = Balancer(policy, sc.run.period, tiling, cluster, proxy) if policy.dynamic else None
     result = _execute(app, tiling, cluster, owner, sc.run.steps, getattr(sc.params, "frame_every", 0),
                       path / "frames", on_step, states, balancer)
 
@@ -219,8 +221,9 @@ def _check_finite(arrays: dict, step: int) -> None:
 class Balancer:
     """Re-places tiles every ``period`` steps of a local run from their measured CPU costs."""
 
-    def __init__(self, policy, period: int, tiling: Tiling, cluster: Cluster):
+    def __init__(self, policy, period: int, tiling: Tiling, cluster: Cluster, proxy=None):
         self.policy, self.period, self.tiling, self.cluster = policy, period, tiling, cluster
+        self.proxy = proxy  # ProxyLoads of a low-resolution run (speculative)
         self.memory: dict = {}
         self.rows: list[tuple] = []
         self.cost = np.zeros(tiling.ntiles)
@@ -230,7 +233,8 @@ class Balancer:
 
     def rebalance(self, step: int, owner: np.ndarray, states: dict) -> np.ndarray:
         loads = self.cost / self.period
-        ctx = BalanceContext(self.tiling, self.cluster, owner, loads, step=step)
+        ahead = self.proxy.loads(step, step + self.period) if self.proxy else None
+        ctx = BalanceContext(self.tiling, self.cluster, owner, loads, step=step, proxy_loads=ahead)
         tic = time.perf_counter()
         new = check_owner(self.policy.rebalance(ctx, self.memory), self.tiling, self.cluster)
         plan = time.perf_counter() - tic
@@ -245,6 +249,22 @@ class Balancer:
     def records(self) -> dict:
         cols = ("step", "plan_s", "moved", "bytes", "lif_before", "lif_after")
         return {c: np.array([r[i] for r in self.rows]) for i, c in enumerate(cols)}
+
+
+def _run_proxy(sc: Scenario, app, tiling: Tiling, out: Path):
+    """Run the app's low-resolution proxy of this scenario first; its loads, mapped onto our
+    tiles, are what ``speculative`` balances by (Shah et al. 2018)."""
+    from .replay.run import ProxyLoads
+
+    if not hasattr(app, "proxy"):
+        raise ShoalError(f"app {sc.app!r} has no low-resolution proxy: speculative needs one")
+    params, step_ratio = app.proxy()
+    proxy = copy.deepcopy(sc)
+    proxy.name, proxy.params = f"{sc.name}-proxy", params
+    steps = max(1, round(sc.run.steps * step_ratio))
+    rec = run_scenario(proxy, steps=steps, placement="sfc", period=0, nodes=1, workers=1,
+                       tiles=min(tiling.ntiles, 64), out=out)
+    return ProxyLoads(rec.trace, tiling, sc.run.steps)
 
 
 def _execute(app, tiling, cluster, owner, steps, frame_every, frames: Path, on_step, states,

@@ -17,6 +17,7 @@ bitwise identical for any tiling, placement and worker count.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -178,6 +179,13 @@ class SyntheticApp:
         self.start = _as3(params.start, 0.5) * self.grid3
         self.velocity = _as3(params.velocity, 0.0)
         self.ramp_T = float(params.ramp_steps or steps)
+
+    def proxy(self) -> tuple[SyntheticParams, float]:
+        """The same scenario at half resolution: half the cells, so half the speed in cells
+        per step; one proxy step per step."""
+        p = dataclasses.replace(self.p, grid=[max(1, n // 2) for n in self.p.grid],
+                                velocity=[v / 2 for v in self.p.velocity])
+        return p, 1.0
 
     def _lo3(self, tile: int, tiling: Tiling) -> np.ndarray:
         return np.array((list(tiling.lo[tile]) + [0])[:3], dtype=np.int64)

@@ -30,7 +30,7 @@ CASES = [
     ("sph", "sph-dam-break", ["app.dx=0.04", "app.frame_every=0"], 2, 1, "strips", 0),
     ("sph", "sph-dam-break", ["app.dx=0.04", "app.frame_every=0"], 2, 1, "refine", 20),
 ]
-STEPS = {"synthetic": 40, "sph": 300}
+STEPS = {"synthetic": 120, "sph": 300}
 IN_PROCESS = Network(latency_s=1e-6, bandwidth_Bps=5e9, overhead_s=0.0)
 
 
