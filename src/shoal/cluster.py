@@ -11,7 +11,8 @@ from .errors import ShoalError
 
 @dataclass(frozen=True)
 class Network:
-    """Point-to-point network model: ``time = overhead + latency + bytes / bandwidth``.
+    """Point-to-point network: a lone message takes ``overhead + latency + bytes / bandwidth``
+    (the replay engine's model, which also queues messages on each node's interface).
 
     Defaults are those of a 10 Gb/s Ethernet cluster.
     """
@@ -25,9 +26,6 @@ class Network:
             raise ShoalError("network latency and overhead must be >= 0")
         if self.bandwidth_Bps <= 0:
             raise ShoalError(f"network bandwidth must be positive, got {self.bandwidth_Bps}")
-
-    def message_time(self, nbytes: float) -> float:
-        return self.overhead_s + self.latency_s + nbytes / self.bandwidth_Bps
 
 
 @dataclass(frozen=True)
