@@ -113,8 +113,8 @@ def test_validate_records_replays_and_compares(tmp_path, monkeypatch):
 
     monkeypatch.setattr(v, "CASES", v.CASES[2:4] + v.CASES[5:7])
     monkeypatch.setattr(v, "STEPS", {"synthetic": 8, "sph": 12})
-    result = v.validate(tmp_path, quick=False)
-    assert len(result.rows) == 4
+    result = v.validate(tmp_path, quick=False, repeats=2)
+    assert len(result.rows) == 4 and all(r["runs"] == 2 for r in result.rows)
     saved = json.loads((tmp_path / "validation.json").read_text())
     assert saved["calibration"]["task_overhead_s"] >= 0 and len(saved["rows"]) == 4
     for r in result.rows:

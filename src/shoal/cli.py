@@ -179,14 +179,15 @@ def _cmd_validate(args) -> int:
     from .replay.validate import validate
 
     console = Console(width=max(Console().width, 100))
-    result = validate(Path(args.out), quick=args.quick, on_case=lambda c: console.print(f"recording {c}"))
-    table = Table(title=f"predicted vs measured makespan on this machine "
+    result = validate(Path(args.out), quick=args.quick, repeats=args.repeats,
+                      on_case=lambda c: console.print(f"recording {c}"))
+    table = Table(title=f"predicted vs measured makespan on this machine, medians of {args.repeats} runs "
                         f"(executor overhead {result.calibration['task_overhead_s'] * 1e6:.1f} us/task)")
-    for col in ("scenario", "nodes x workers", "placement", "measured (s)", "predicted (s)", "error"):
+    for col in ("scenario", "nodes x workers", "placement", "measured (s)", "spread", "predicted (s)", "error"):
         table.add_column(col, justify="left" if col in ("scenario", "placement") else "right")
     for r in result.rows:
         table.add_row(r["scenario"], f"{r['nodes']}x{r['workers']}", r["label"], f"{r['measured_s']:.3f}",
-                      f"{r['predicted_s']:.3f}", f"{r['error']:+.1%}")
+                      f"{r['measured_spread']:.0%}", f"{r['predicted_s']:.3f}", f"{r['error']:+.1%}")
     console.print(table)
     worst = max(abs(r["error"]) for r in result.rows)
     console.print(f"largest error {worst:.1%}; ranking of placements preserved: "
@@ -306,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="record runs here, replay them on a model of this machine, compare")
     p.add_argument("--out", default="runs/validate")
     p.add_argument("--quick", action="store_true", help="a quarter of the steps")
+    p.add_argument("--repeats", type=int, default=3, help="runs per case; medians are compared")
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("lif", help="expected load-imbalance factor of random placement")
