@@ -34,15 +34,25 @@ def _cmd_run(args) -> int:
     from .config import load_scenario
     from .session import run_scenario
 
-    sc = load_scenario(args.scenario)
+    if not args.scenario and not args.resume:
+        raise ShoalError("give a SCENARIO to run, or --resume RUN_DIR")
+    if args.resume:
+        from .runtime.checkpoint import Checkpoint
+        from .session import resumable
+
+        sc = resumable(Path(args.resume))
+        done = Checkpoint.latest_step(Path(args.resume) / "state")
+    else:
+        sc, done = load_scenario(args.scenario), 0
     steps = args.steps or sc.run.steps
     console = Console(stderr=True)
     with Progress(console=console, transient=True) as progress:
-        bar = progress.add_task(f"{sc.name}", total=steps)
+        bar = progress.add_task(f"{sc.name}", total=steps, completed=done)
         rec = run_scenario(
             sc, steps=args.steps, tiles=args.tiles, tiles_per_core=args.tiles_per_core,
             nodes=args.nodes, workers=args.workers, placement=args.placement, period=args.period,
             seed=args.seed, initial=args.initial, set=args.set or [], out=args.out,
+            checkpoint_every=args.checkpoint_every, resume=args.resume,
             on_step=lambda k: progress.update(bar, completed=k + 1),
         )
     s = rec.summary
@@ -229,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_scenarios)
 
     p = sub.add_parser("run", help="run a scenario and write a run folder")
-    p.add_argument("scenario", help="built-in scenario name or path to a TOML file")
+    p.add_argument("scenario", nargs="?", help="built-in scenario name or path to a TOML file")
     p.add_argument("--steps", type=int)
     g = p.add_mutually_exclusive_group()
     g.add_argument("--tiles", type=int, help="total number of tiles")
@@ -243,6 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override any scenario field, e.g. app.grid=[128,128] (repeatable)")
     p.add_argument("--out", help="run folder (default runs/<scenario>-<placement>-<time>)")
+    p.add_argument("--checkpoint-every", type=int, help="write a checkpoint every this many steps")
+    p.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue that run from its latest checkpoint (nodes, workers, placement may change)")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("compare", help="compare two runs' final states (exit 0 same, 1 different, 2 error)")

@@ -46,12 +46,13 @@ class RunParams:
     period: int = 0  # steps between rebalancing (dynamic policies)
     seed: int = 0
     halo: int = 1
+    checkpoint_every: int = 0  # write a checkpoint every this many steps (0: never)
 
     def validate(self) -> None:
         for name in ("steps", "nodes", "workers", "tiles_per_core"):
             if getattr(self, name) < 1:
                 raise ShoalError(f"run.{name} must be positive, got {getattr(self, name)}")
-        for name in ("tiles", "period", "halo"):
+        for name in ("tiles", "period", "halo", "checkpoint_every"):
             if getattr(self, name) < 0:
                 raise ShoalError(f"run.{name} must be >= 0, got {getattr(self, name)}")
         from .placement import get_policy

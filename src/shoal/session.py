@@ -11,6 +11,7 @@ import copy
 import json
 import os
 import time
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,16 +20,26 @@ import numpy as np
 
 from .apps import get_app
 from .cluster import Cluster
-from .config import Scenario, load_scenario
+from .config import Scenario, load_scenario, scenario_from_dict
 from .errors import ShoalError
 from .imbalance import lif
 from .placement import BalanceContext, get_policy, node_loads
 from .placement.registry import check_owner
 from .runtime import ExecutionResult, LocalExecutor
 from .runtime.app import payload_bytes
+from .runtime.checkpoint import Checkpoint
 from .runtime.local import merge_results
 from .tiling import Tiling
 from .trace import Trace
+
+
+def resumable(run: Path) -> Scenario:
+    """The scenario of a run folder that can be resumed (it has a checkpoint)."""
+    if not (run / "config.toml").exists():
+        raise ShoalError(f"{run} is not a run folder (no config.toml)")
+    Checkpoint.latest_path(run / "state")
+    return scenario_from_dict(tomllib.loads((run / "config.toml").read_text()), str(run))
+
 
 LOOKAHEAD = {"oracle"}  # needs the true loads of the future: replay only
 
@@ -128,15 +139,25 @@ def run_scenario(
     set: list[str] | tuple[str, ...] = (),  # noqa: A002  (mirrors the --set flag)
     out: str | Path | None = None,
     on_step: Callable[[int], None] | None = None,
+    checkpoint_every: int | None = None,
+    resume: str | Path | None = None,
 ) -> RunRecord:
     """Run a scenario on the local executor and write its run folder.
 
     Keyword arguments override the scenario's ``[run]`` table, then ``set`` applies
-    ``section.key=value`` assignments.
+    ``section.key=value`` assignments. ``resume`` continues the run in that folder from its
+    latest checkpoint (``scenario`` is then ignored; nodes, workers and placement may change).
     """
+    checkpoint = None
+    if resume is not None:
+        resume = Path(resume)
+        scenario = resumable(resume)
+        checkpoint = Checkpoint.latest(resume / "state")
+        out = resume if out is None else out
     sc = load_scenario(scenario) if isinstance(scenario, str) else scenario
     flags = {"steps": steps, "tiles": tiles, "tiles_per_core": tiles_per_core, "nodes": nodes,
-             "workers": workers, "placement": placement, "period": period, "seed": seed, "initial": initial}
+             "workers": workers, "placement": placement, "period": period, "seed": seed, "initial": initial,
+             "checkpoint_every": checkpoint_every}
     if tiles_per_core is not None and tiles is None:
         flags["tiles"] = 0  # --tiles-per-core means: derive the count
     sc.override([f"run.{k}={json.dumps(v)}" for k, v in flags.items() if v is not None] + list(set))
@@ -150,7 +171,7 @@ def run_scenario(
     spec = get_app(sc.app)
     app = spec.build(sc.params, sc.run.steps)
     cluster = Cluster.uniform(sc.run.nodes, sc.run.workers)
-    tiling = build_tiling(sc, app.grid, cluster)
+    tiling = checkpoint.tiling if checkpoint else build_tiling(sc, app.grid, cluster)
     if hasattr(app, "check_tiling"):
         app.check_tiling(tiling)
     if policy.dynamic:
@@ -164,16 +185,26 @@ def run_scenario(
         raise ShoalError(f"{path} already holds a finished run; choose another --out")
     (path / "state").mkdir(parents=True, exist_ok=True)
     (path / "frames").mkdir(exist_ok=True)
-    (path / "config.toml").write_text(sc.to_toml())
+    if checkpoint is None or path != resume:
+        (path / "config.toml").write_text(sc.to_toml())
 
     if hasattr(app, "prepare"):
         app.prepare(tiling)
-    states = {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
+    if checkpoint:
+        states, first = checkpoint.states, checkpoint.step
+        if first >= sc.run.steps:
+            raise ShoalError(f"the checkpoint is at step {first}, the run has only {sc.run.steps} steps")
+    else:
+        states, first = {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}, 0
     tile_bytes = np.array([payload_bytes(states[t]) for t in range(tiling.ntiles)], dtype=np.int64)
     proxy = _run_proxy(sc, app, tiling, path / "proxy") if policy.name == "speculative" else None
     balancer = Balancer(policy, sc.run.period, tiling, cluster, proxy) if policy.dynamic else None
+    if checkpoint and balancer and checkpoint.balancer:
+        balancer.memory, balancer.cost = checkpoint.balancer["memory"], checkpoint.balancer["cost"]
     result = _execute(app, tiling, cluster, owner, sc.run.steps, getattr(sc.params, "frame_every", 0),
-                      path / "frames", on_step, states, balancer)
+                      path / "frames", on_step, states, balancer, first=first,
+                      checkpoints=path / "state" if sc.run.checkpoint_every else None,
+                      checkpoint_every=sc.run.checkpoint_every)
 
     gathered = app.gather(result.states, tiling)
     _check_finite(gathered, sc.run.steps)
@@ -197,6 +228,7 @@ def run_scenario(
 
     summary = {"app": sc.app, "scenario": sc.name, "placement": sc.run.placement, "period": sc.run.period,
                "workers": sc.run.workers, "seed": sc.run.seed, "predicted": False,
+               "resumed_from_step": checkpoint.step if checkpoint else None,
                **summarize(trace, result.wall_s, result.oversubscribed)}
     if trace.balance is not None:
         summary.update(balance_steps=int(len(trace.balance["step"])), migrated_tiles=int(trace.balance["moved"].sum()),
@@ -268,20 +300,23 @@ def _run_proxy(sc: Scenario, app, tiling: Tiling, out: Path):
 
 
 def _execute(app, tiling, cluster, owner, steps, frame_every, frames: Path, on_step, states,
-             balancer: Balancer | None) -> ExecutionResult:
-    """Run all steps, in chunks when the app asks for frames or a balancer re-places tiles.
+             balancer: Balancer | None, first: int = 0, checkpoints: Path | None = None,
+             checkpoint_every: int = 0) -> ExecutionResult:
+    """Run steps ``first``..``steps``, in chunks when the app asks for frames, a balancer
+    re-places tiles, or checkpoints are due.
 
-    Between chunks every tile is idle: frames are gathered there and tiles change owner there
-    (in one process, migration is a change of owner; its bytes are recorded all the same).
+    Between chunks every tile is idle: frames are gathered there, tiles change owner there (in
+    one process, migration is a change of owner; its bytes are recorded all the same), and
+    checkpoints are written there.
     """
     executor = LocalExecutor(app, tiling, cluster, owner)
     cuts = {steps}
-    if frame_every:
-        cuts |= set(range(frame_every, steps, frame_every))
+    for every in (frame_every, balancer.period if balancer else 0, checkpoint_every if checkpoints else 0):
+        if every:
+            cuts |= set(range((first // every + 1) * every, steps, every))
+    if frame_every and first == 0:
         _save_npz(frames / "state-000000.npz", app.gather(states, tiling))
-    if balancer:
-        cuts |= set(range(balancer.period, steps, balancer.period))
-    parts, placements, first = [], [(0, executor.owner.copy())], 0
+    parts, placements = [], [(first, executor.owner.copy())]
     for cut in sorted(cuts):
         shifted = None if on_step is None else (lambda k, f=first: on_step(f + k))
         part = executor.run(cut - first, states=states, first_step=first, on_step=shifted)
@@ -296,6 +331,9 @@ def _execute(app, tiling, cluster, owner, steps, frame_every, frames: Path, on_s
             if cut % balancer.period == 0 and cut < steps:
                 executor.owner = balancer.rebalance(cut, executor.owner, states)
                 placements.append((cut, executor.owner.copy()))
+        if checkpoints and cut % checkpoint_every == 0 and cut < steps:
+            memory = {"memory": balancer.memory, "cost": balancer.cost} if balancer else {}
+            Checkpoint(cut, tiling, states, executor.owner, memory).write(checkpoints)
         first = cut
     result = merge_results(parts)
     result.placements = placements
