@@ -172,13 +172,14 @@ class FluidAnimate3DApp:
             return 0
         ordered = [halos[k] for k in sorted(halos)]
         if phase == 0:
-            nb = state["neighbourhood"] = Neighbourhood(state, ordered, self.cells, tiling.lo[tile], tiling.hi[tile])
+            nb = state["neighbourhood"] = Neighbourhood(state, ordered, self.cells, tiling.lo[tile], tiling.hi[tile],
+                                                        ("x",))
             raw = ctx.kernel(kernels3d.densities, nb.particles["x"], nb.is_own, nb.start, nb.shape, self.h)
             state["rho"] = (raw[nb.own_index] + self.h**6) * self.density_coeff
             return n
         # Same particles at the same places as in the density phase: reuse its order.
         nb = state.pop("neighbourhood")
-        merged = nb.remerge(state, ordered)
+        merged = nb.remerge(state, ordered, ("x", "v", "rho"))
         a = ctx.kernel(kernels3d.accelerations, merged["x"], merged["v"], merged["rho"], nb.is_own, nb.start,
                        nb.shape, self.h, self.pressure_coeff, self.viscosity_coeff, DOUBLE_REST_DENSITY, GRAVITY)
         acc = np.ascontiguousarray(a[nb.own_index])

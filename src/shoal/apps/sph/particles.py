@@ -240,42 +240,46 @@ class Neighbourhood:
     The local box is the tile's box widened so that every own particle's 3^d neighbour cells
     lie inside it (one cell, or more when own particles have drifted out of the box between
     lazy migrations); halo particles beyond it cannot be anyone's neighbour and are dropped.
-    ``order`` is kept so that a later phase whose halos hold the same particles (with new
-    values) can merge them again without sorting (``remerge``).
+    Only the ``fields`` a kernel reads are merged. ``index`` (into own and halos concatenated)
+    is kept so that a later phase whose halos hold the same particles with new values can merge
+    them again without sorting (``remerge``).
     """
 
-    def __init__(self, own: dict, halos: list[dict], grid: CellGrid, lo, hi):
+    def __init__(self, own: dict, halos: list[dict], grid: CellGrid, lo, hi, fields=("x",)):
         lo, hi = np.asarray(lo), np.asarray(hi)
         width = 1
         if len(own["id"]):
             width += int(max(0, (lo - own["cell"]).max(), (own["cell"] - (hi - 1)).max()))
-        allp = concat([own, *halos], grid.ndim)
+        parts = [own, *(h for h in halos if len(h["id"]))]
         self.n_own = n_own = len(own["id"])
-        self.keep = None
-        keep = in_box(take(allp, slice(n_own, None)), grid, lo - width, hi + width)
-        if not keep.all():
-            self.keep = np.concatenate([np.ones(n_own, bool), keep])
-            allp = take(allp, self.keep)
-        lidx, lcell, self.shape = local_cells(allp["cell"], lo, hi, width)
-        self.order, self.start = cell_order(lcell, allp["id"], int(np.prod(self.shape)))
-        self.particles = take(allp, self.order)
-        self.lidx = lidx[self.order]
-        self.is_own = self.order < n_own
+        self.size = sum(len(p["id"]) for p in parts)
+        ids = np.concatenate([p["id"] for p in parts])
+        cells = np.concatenate([p["cell"] for p in parts])
+        keep = np.ones(len(ids), bool)
+        keep[n_own:] = in_box({"cell": cells[n_own:]}, grid, lo - width, hi + width)
+        chosen = np.flatnonzero(keep)
+        lidx, lcell, self.shape = local_cells(cells[chosen], lo, hi, width)
+        order, self.start = cell_order(lcell, ids[chosen], int(np.prod(self.shape)))
+        self.index = chosen[order]
+        self.lidx = lidx[order]
+        self.is_own = self.index < n_own
         self.own_index = np.flatnonzero(self.is_own)
+        self.particles = self._gather(parts, fields)
 
-    def remerge(self, own: dict, halos: list[dict]) -> dict:
+    def _gather(self, parts: list[dict], fields) -> dict:
+        return {f: np.concatenate([p[f] for p in parts])[self.index] for f in fields}
+
+    def remerge(self, own: dict, halos: list[dict], fields) -> dict:
         """The same particles with fresher values, in this neighbourhood's order."""
-        allp = concat([own, *halos], len(self.shape))
-        if self.keep is not None:
-            allp = take(allp, self.keep)
-        if len(allp["id"]) != len(self.order):
+        parts = [own, *(h for h in halos if len(h["id"]))]
+        if sum(len(p["id"]) for p in parts) != self.size:
             raise RuntimeError("halo particles changed between phases of one step")
-        return take(allp, self.order)
+        return self._gather(parts, fields)
 
 
-def merged_neighbourhood(own: dict, halos: list[dict], grid: CellGrid, lo, hi):
+def merged_neighbourhood(own: dict, halos: list[dict], grid: CellGrid, lo, hi, fields):
     """(arrays, is_own, local cell coordinates, cell starts, local shape) of a Neighbourhood."""
-    nb = Neighbourhood(own, halos, grid, lo, hi)
+    nb = Neighbourhood(own, halos, grid, lo, hi, fields)
     return nb.particles, nb.is_own, nb.lidx, nb.start, nb.shape
 
 

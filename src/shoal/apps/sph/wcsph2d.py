@@ -90,6 +90,9 @@ class SPH2DParams:
             raise ShoalError("app.gravity_ramp must be >= 0")
 
 
+RATE_FIELDS = ("x", "v", "rho", "m", "kind")  # what the rates kernel reads of every neighbour
+
+
 class SPH2DApp:
     """See the module docstring."""
 
@@ -215,7 +218,7 @@ class SPH2DApp:
         ramp = self._gravity_factor(state["t"])
         gx, gy = ramp * p.gravity[0], ramp * p.gravity[1]
         merged, is_own, lidx, start, shape = merged_neighbourhood(state, ordered, self.cells, tiling.lo[tile],
-                                                                  tiling.hi[tile])
+                                                                  tiling.hi[tile], RATE_FIELDS)
         own = np.flatnonzero(is_own)
         ctx.kernel(kernels2d.rates, merged["x"], merged["v"], merged["rho"], merged["m"], merged["kind"], own, lidx,
                    start, shape[1], self.h, p.rho0, self.c0, self.B, p.gamma, p.alpha, p.beta, gx, gy, acc, drho, de,
