@@ -215,9 +215,21 @@ def emigrants_for_neighbours(p: dict, tiling: Tiling, src: int) -> dict[int, dic
 
 
 def settle(p: dict, grid: CellGrid, tiling: Tiling, tile: int, immigrants: list[dict]) -> dict:
-    """Keep the tile's own particles, take in immigrants, restore the (cell, id) order."""
-    mine = take(p, in_box(p, grid, tiling.lo[tile], tiling.hi[tile]))
-    return sort_by_cell(concat([mine, *immigrants], grid.ndim), grid)
+    """Keep the tile's own particles, take in immigrants, restore the (cell, id) order.
+
+    One concatenation and one gather per field: every kept particle lies in the tile's box,
+    so a counting sort over the box's cells orders them.
+    """
+    lo, hi = tiling.lo[tile], tiling.hi[tile]
+    parts = [p, *(q for q in immigrants if len(q["id"]))]
+    all_cells = np.concatenate([q["cell"] for q in parts])
+    chosen = np.flatnonzero(in_box({"cell": all_cells}, grid, lo, hi))
+    cells = all_cells[chosen]
+    ids = np.concatenate([q["id"] for q in parts])[chosen]
+    _, flat, shape = local_cells(cells, lo, hi, width=0)
+    order, _ = cell_order(flat, ids, int(np.prod(shape)))
+    index = chosen[order]
+    return {f: np.concatenate([q[f] for q in parts])[index] for f in fields_of(p)}
 
 
 def local_cells(cell: np.ndarray, lo, hi, width: int = 1):
