@@ -52,6 +52,10 @@ PAR_SIZE = 0.0002
 GRAVITY = np.array([0.0, -9.8, 0.0])
 
 
+# What each phase reads of its neighbours' particles (id and cell order the merge).
+HALO_FIELDS = {0: ("id", "cell", "x"), 1: ("id", "cell", "x", "v", "rho")}
+
+
 @dataclass
 class SPH3DParams:
     """Parameters of the fluidanimate-style 3D app (the ``[app]`` table)."""
@@ -157,7 +161,7 @@ class FluidAnimate3DApp:
 
     # ----- phases ---------------------------------------------------------------------------
     def pack_halo(self, phase: int, state: dict, src: int, dst: int, tiling: Tiling):
-        return pack_for_neighbour(state, tiling, src, dst, phase, migrate=phase == 2)
+        return pack_for_neighbour(state, tiling, src, dst, phase, migrate=phase == 2, fields=HALO_FIELDS.get(phase))
 
     def run_phase(self, phase: int, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling):
         state["packed"] = None

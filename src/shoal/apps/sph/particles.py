@@ -182,20 +182,24 @@ def _members(cell, los, his):
     return starts, out
 
 
-def split_by_boxes(p: dict, los: np.ndarray, his: np.ndarray) -> list[dict]:
-    """The particles in each of several cell boxes (one pass for all boxes)."""
+def split_by_boxes(p: dict, los: np.ndarray, his: np.ndarray, fields=None) -> list[dict]:
+    """The particles in each of several cell boxes (one pass for all boxes), with ``fields``
+    only if given."""
     nothing = NOTHING[los.shape[1]]
     if len(p["id"]) == 0:
         return [nothing] * len(los)
+    if fields is not None:
+        p = {f: p[f] for f in fields}
     starts, idx = _members(p["cell"], los, his)
     return [take(p, idx[starts[k]:starts[k + 1]]) if starts[k + 1] > starts[k] else nothing
             for k in range(len(los))]
 
 
-def halos_for_neighbours(p: dict, tiling: Tiling, src: int, width: int = 1) -> dict[int, dict]:
-    """What every neighbour of ``src`` needs: the particles in the ring of cells around it."""
+def halos_for_neighbours(p: dict, tiling: Tiling, src: int, width: int = 1, fields=None) -> dict[int, dict]:
+    """What every neighbour of ``src`` needs: the particles in the ring of cells around it
+    (only ``fields`` of them, if given: ``id`` and ``cell`` are always needed to merge)."""
     nbrs = tiling.neighbours[src]
-    parts = split_by_boxes(p, tiling.lo[nbrs] - width, tiling.hi[nbrs] + width)
+    parts = split_by_boxes(p, tiling.lo[nbrs] - width, tiling.hi[nbrs] + width, fields)
     return dict(zip(map(int, nbrs), parts, strict=True))
 
 
@@ -295,14 +299,19 @@ def merged_neighbourhood(own: dict, halos: list[dict], grid: CellGrid, lo, hi, f
     return nb.particles, nb.is_own, nb.lidx, nb.start, nb.shape
 
 
-def pack_for_neighbour(state: dict, tiling: Tiling, src: int, dst: int, phase: int, migrate: bool) -> dict:
-    """What tile ``src`` sends ``dst``: its ring particles, or (``migrate``) its emigrants.
+def pack_for_neighbour(state: dict, tiling: Tiling, src: int, dst: int, phase: int, migrate: bool,
+                       fields=None) -> dict:
+    """What tile ``src`` sends ``dst``: its ring particles (``fields`` of them), or
+    (``migrate``) its emigrants, whole.
 
     The executor asks neighbour by neighbour; all neighbours are packed in one pass and kept
     in ``state["packed"]`` until the tile's next task (apps clear it when a task starts).
     """
     packed = state.get("packed")
     if packed is None or packed[0] != phase:
-        split = emigrants_for_neighbours if migrate else halos_for_neighbours
-        packed = state["packed"] = (phase, split(state, tiling, src))
+        if migrate:
+            out = emigrants_for_neighbours(state, tiling, src)
+        else:
+            out = halos_for_neighbours(state, tiling, src, fields=fields)
+        packed = state["packed"] = (phase, out)
     return packed[1][dst]

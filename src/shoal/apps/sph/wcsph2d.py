@@ -193,7 +193,8 @@ class SPH2DApp:
         return step % k == 0 if phase == 0 else (step + 1) % k == 0
 
     def pack_halo(self, phase: int, state: dict, src: int, dst: int, tiling: Tiling):
-        return pack_for_neighbour(state, tiling, src, dst, phase, migrate=phase == 2)
+        return pack_for_neighbour(state, tiling, src, dst, phase, migrate=phase == 2,
+                                  fields=("id", "cell", *RATE_FIELDS))
 
     def run_phase(self, phase: int, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling):
         state["packed"] = None  # what was packed for the neighbours is stale from here on
