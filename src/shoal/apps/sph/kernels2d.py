@@ -5,9 +5,9 @@ density; momentum with Monaghan's artificial viscosity; thermal energy. Walls ar
 particles whose density follows the continuity equation (dynamic boundary particles), so the
 fluid feels them through pressure.
 
-Every sum over neighbours runs cell by cell (in a fixed order of the 9 cells around a
-particle) and, inside a cell, in increasing particle id: the order is the same for any
-tiling, so results are bitwise identical.
+Each pair of particles is evaluated once and added to both (``rates_pairs``), walking the
+particles in the global (cell, id) order: every particle receives its contributions in one
+fixed order for any tiling, so results are bitwise identical.
 """
 
 from __future__ import annotations
@@ -52,88 +52,6 @@ def equation_of_state(rho, rho0, c0, B, gamma, P, c, p_over_rho2):
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
-def rates(x, v, rho, m, kind, own, lidx, start, nly, h, rho0, c0, B, gamma, alpha, beta, gx, gy,
-          acc, drho, de, mu):
-    n = rho.shape[0]
-    P = np.empty(n)
-    c = np.empty(n)
-    pr2 = np.empty(n)
-    equation_of_state(rho, rho0, c0, B, gamma, P, c, pr2)
-    _rates(x, v, rho, m, kind, own, lidx, start, nly, h, c, pr2, alpha, beta, gx, gy, acc, drho, de, mu)
-
-
-@nb.njit(cache=True, nogil=True, error_model="numpy")
-def _rates(x, v, rho, m, kind, own, lidx, start, nly, h, c, pr2, alpha, beta, gx, gy, acc, drho, de, mu):
-    """Time derivatives of the particles listed in ``own`` (indices into the merged arrays).
-
-    ``lidx`` holds each particle's cell in the tile's box widened by one cell, ``start`` the
-    first particle of every such cell (particles sorted by cell, then id). Writes ``acc``,
-    ``drho``, ``de`` and ``mu`` (one row per entry of ``own``); ``mu`` is the particle's largest
-    viscous |mu_ij|, for its time-step limit.
-    """
-    sigma = 10.0 / (7.0 * math.pi * h * h)
-    support2 = 4.0 * h * h
-    eta2 = 0.01 * h * h
-    for k in range(own.shape[0]):
-        mu_max = 0.0
-        i = own[k]
-        xi, yi = x[i, 0], x[i, 1]
-        vxi, vyi = v[i, 0], v[i, 1]
-        rhoi = rho[i]
-        pri = pr2[i]
-        ci = c[i]
-        fluid_i = kind[i] == FLUID
-        ax = 0.0
-        ay = 0.0
-        dr = 0.0
-        dei = 0.0
-        cx, cy = lidx[i, 0], lidx[i, 1]
-        for ox in range(-1, 2):
-            for oy in range(-1, 2):
-                cell = (cx + ox) * nly + (cy + oy)
-                for j in range(start[cell], start[cell + 1]):
-                    if j == i:
-                        continue
-                    if not fluid_i and kind[j] != FLUID:
-                        continue  # walls do not act on walls
-                    rx = xi - x[j, 0]
-                    ry = yi - x[j, 1]
-                    r2 = rx * rx + ry * ry
-                    if r2 >= support2 or r2 == 0.0:
-                        continue
-                    r = math.sqrt(r2)
-                    f = dw_dr(r, h, sigma) / r
-                    gwx = f * rx
-                    gwy = f * ry
-                    vx = vxi - v[j, 0]
-                    vy = vyi - v[j, 1]
-                    vgw = vx * gwx + vy * gwy
-                    dr += m[j] * vgw
-                    if fluid_i:
-                        vr = vx * rx + vy * ry
-                        visc = 0.0
-                        if vr < 0.0:
-                            mu_ij = h * vr / (r2 + eta2)
-                            if -mu_ij > mu_max:
-                                mu_max = -mu_ij
-                            cbar = 0.5 * (ci + c[j])
-                            rbar = 0.5 * (rhoi + rho[j])
-                            visc = (-alpha * cbar * mu_ij + beta * mu_ij * mu_ij) / rbar
-                        coeff = m[j] * (pri + pr2[j] + visc)
-                        ax -= coeff * gwx
-                        ay -= coeff * gwy
-                        dei += 0.5 * coeff * vgw
-        if fluid_i:
-            ax += gx
-            ay += gy
-        acc[k, 0] = ax
-        acc[k, 1] = ay
-        drho[k] = dr
-        de[k] = dei
-        mu[k] = mu_max
-
-
-@nb.njit(cache=True, nogil=True, error_model="numpy")
 def time_step(v, rho, acc, kind, mu, h, rho0, c0, gamma, cfl):
     """Largest stable step for these particles: Courant (with viscosity) and force limits."""
     dt = np.inf
@@ -171,3 +89,85 @@ def integrate(x, v, vh, rho, rhoh, e, kind, acc, drho, de, dt, first, rho0):
         rho[k] = rhoh[k] + 0.5 * dt * drho[k]
         if kind[k] != FLUID and rho[k] < rho0:
             rho[k] = rho0
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def rates_pairs(x, v, rho, m, kind, own, start, nlx, nly, h, rho0, c0, B, gamma, alpha, beta, gx, gy):
+    """Time derivatives of every particle, each pair evaluated once and added to both sides.
+
+    Particles are walked in the global (cell, id) order; the pairs (i, j) with j before i in
+    the 3x3 cells around i, one of them owned by this tile, are evaluated. Every particle
+    then receives its contributions in one fixed global order, whatever the tiling. Returns
+    (acc, drho, de, mu) for all particles; only the owned ones are complete.
+    """
+    n = rho.shape[0]
+    P = np.empty(n)
+    c = np.empty(n)
+    pr2 = np.empty(n)
+    equation_of_state(rho, rho0, c0, B, gamma, P, c, pr2)
+    sigma = 10.0 / (7.0 * math.pi * h * h)
+    support2 = 4.0 * h * h
+    eta2 = 0.01 * h * h
+    acc = np.zeros((n, 2))
+    drho = np.zeros(n)
+    de = np.zeros(n)
+    mu = np.zeros(n)
+    for cell in range(nlx * nly):
+        cx, cy = cell // nly, cell % nly
+        for i in range(start[cell], start[cell + 1]):
+            xi, yi = x[i, 0], x[i, 1]
+            vxi, vyi = v[i, 0], v[i, 1]
+            fluid_i = kind[i] == FLUID
+            own_i = own[i]
+            for ox in range(-1, 2):
+                if cx + ox < 0 or cx + ox >= nlx:
+                    continue
+                for oy in range(-1, 2):
+                    if cy + oy < 0 or cy + oy >= nly:
+                        continue
+                    d = (cx + ox) * nly + (cy + oy)
+                    for j in range(start[d], min(start[d + 1], i)):
+                        if not (own_i or own[j]):
+                            continue
+                        fluid_j = kind[j] == FLUID
+                        if not fluid_i and not fluid_j:
+                            continue  # walls do not act on walls
+                        rx = xi - x[j, 0]
+                        ry = yi - x[j, 1]
+                        r2 = rx * rx + ry * ry
+                        if r2 >= support2 or r2 == 0.0:
+                            continue
+                        r = math.sqrt(r2)
+                        f = dw_dr(r, h, sigma) / r
+                        gwx = f * rx
+                        gwy = f * ry
+                        vx = vxi - v[j, 0]
+                        vy = vyi - v[j, 1]
+                        vgw = vx * gwx + vy * gwy
+                        drho[i] += m[j] * vgw
+                        drho[j] += m[i] * vgw
+                        vr = vx * rx + vy * ry
+                        visc = 0.0
+                        if vr < 0.0:
+                            mu_ij = -h * vr / (r2 + eta2)
+                            if mu_ij > mu[i]:
+                                mu[i] = mu_ij
+                            if mu_ij > mu[j]:
+                                mu[j] = mu_ij
+                            cbar = 0.5 * (c[i] + c[j])
+                            rbar = 0.5 * (rho[i] + rho[j])
+                            visc = (alpha * cbar * mu_ij + beta * mu_ij * mu_ij) / rbar
+                        coeff = pr2[i] + pr2[j] + visc
+                        if fluid_i:
+                            acc[i, 0] -= m[j] * coeff * gwx
+                            acc[i, 1] -= m[j] * coeff * gwy
+                            de[i] += 0.5 * m[j] * coeff * vgw
+                        if fluid_j:
+                            acc[j, 0] += m[i] * coeff * gwx
+                            acc[j, 1] += m[i] * coeff * gwy
+                            de[j] += 0.5 * m[i] * coeff * vgw
+    for i in range(n):
+        if kind[i] == FLUID:
+            acc[i, 0] += gx
+            acc[i, 1] += gy
+    return acc, drho, de, mu

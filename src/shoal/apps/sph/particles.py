@@ -293,12 +293,6 @@ class Neighbourhood:
         return self._gather(parts, fields)
 
 
-def merged_neighbourhood(own: dict, halos: list[dict], grid: CellGrid, lo, hi, fields):
-    """(arrays, is_own, local cell coordinates, cell starts, local shape) of a Neighbourhood."""
-    nb = Neighbourhood(own, halos, grid, lo, hi, fields)
-    return nb.particles, nb.is_own, nb.lidx, nb.start, nb.shape
-
-
 def pack_for_neighbour(state: dict, tiling: Tiling, src: int, dst: int, phase: int, migrate: bool,
                        fields=None) -> dict:
     """What tile ``src`` sends ``dst``: its ring particles (``fields`` of them), or

@@ -25,12 +25,12 @@ from . import geometry, kernels2d
 from .particles import (
     FLUID,
     CellGrid,
+    Neighbourhood,
     concat,
     fields_of,
     in_box,
     in_cell_order,
     locate,
-    merged_neighbourhood,
     pack_for_neighbour,
     settle,
     sort_by_cell,
@@ -208,9 +208,8 @@ class SPH2DApp:
     def _rates(self, tile, state, halos, ctx, tiling):
         p = self.p
         n = len(state["id"])
-        acc, drho, de, mu = np.zeros((n, 2)), np.zeros(n), np.zeros(n), np.zeros(n)
         if n == 0:
-            state.update(acc=acc, drho=drho, de=de)
+            state.update(acc=np.zeros((0, 2)), drho=np.zeros(0), de=np.zeros(0))
             return 0, np.inf
         # The fixed global order: halos sorted by source tile id before merging. Between lazy
         # updates the tile reuses the halos of the last exchange.
@@ -219,12 +218,13 @@ class SPH2DApp:
         ordered = state.get("halo_cache", [])
         ramp = self._gravity_factor(state["t"])
         gx, gy = ramp * p.gravity[0], ramp * p.gravity[1]
-        merged, is_own, lidx, start, shape = merged_neighbourhood(state, ordered, self.cells, tiling.lo[tile],
-                                                                  tiling.hi[tile], RATE_FIELDS)
-        own = np.flatnonzero(is_own)
-        ctx.kernel(kernels2d.rates, merged["x"], merged["v"], merged["rho"], merged["m"], merged["kind"], own, lidx,
-                   start, shape[1], self.h, p.rho0, self.c0, self.B, p.gamma, p.alpha, p.beta, gx, gy, acc, drho, de,
-                   mu)
+        nb = Neighbourhood(state, ordered, self.cells, tiling.lo[tile], tiling.hi[tile], RATE_FIELDS)
+        q = nb.particles
+        acc, drho, de, mu = ctx.kernel(kernels2d.rates_pairs, q["x"], q["v"], q["rho"], q["m"], q["kind"],
+                                       nb.is_own, nb.start, nb.shape[0], nb.shape[1], self.h, p.rho0, self.c0,
+                                       self.B, p.gamma, p.alpha, p.beta, gx, gy)
+        own = nb.own_index  # own particles come out in their (cell, id) order: the state's order
+        acc, drho, de, mu = acc[own], drho[own], de[own], mu[own]
         state.update(acc=acc, drho=drho, de=de)
         dt = ctx.kernel(kernels2d.time_step, state["v"], state["rho"], acc, state["kind"], mu, self.h, p.rho0, self.c0,
                                  p.gamma, p.cfl)
