@@ -103,13 +103,25 @@ def _costs(trace: Trace, column: str = "cost") -> np.ndarray:
     return cost
 
 
-def _segment_messages(trace: Trace, s0: int, s1: int, P: int, T: int):
+class _MessagesByStep:
+    """The trace's messages sorted by step once, so each segment takes a slice."""
+
+    def __init__(self, trace: Trace):
+        m = trace.messages
+        s_idx = np.searchsorted(trace.steps, m["step"])
+        order = np.argsort(s_idx, kind="stable")
+        self.step = s_idx[order]
+        self.phase, self.src, self.dst, self.bytes = (m[k][order] for k in ("phase", "src", "dst", "bytes"))
+
+    def between(self, s0: int, s1: int):
+        a, b = np.searchsorted(self.step, [s0, s1])
+        return self.step[a:b], self.phase[a:b], self.src[a:b], self.dst[a:b], self.bytes[a:b]
+
+
+def _segment_messages(messages: _MessagesByStep, s0: int, s1: int, P: int, T: int):
     """Messages read by steps [s0, s1) as a CSR over producing tasks, plus the segment's first ones."""
-    m = trace.messages
-    s_idx = np.searchsorted(trace.steps, m["step"])
-    sel = (s_idx >= s0) & (s_idx < s1)
-    step, phase, src, dst, nbytes = s_idx[sel] - s0, m["phase"][sel].astype(np.int64), m["src"][sel], \
-        m["dst"][sel], m["bytes"][sel]
+    s_idx, phase, src, dst, nbytes = messages.between(s0, s1)
+    step, phase = s_idx - s0, phase.astype(np.int64)
     producer = np.where(phase > 0, (step * P + phase - 1) * T + src, ((step - 1) * P + P - 1) * T + src)
     first = producer < 0
     ntask = (s1 - s0) * P * T
@@ -218,11 +230,12 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     owners, owner_steps, balance = [owner.copy()], [int(trace.steps[0])], []
     memory: dict = {}
     proxy = ProxyLoads(cfg.proxy, tiling, S) if cfg.proxy is not None else None
+    messages = _MessagesByStep(trace)
     t0, events, wall = 0.0, 0, 0.0
     log_nodes = math.ceil(math.log2(cluster.nodes)) if cluster.nodes > 1 else 0
     for s0 in range(0, S, period):
         s1 = min(S, s0 + period)
-        csr, mdst, mbytes, fsrc, fdst, fbytes = _segment_messages(trace, s0, s1, P, T)
+        csr, mdst, mbytes, fsrc, fdst, fbytes = _segment_messages(messages, s0, s1, P, T)
         tic = time.perf_counter()
         start, end, core, n_events = simulate(np.ascontiguousarray(duration[s0:s1]), owner, cores, barrier, csr, mdst,
                                               mbytes, fsrc, fdst, fbytes, net.latency_s, net.bandwidth_Bps,
