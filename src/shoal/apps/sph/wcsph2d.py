@@ -184,7 +184,6 @@ class SPH2DApp:
         for n in tiling.neighbours[tile][:1]:  # compile the emigrant packing too
             self.pack_halo(2, state, tile, int(n), tiling)
         self.run_phase(2, tile, state, {}, StepContext(0), tiling)
-        sort_by_cell(self._initial, self.cells)  # and the general sort
 
     # ----- phases ---------------------------------------------------------------------------
     def halo_wanted(self, phase: int, step: int) -> bool:
@@ -226,8 +225,8 @@ class SPH2DApp:
         own = nb.own_index  # own particles come out in their (cell, id) order: the state's order
         acc, drho, de, mu = acc[own], drho[own], de[own], mu[own]
         state.update(acc=acc, drho=drho, de=de)
-        dt = ctx.kernel(kernels2d.time_step, state["v"], state["rho"], acc, state["kind"], mu, self.h, p.rho0, self.c0,
-                                 p.gamma, p.cfl)
+        dt = ctx.kernel(kernels2d.time_step, state["v"], state["rho"], acc, state["kind"], mu, self.h, p.rho0,
+                        self.c0, p.gamma, p.cfl)
         if not np.isfinite(acc).all() or not np.isfinite(drho).all():
             raise ShoalError("SPH rates are not finite: the simulation blew up (lower app.cfl or app.dx)")
         return n, float(dt)
