@@ -28,6 +28,17 @@ def _cmd_scenarios(args) -> int:
 
 
 def _cmd_run(args) -> int:
+    from .runtime.team import current_team
+
+    team = current_team()  # one MPI rank per node under mpiexec, else one process
+    try:
+        return _run(args, team)
+    except (Exception, KeyboardInterrupt) as exc:
+        team.abort(exc)  # under MPI: name the rank and the step, stop every rank
+        raise
+
+
+def _run(args, team) -> int:
     from rich.console import Console
     from rich.progress import Progress
 
@@ -46,18 +57,21 @@ def _cmd_run(args) -> int:
         sc, done = load_scenario(args.scenario), 0
     steps = args.steps or sc.run.steps
     console = Console(stderr=True)
-    with Progress(console=console, transient=True) as progress:
+    with Progress(console=console, transient=True, disable=not team.is_root) as progress:
         bar = progress.add_task(f"{sc.name}", total=steps, completed=done)
         rec = run_scenario(
             sc, steps=args.steps, tiles=args.tiles, tiles_per_core=args.tiles_per_core,
             nodes=args.nodes, workers=args.workers, placement=args.placement, period=args.period,
             seed=args.seed, initial=args.initial, set=args.set or [], out=args.out,
-            checkpoint_every=args.checkpoint_every, resume=args.resume,
+            checkpoint_every=args.checkpoint_every, resume=args.resume, team=team,
             on_step=lambda k: progress.update(bar, completed=k + 1),
         )
+    if not team.is_root:
+        return 0
     s = rec.summary
+    ranks = f" ({s['ranks']} MPI ranks)" if team.distributed else ""
     print(f"run folder: {rec.path}")
-    print(f"{s['steps']} steps, {s['tiles']} tiles on {s['nodes']} nodes x {s['workers']} workers "
+    print(f"{s['steps']} steps, {s['tiles']} tiles on {s['nodes']} nodes x {s['workers']} workers{ranks} "
           f"({s['placement']}): step {s['step_time_mean_s'] * 1e3:.2f} ms, LIF {s['lif_mean']:.3f}, "
           f"efficiency {s['efficiency']:.2f} ({s['efficiency_basis']})"
           + ("  [oversubscribed: timings not meaningful]" if s["oversubscribed"] else ""))

@@ -25,10 +25,11 @@ from .errors import ShoalError
 from .imbalance import lif
 from .placement import BalanceContext, get_policy, node_loads
 from .placement.registry import check_owner
-from .runtime import ExecutionResult, LocalExecutor
+from .runtime import ExecutionResult
 from .runtime.app import payload_bytes
-from .runtime.checkpoint import Checkpoint
+from .runtime.checkpoint import Checkpoint, portable
 from .runtime.local import merge_results
+from .runtime.team import Team, current_team
 from .tiling import Tiling
 from .trace import Trace
 
@@ -141,13 +142,19 @@ def run_scenario(
     on_step: Callable[[int], None] | None = None,
     checkpoint_every: int | None = None,
     resume: str | Path | None = None,
+    team: Team | None = None,
 ) -> RunRecord:
-    """Run a scenario on the local executor and write its run folder.
+    """Run a scenario and write its run folder.
 
     Keyword arguments override the scenario's ``[run]`` table, then ``set`` applies
     ``section.key=value`` assignments. ``resume`` continues the run in that folder from its
     latest checkpoint (``scenario`` is then ignored; nodes, workers and placement may change).
+
+    ``team`` is who runs it: by default one process, or one MPI rank per node when started by
+    ``mpiexec`` (``nodes`` is then the number of ranks). Rank 0 writes the run folder; every
+    rank returns the same record.
     """
+    team = team if team is not None else current_team()
     checkpoint = None
     if resume is not None:
         resume = Path(resume)
@@ -160,6 +167,10 @@ def run_scenario(
              "checkpoint_every": checkpoint_every}
     if tiles_per_core is not None and tiles is None:
         flags["tiles"] = 0  # --tiles-per-core means: derive the count
+    if team.distributed:
+        if nodes is not None and nodes != team.size:
+            raise ShoalError(f"under mpiexec there is one node per rank: --nodes {nodes} but {team.size} ranks")
+        flags["nodes"] = team.size
     sc.override([f"run.{k}={json.dumps(v)}" for k, v in flags.items() if v is not None] + list(set))
     policy = get_policy(sc.run.placement)
     if policy.name in LOOKAHEAD:
@@ -180,33 +191,44 @@ def run_scenario(
         owner = policy.place(tiling, cluster, sc.run.seed)
     owner = check_owner(owner, tiling, cluster)
 
-    path = Path(out) if out is not None else _default_out(sc)
+    path = team.agree(Path(out) if out is not None else _default_out(sc))
     if (path / "summary.json").exists():
         raise ShoalError(f"{path} already holds a finished run; choose another --out")
-    (path / "state").mkdir(parents=True, exist_ok=True)
-    (path / "frames").mkdir(exist_ok=True)
-    if checkpoint is None or path != resume:
-        (path / "config.toml").write_text(sc.to_toml())
+    if team.is_root:
+        (path / "state").mkdir(parents=True, exist_ok=True)
+        (path / "frames").mkdir(exist_ok=True)
+        if checkpoint is None or path != resume:
+            (path / "config.toml").write_text(sc.to_toml())
 
     if hasattr(app, "prepare"):
         app.prepare(tiling)
+    mine = team.local_tiles(owner)
     if checkpoint:
-        states, first = checkpoint.states, checkpoint.step
+        states, first = {int(t): checkpoint.states[t] for t in mine}, checkpoint.step
         if first >= sc.run.steps:
             raise ShoalError(f"the checkpoint is at step {first}, the run has only {sc.run.steps} steps")
     else:
-        states, first = {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}, 0
-    tile_bytes = np.array([payload_bytes(states[t]) for t in range(tiling.ntiles)], dtype=np.int64)
-    proxy = _run_proxy(sc, app, tiling, path / "proxy") if policy.name == "speculative" else None
+        states, first = {int(t): app.init_tile(int(t), tiling) for t in mine}, 0
+    team.step = first
+    tile_bytes = team.sum(state_bytes(states, tiling.ntiles, arrays_only=False))
+    proxy = None
+    if policy.name == "speculative" and team.is_root:  # rank 0 plans; only it needs the proxy
+        proxy = _run_proxy(sc, app, tiling, path / "proxy")
     balancer = Balancer(policy, sc.run.period, tiling, cluster, proxy) if policy.dynamic else None
     if checkpoint and balancer and checkpoint.balancer:
         balancer.memory, balancer.cost = checkpoint.balancer["memory"], checkpoint.balancer["cost"]
+        if not team.is_root:
+            balancer.cost = np.zeros_like(balancer.cost)  # rank 0 carries the costs measured so far
     result = _execute(app, tiling, cluster, owner, sc.run.steps, getattr(sc.params, "frame_every", 0),
                       path / "frames", on_step, states, balancer, first=first,
                       checkpoints=path / "state" if sc.run.checkpoint_every else None,
-                      checkpoint_every=sc.run.checkpoint_every)
+                      checkpoint_every=sc.run.checkpoint_every, team=team)
+    final_states = team.to_root(result.states)
+    result = team.combine(result)
+    if not team.is_root:
+        return RunRecord(path, team.agree(None))
 
-    gathered = app.gather(result.states, tiling)
+    gathered = app.gather(final_states, tiling)
     _check_finite(gathered, sc.run.steps)
     _save_npz(path / "state" / "final.npz", gathered)
 
@@ -227,14 +249,26 @@ def run_scenario(
     trace.write(path / "trace.h5")
 
     summary = {"app": sc.app, "scenario": sc.name, "placement": sc.run.placement, "period": sc.run.period,
-               "workers": sc.run.workers, "seed": sc.run.seed, "predicted": False,
+               "workers": sc.run.workers, "seed": sc.run.seed, "predicted": False, "ranks": team.size,
                "resumed_from_step": checkpoint.step if checkpoint else None,
                **summarize(trace, result.wall_s, result.oversubscribed)}
     if trace.balance is not None:
         summary.update(balance_steps=int(len(trace.balance["step"])), migrated_tiles=int(trace.balance["moved"].sum()),
                        migrated_bytes=int(trace.balance["bytes"].sum()))
     _write_json(path / "summary.json", summary)
-    return RunRecord(path, summary)
+    return RunRecord(path, team.agree(summary))
+
+
+def state_bytes(states: dict, ntiles: int, arrays_only: bool = True) -> np.ndarray:
+    """Bytes of every tile's state held here (zero for tiles held elsewhere): what migrating
+    it moves (its arrays) or what it weighs in the trace."""
+    out = np.zeros(ntiles, dtype=np.int64)
+    for t, s in states.items():
+        s = portable(s)
+        if arrays_only and isinstance(s, dict):
+            s = {k: v for k, v in s.items() if isinstance(v, np.ndarray)}
+        out[t] = payload_bytes(s)
+    return out
 
 
 def _save_npz(path: Path, arrays: dict) -> None:
@@ -261,22 +295,27 @@ class Balancer:
         self.cost = np.zeros(tiling.ntiles)
 
     def measure(self, part: ExecutionResult) -> None:
+        """Add the CPU costs of the tasks that ran here (tasks elsewhere cost zero here)."""
         self.cost += np.bincount(part.task_tile, weights=part.task_cost, minlength=self.tiling.ntiles)
 
-    def rebalance(self, step: int, owner: np.ndarray, states: dict) -> np.ndarray:
-        loads = self.cost / self.period
-        ahead = self.proxy.loads(step, step + self.period) if self.proxy else None
-        ctx = BalanceContext(self.tiling, self.cluster, owner, loads, step=step, proxy_loads=ahead)
-        tic = time.perf_counter()
-        new = check_owner(self.policy.rebalance(ctx, self.memory), self.tiling, self.cluster)
-        plan = time.perf_counter() - tic
-        moved = np.flatnonzero(new != owner)
-        nbytes = sum(payload_bytes({k: v for k, v in states[t].items() if isinstance(v, np.ndarray)})
-                     for t in moved)
-        self.rows.append((step, plan, len(moved), nbytes, float(lif(node_loads(owner, loads, self.cluster))),
-                          float(lif(node_loads(new, loads, self.cluster)))))
+    def rebalance(self, step: int, owner: np.ndarray, states: dict, team: Team) -> np.ndarray:
+        """The owner table every process agrees on: planned by the first from everyone's costs."""
+        cost = team.sum(self.cost)
+        nbytes = team.sum(state_bytes(states, self.tiling.ntiles))
         self.cost[:] = 0.0
-        return new
+        new = None
+        if team.is_root:
+            loads = cost / self.period
+            ahead = self.proxy.loads(step, step + self.period) if self.proxy else None
+            ctx = BalanceContext(self.tiling, self.cluster, owner, loads, step=step, proxy_loads=ahead)
+            tic = time.perf_counter()
+            new = check_owner(self.policy.rebalance(ctx, self.memory), self.tiling, self.cluster)
+            plan = time.perf_counter() - tic
+            moved = np.flatnonzero(new != owner)
+            self.rows.append((step, plan, len(moved), int(nbytes[moved].sum()),
+                              float(lif(node_loads(owner, loads, self.cluster))),
+                              float(lif(node_loads(new, loads, self.cluster)))))
+        return team.agree(new)
 
     def records(self) -> dict:
         cols = ("step", "plan_s", "moved", "bytes", "lif_before", "lif_after")
@@ -295,45 +334,56 @@ def _run_proxy(sc: Scenario, app, tiling: Tiling, out: Path):
     proxy.name, proxy.params = f"{sc.name}-proxy", params
     steps = max(1, round(sc.run.steps * step_ratio))
     rec = run_scenario(proxy, steps=steps, placement="sfc", period=0, nodes=1, workers=1,
-                       tiles=min(tiling.ntiles, 64), out=out)
+                       tiles=min(tiling.ntiles, 64), out=out, team=Team())
     return ProxyLoads(rec.trace, tiling, sc.run.steps)
 
 
 def _execute(app, tiling, cluster, owner, steps, frame_every, frames: Path, on_step, states,
              balancer: Balancer | None, first: int = 0, checkpoints: Path | None = None,
-             checkpoint_every: int = 0) -> ExecutionResult:
+             checkpoint_every: int = 0, team: Team | None = None) -> ExecutionResult:
     """Run steps ``first``..``steps``, in chunks when the app asks for frames, a balancer
     re-places tiles, or checkpoints are due.
 
     Between chunks every tile is idle: frames are gathered there, tiles change owner there (in
-    one process, migration is a change of owner; its bytes are recorded all the same), and
-    checkpoints are written there.
+    one process, migration is a change of owner; its bytes are recorded all the same; across
+    ranks their states move), and checkpoints are written there.
     """
-    executor = LocalExecutor(app, tiling, cluster, owner)
+    team = team if team is not None else Team()
+    executor = team.executor(app, tiling, cluster, owner)
     cuts = {steps}
     for every in (frame_every, balancer.period if balancer else 0, checkpoint_every if checkpoints else 0):
         if every:
             cuts |= set(range((first // every + 1) * every, steps, every))
     if frame_every and first == 0:
-        _save_npz(frames / "state-000000.npz", app.gather(states, tiling))
+        everything = team.to_root(states)
+        if team.is_root:
+            _save_npz(frames / "state-000000.npz", app.gather(everything, tiling))
     parts, placements = [], [(first, executor.owner.copy())]
     for cut in sorted(cuts):
+        team.step = first
         shifted = None if on_step is None else (lambda k, f=first: on_step(f + k))
         part = executor.run(cut - first, states=states, first_step=first, on_step=shifted)
+        team.step = cut
         states = part.states
         parts.append(part)
-        if frame_every and (cut % frame_every == 0 or cut == steps):
-            gathered = app.gather(states, tiling)
-            _check_finite(gathered, cut)
-            _save_npz(frames / f"state-{cut:06d}.npz", gathered)
+        framed = frame_every and (cut % frame_every == 0 or cut == steps)
+        checkpointed = checkpoints and cut % checkpoint_every == 0 and cut < steps
         if balancer:
             balancer.measure(part)
-            if cut % balancer.period == 0 and cut < steps:
-                executor.owner = balancer.rebalance(cut, executor.owner, states)
-                placements.append((cut, executor.owner.copy()))
-        if checkpoints and cut % checkpoint_every == 0 and cut < steps:
-            memory = {"memory": balancer.memory, "cost": balancer.cost} if balancer else {}
-            Checkpoint(cut, tiling, states, executor.owner, memory).write(checkpoints)
+        everything = team.to_root(states) if framed or checkpointed else None
+        if framed and team.is_root:
+            gathered = app.gather(everything, tiling)
+            _check_finite(gathered, cut)
+            _save_npz(frames / f"state-{cut:06d}.npz", gathered)
+        if balancer and cut % balancer.period == 0 and cut < steps:
+            new = balancer.rebalance(cut, executor.owner, states, team)
+            states = team.migrate(states, executor.owner, new)
+            executor.owner = new
+            placements.append((cut, executor.owner.copy()))
+        if checkpointed:
+            memory = {"memory": balancer.memory, "cost": team.sum(balancer.cost)} if balancer else {}
+        if checkpointed and team.is_root:
+            Checkpoint(cut, tiling, everything, executor.owner, memory).write(checkpoints)
         first = cut
     result = merge_results(parts)
     result.placements = placements

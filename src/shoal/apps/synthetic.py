@@ -45,6 +45,7 @@ class SyntheticParams:
     ramp_steps: int = 0  # T of the ramp; 0 means the run's number of steps
     ramp_exponent: float = 2.0
     diffusivity: float = 0.1  # alpha = D dt / dx^2; stable below 1 / (2 ndim)
+    fail_at_step: int = -1  # tile 0 raises at this step: a fault to test error handling with
 
     def validate(self) -> None:
         if len(self.grid) not in (2, 3) or any(int(n) <= 0 for n in self.grid):
@@ -248,6 +249,8 @@ class SyntheticApp:
 
     def run_phase(self, phase: int, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling):
         if phase == 0:
+            if ctx.step == self.p.fail_at_step and tile == 0:
+                raise ShoalError(f"injected fault (app.fail_at_step = {ctx.step})")
             centre = self.start + self.velocity * ctx.step
             return ctx.kernel(burn_tile, state["burn"], self._lo3(tile, tiling), ctx.step, self.mode, self.grid3,
                               centre, self.inv_two_sigma2, self.ramp_T, self.p.ramp_exponent,

@@ -24,6 +24,14 @@ VERSION = 1
 TRANSIENT = ("packed", "neighbourhood", "outside")  # recomputed by the next task
 
 
+def portable(state: Any) -> Any:
+    """A tile's state without what the next task recomputes: what a checkpoint keeps and a
+    migration sends."""
+    if not isinstance(state, dict):
+        return state
+    return {k: v for k, v in state.items() if k not in TRANSIENT}
+
+
 @dataclass
 class Checkpoint:
     step: int
@@ -36,7 +44,7 @@ class Checkpoint:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"checkpoint-{self.step:06d}.pkl"
         tmp = path.with_name(path.name + ".partial")
-        states = {t: {k: v for k, v in s.items() if k not in TRANSIENT} for t, s in self.states.items()}
+        states = {t: portable(s) for t, s in self.states.items()}
         data = {"version": VERSION, "step": self.step, "tiling": self.tiling.to_dict(), "states": states,
                 "owner": self.owner, "balancer": self.balancer}
         with open(tmp, "wb") as fh:

@@ -98,8 +98,8 @@ class LocalExecutor:
             states = {t: self.app.init_tile(t, self.tiling) for t in range(T)}
         self._setup(steps, states, first_step)
         threads = []
-        for node, cores in enumerate(self.cluster.cores):
-            for w in range(cores):
+        for node in self._nodes_here():
+            for w in range(self.cluster.cores[node]):
                 th = threading.Thread(target=self._worker, args=(node, w), daemon=True,
                                       name=f"shoal-node{node}-w{w}")
                 threads.append(th)
@@ -111,24 +111,22 @@ class LocalExecutor:
         # milliseconds and land in that task's measured cost; tile states hold no cycles.
         collecting = gc.isenabled()
         gc.disable()
-        self._t0 = time.perf_counter()
+        self._t0 = self._start_clock()
         try:
             with self._lock:
                 self._deliver_initial_halos()
             for th in threads:
                 th.start()
-            reported = 0
-            while not self._finished.wait(0.05):
-                reported = self._report(on_step, reported)
+            reported = self._wait(on_step)
             for th in threads:
                 th.join()
         finally:
             sys.setswitchinterval(switch)
             if collecting:
                 gc.enable()
-        wall = time.perf_counter() - self._t0
         if self._error is not None:
             raise self._error
+        wall = self._wall()
         self._report(on_step, reported)
         total_threads = self.cluster.total_cores
         m = self._msg_used
@@ -146,6 +144,47 @@ class LocalExecutor:
             oversubscribed=total_threads > (os.cpu_count() or 1),
         )
 
+    # ----- what the MPI executor overrides --------------------------------------------------
+    def _nodes_here(self) -> list[int]:
+        """The nodes whose workers run in this process."""
+        return list(range(self.cluster.nodes))
+
+    def _tiles_here(self) -> np.ndarray:
+        return np.ones(self.tiling.ntiles, dtype=bool)
+
+    def _start_clock(self) -> float:
+        return time.perf_counter()
+
+    def _wait(self, on_step) -> int:
+        """Report finished steps until the run is over; return how many were reported."""
+        reported = 0
+        while not self._finished.wait(0.05):
+            reported = self._report(on_step, reported)
+        return reported
+
+    def _wall(self) -> float:
+        return time.perf_counter() - self._t0
+
+    def _post_halos(self, tile: int, task: int, halo_out) -> None:
+        """Hand the halos that ``tile`` packed to their destinations (caller holds the lock)."""
+        for dst, payload in halo_out:
+            self._inbox[dst].setdefault(task, {})[tile] = payload
+        for dst, _ in halo_out:
+            self._try_ready(dst)
+
+    def _contribute(self, tile: int, task: int, value) -> None:
+        """A tile's value for the reduction of ``task`` (caller holds the lock)."""
+        self._collect({tile: value}, task)
+
+    def _all_done(self) -> None:
+        """Every task of this process is done."""
+        self._stop()
+
+    def _stop(self) -> None:
+        self._finished.set()
+        for c in self._conds:
+            c.notify_all()
+
     # ----- set-up --------------------------------------------------------------------------
     def _setup(self, steps, states, first_step):
         T, P = self.tiling.ntiles, len(self.phases)
@@ -157,7 +196,11 @@ class LocalExecutor:
         self._error: BaseException | None = None
         self._ntasks = steps * P
         self._next = np.zeros(T, dtype=np.int64)  # next task index of every tile
-        self._idle = np.ones(T, dtype=bool)  # not running, not queued
+        here = self._tiles_here()
+        self._here = here
+        self._idle = here.copy()  # not running, not queued (tiles elsewhere never run here)
+        self._tasks_per_step = P * int(here.sum())
+        self._reductions_left = steps * sum(1 for p in self.phases if p.reduction)
         self._inbox: list[dict[int, dict[int, Any]]] = [dict() for _ in range(T)]
         self._tokens: list[dict[int, int]] = [dict() for _ in range(T)]
         self._halo_wanted = getattr(self.app, "halo_wanted", None)
@@ -208,15 +251,15 @@ class LocalExecutor:
     # ----- dependency bookkeeping (caller holds the lock) ----------------------------------
     def _deliver_initial_halos(self):
         """Halos for the very first task are packed from the initial state."""
+        mine = np.flatnonzero(self._here)
         if self._halo_at(0):
-            for t in range(self.tiling.ntiles):
-                for dst, payload in self._pack_all(t, 0, self.states[t]):
-                    self._inbox[dst].setdefault(0, {})[t] = payload
-        for t in range(self.tiling.ntiles):
+            for t in mine:
+                self._post_halos(int(t), 0, self._pack_all(int(t), 0, self.states[t]))
+        for t in mine:
             # The first task needs no reduction token: nothing was reduced before it.
             if self.phases[-1].reduction:
                 self._tokens[t][0] = 1
-            self._try_ready(t)
+            self._try_ready(int(t))
 
     def _try_ready(self, tile: int) -> None:
         task = int(self._next[tile])
@@ -270,14 +313,11 @@ class LocalExecutor:
             self._t_kernel[row] = ctx.kernel_s
             with self._lock:
                 if halo_out is not None:
-                    for dst, payload in halo_out:
-                        self._inbox[dst].setdefault(nxt, {})[tile] = payload
-                    for dst, _ in halo_out:
-                        self._try_ready(dst)
+                    self._post_halos(tile, nxt, halo_out)
                 self._next[tile] = nxt
                 self._idle[tile] = True
                 if self.phases[phase].reduction:
-                    self._collect(tile, task, value)
+                    self._contribute(tile, task, value)
                 self._try_ready(tile)
                 self._count_done(task)
 
@@ -300,10 +340,11 @@ class LocalExecutor:
             out.append((dst, payload))
         return out
 
-    def _collect(self, tile: int, task: int, value) -> None:
-        """Gather a reduction value; when all tiles are in, reduce in tile order and release."""
+    def _collect(self, values: dict[int, float], task: int) -> None:
+        """Gather tiles' reduction values; when all tiles are in, reduce in tile order and release."""
         vals = self._values.setdefault(task, [None] * self.tiling.ntiles)
-        vals[tile] = value
+        for tile, value in values.items():
+            vals[tile] = value
         if any(v is None for v in vals):
             return
         phase = self.phases[task % len(self.phases)]
@@ -312,20 +353,19 @@ class LocalExecutor:
         step = task // len(self.phases) + self.first_step
         self._reduced[(step, phase.name)] = result
         self._ctx_reduced[phase.name] = result
-        for t in range(self.tiling.ntiles):
+        self._reductions_left -= 1
+        for t in np.flatnonzero(self._here):
             self._tokens[t][task + 1] = self._tokens[t].get(task + 1, 0) + 1
-            self._try_ready(t)
+            self._try_ready(int(t))
 
     def _count_done(self, task: int) -> None:
         s = task // len(self.phases)
         self._done_per_step[s] += 1
-        if self._done_per_step[s] == len(self.phases) * self.tiling.ntiles:
+        if self._done_per_step[s] == self._tasks_per_step:
             self._step_end[s] = time.perf_counter() - self._t0
             self._steps_done += 1
             if self._steps_done == self.steps:
-                self._finished.set()
-                for c in self._conds:
-                    c.notify_all()
+                self._all_done()
 
     def _fail(self, exc: BaseException, tile: int, task: int) -> None:
         with self._lock:
@@ -338,10 +378,9 @@ class LocalExecutor:
                     msg = f"step {step}, phase {phase}, tile {tile}: {type(exc).__name__}: {exc}"
                 err = ShoalError(msg)
                 err.__cause__ = exc
+                err.step = step
                 self._error = err
-            self._finished.set()
-            for c in self._conds:
-                c.notify_all()
+            self._stop()
 
     def _report(self, on_step, reported: int) -> int:
         done = self._steps_done

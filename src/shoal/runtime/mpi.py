@@ -1,0 +1,259 @@
+"""The MPI executor: one rank per node, a pool of worker threads in each.
+
+Every rank runs the local executor's dependency bookkeeping for its own tiles. Its main
+thread is the only one that calls MPI (``MPI_THREAD_FUNNELED``): it posts a non-blocking send
+as soon as a worker has packed halos for a tile on another rank, receives whatever has
+arrived, and hands it to the waiting tile, while the workers compute other ready tiles. A
+reduction gathers every tile's value on every rank (one message per rank and task) and
+combines them in tile-id order, so its result is the same on every rank and for every rank
+count.
+
+Between chunks of steps :class:`MPITeam` sums measurements, broadcasts the owner table that
+rank 0 planned, moves migrating tiles' states with one all-to-all, and gathers states on
+rank 0, which writes every file. Waits in collectives sleep instead of spinning, so ranks
+that share cores do not steal them from ranks still computing.
+
+If a rank raises, it prints the rank, the step and the error and aborts the job. If a rank
+dies, ``mpiexec`` terminates the others, which say at which step they stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+import mpi4py
+import numpy as np
+
+mpi4py.rc.thread_level = "funneled"  # all MPI calls come from each rank's main thread
+from mpi4py import MPI  # noqa: E402  (the thread level must be set before MPI starts)
+
+from ..errors import ShoalError  # noqa: E402
+from .checkpoint import portable  # noqa: E402
+from .local import ExecutionResult, LocalExecutor  # noqa: E402
+from .team import Team  # noqa: E402
+
+HALO, REDUCE = 1, 2  # message tags
+NAP_MIN_S, NAP_MAX_S = 5e-5, 1e-3  # how long an idle main thread sleeps between polls
+
+
+def wait_quietly(request: MPI.Request) -> None:
+    """Complete a non-blocking MPI operation, sleeping between tests instead of spinning."""
+    nap = NAP_MIN_S
+    while not request.Test():
+        time.sleep(nap)
+        nap = min(2 * nap, NAP_MAX_S)
+
+
+class MPITeam(Team):
+    """The ranks of ``MPI.COMM_WORLD``, one per node."""
+
+    def __init__(self, comm: MPI.Comm | None = None):
+        super().__init__()
+        self.comm = comm if comm is not None else MPI.COMM_WORLD
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        self.is_root = self.rank == 0
+        self.distributed = True
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._terminated)
+
+    def _terminated(self, signum, frame) -> None:
+        # mpiexec sends SIGTERM to the other ranks when one dies or aborts.
+        sys.stderr.write(f"shoal: rank {self.rank} stopped at step {self.step}: another rank failed "
+                         "or the job was cancelled\n")
+        sys.stderr.flush()
+        os._exit(128 + signal.SIGTERM)
+
+    def abort(self, exc: BaseException) -> None:
+        """Say which rank failed where, and stop every rank of the job."""
+        where = "" if hasattr(exc, "step") else f" at step {self.step}"  # task errors name their step
+        sys.stderr.write(f"error: rank {self.rank} failed{where}: {exc}\n")
+        sys.stderr.flush()
+        self.comm.Abort(2)
+
+    def barrier(self) -> None:
+        wait_quietly(self.comm.Ibarrier())
+
+    def executor(self, app, tiling, cluster, owner):
+        return MPIExecutor(app, tiling, cluster, owner, self)
+
+    def local_tiles(self, owner: np.ndarray) -> np.ndarray:
+        return np.flatnonzero(np.asarray(owner) == self.rank)
+
+    def sum(self, values: np.ndarray) -> np.ndarray:
+        values = np.ascontiguousarray(values)
+        out = np.empty_like(values)
+        wait_quietly(self.comm.Iallreduce(values, out, op=MPI.SUM))
+        return out
+
+    def max(self, value: float) -> float:
+        out = np.empty(1)
+        wait_quietly(self.comm.Iallreduce(np.array([value], dtype=np.float64), out, op=MPI.MAX))
+        return float(out[0])
+
+    def agree(self, obj: Any) -> Any:
+        self.barrier()
+        return self.comm.bcast(obj, root=0)
+
+    def to_root(self, states: dict[int, Any]) -> dict[int, Any] | None:
+        self.barrier()
+        parts = self.comm.gather({t: portable(s) for t, s in states.items()}, root=0)
+        if not self.is_root:
+            return None
+        merged: dict[int, Any] = {}
+        for part in parts:
+            merged.update(part)
+        return dict(sorted(merged.items()))
+
+    def migrate(self, states: dict[int, Any], old: np.ndarray, new: np.ndarray) -> dict[int, Any]:
+        outgoing: list[dict[int, Any]] = [{} for _ in range(self.size)]
+        kept = {}
+        for t, s in states.items():
+            if new[t] == self.rank:
+                kept[t] = s
+            else:
+                outgoing[int(new[t])][t] = portable(s)
+        self.barrier()
+        for incoming in self.comm.alltoall(outgoing):
+            kept.update(incoming)
+        return dict(sorted(kept.items()))
+
+    def combine(self, result: ExecutionResult) -> ExecutionResult | None:
+        states, result.states = result.states, None
+        self.barrier()
+        parts = self.comm.gather(result, root=0)
+        result.states = states
+        return combine_ranks(parts) if self.is_root else None
+
+
+def combine_ranks(parts: list[ExecutionResult]) -> ExecutionResult:
+    """One result from every rank's: each task row comes from the rank that ran it, each
+    message from the rank that sent it."""
+    base = parts[0]
+    columns = {}
+    for name in ("task_node", "task_worker", "task_start", "task_end", "task_cost", "task_work", "task_kernel"):
+        col = getattr(base, name).copy()
+        for p in parts[1:]:
+            ran = p.task_node >= 0
+            col[ran] = getattr(p, name)[ran]
+        columns[name] = col
+    msg = {name: np.concatenate([getattr(p, name) for p in parts])
+           for name in ("msg_step", "msg_phase", "msg_src", "msg_dst", "msg_bytes")}
+    order = np.lexsort((msg["msg_dst"], msg["msg_src"], msg["msg_phase"], msg["msg_step"]))
+    return ExecutionResult(
+        states=None, task_step=base.task_step, task_phase=base.task_phase, task_tile=base.task_tile,
+        **columns, **{k: v[order] for k, v in msg.items()},
+        reductions=base.reductions, wall_s=max(p.wall_s for p in parts),
+        step_end=np.max([p.step_end for p in parts], axis=0),
+        oversubscribed=any(p.oversubscribed for p in parts), placements=base.placements,
+    )
+
+
+class MPIExecutor(LocalExecutor):
+    """The local executor's bookkeeping for this rank's tiles, with halos and reduction values
+    to and from other ranks carried by the main thread."""
+
+    def __init__(self, app, tiling, cluster, owner, team: MPITeam):
+        super().__init__(app, tiling, cluster, owner)
+        if cluster.nodes != team.size:
+            raise ShoalError(f"an MPI run has one node per rank: {cluster.nodes} nodes but {team.size} ranks")
+        self.team, self.comm, self.rank = team, team.comm, team.rank
+
+    def _nodes_here(self) -> list[int]:
+        return [self.rank]
+
+    def _tiles_here(self) -> np.ndarray:
+        return self.owner == self.rank
+
+    def _setup(self, steps, states, first_step):
+        super()._setup(steps, states, first_step)
+        self._outbox: list[tuple[int, int, Any]] = []  # (rank, tag, message) for the main thread
+        self._mine: dict[int, dict[int, float]] = {}  # this rank's reduction values per task
+        self._n_here = int(self._here.sum())
+        self._local_done = self._n_here == 0
+        self._wake = threading.Event()
+
+    def _start_clock(self) -> float:
+        self.team.barrier()  # every rank is set up before the first message is sent
+        return time.perf_counter()
+
+    def _wall(self) -> float:
+        return self.team.max(time.perf_counter() - self._t0)
+
+    def _post_halos(self, tile, task, halo_out) -> None:
+        remote: dict[int, list] = {}
+        for dst, payload in halo_out:
+            if self._here[dst]:
+                self._inbox[dst].setdefault(task, {})[tile] = payload
+            else:
+                remote.setdefault(int(self.owner[dst]), []).append((dst, payload))
+        for rank, items in remote.items():
+            self._outbox.append((rank, HALO, (task, tile, items)))
+        if remote:
+            self._wake.set()
+        for dst, _ in halo_out:
+            self._try_ready(dst)
+
+    def _contribute(self, tile, task, value) -> None:
+        mine = self._mine.setdefault(task, {})
+        mine[tile] = value
+        if len(mine) == self._n_here:
+            del self._mine[task]
+            for rank in range(self.team.size):
+                if rank != self.rank:
+                    self._outbox.append((rank, REDUCE, (task, mine)))
+            self._wake.set()
+        self._collect({tile: value}, task)
+
+    def _all_done(self) -> None:
+        self._local_done = True
+        self._wake.set()
+
+    def _receive(self, tag: int, message) -> None:
+        if tag == HALO:
+            task, src, items = message
+            for dst, payload in items:
+                self._inbox[dst].setdefault(task, {})[src] = payload
+            for dst, _ in items:
+                self._try_ready(dst)
+        elif tag == REDUCE:
+            task, values = message
+            self._collect(values, task)
+        else:
+            raise ShoalError(f"rank {self.rank} received a message with unknown tag {tag}")
+
+    def _wait(self, on_step) -> int:
+        """The communication loop: send, receive, report, until this rank has nothing left."""
+        comm, status = self.comm, MPI.Status()
+        sending: list[MPI.Request] = []
+        reported, nap = 0, NAP_MIN_S
+        while True:
+            self._wake.clear()
+            with self._lock:
+                out, self._outbox = self._outbox, []
+            for rank, tag, message in out:
+                sending.append(comm.isend(message, dest=rank, tag=tag))
+            received = 0
+            while comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, status):
+                message = comm.recv(source=status.Get_source(), tag=status.Get_tag())
+                with self._lock:
+                    self._receive(status.Get_tag(), message)
+                received += 1
+            sending = [r for r in sending if not r.Test()]
+            self.team.step = self.first_step + self._steps_done
+            reported = self._report(on_step, reported)
+            if self._error is not None:
+                return reported
+            with self._lock:
+                if self._local_done and self._reductions_left == 0 and not self._outbox and not sending:
+                    self._stop()
+                    return reported
+            if out or received:
+                nap = NAP_MIN_S
+                continue
+            self._wake.wait(nap)
+            nap = min(2 * nap, NAP_MAX_S)

@@ -1,0 +1,79 @@
+"""The processes a run spans, and what they do together between chunks of steps.
+
+A run is one process (:class:`Team`) or one MPI rank per node (``shoal.runtime.mpi.MPITeam``,
+when the program was started by ``mpiexec``). Between chunks of steps every tile is idle, and
+the session asks its team to sum per-tile measurements, agree on a new owner table, move tile
+states to their new owners and bring every state to the first process (for frames,
+checkpoints and the final state). In one process all of this is the identity.
+
+Serial use never imports mpi4py: only :func:`current_team` does, and only under ``mpiexec``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+# Variables that MPI launchers set in every process they start.
+LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK", "MPI_LOCALNRANKS")
+
+
+def launched_by_mpi() -> bool:
+    """Whether this process was started by ``mpiexec`` (or another MPI launcher)."""
+    return any(v in os.environ for v in LAUNCHER_VARIABLES)
+
+
+class Team:
+    """One process holding every tile."""
+
+    rank = 0
+    size = 1
+    is_root = True
+    distributed = False  # True for MPI ranks, which hold only their own tiles' states
+
+    def __init__(self):
+        self.step = 0  # where the run is: named in error messages
+
+    def executor(self, app, tiling, cluster, owner):
+        from .local import LocalExecutor
+
+        return LocalExecutor(app, tiling, cluster, owner)
+
+    def local_tiles(self, owner: np.ndarray) -> np.ndarray:
+        """The tiles whose state this process holds under ``owner``."""
+        return np.arange(len(owner))
+
+    def sum(self, values: np.ndarray) -> np.ndarray:
+        """Element-wise sum over processes (each holds the entries of its own tiles): a new array."""
+        return np.array(values, copy=True)
+
+    def agree(self, obj: Any) -> Any:
+        """The first process's ``obj``, on every process."""
+        return obj
+
+    def to_root(self, states: dict[int, Any]) -> dict[int, Any] | None:
+        """Every tile's state on the first process (``None`` elsewhere)."""
+        return states
+
+    def migrate(self, states: dict[int, Any], old: np.ndarray, new: np.ndarray) -> dict[int, Any]:
+        """Move the states of tiles whose owner changed; return this process's states."""
+        return states
+
+    def combine(self, result):
+        """One execution result on the first process from every process's part."""
+        return result
+
+    def abort(self, exc: BaseException) -> None:
+        """Stop the run after an error: in one process, let it propagate."""
+        raise exc
+
+
+def current_team() -> Team:
+    """The MPI team when started by ``mpiexec``, else one process."""
+    if launched_by_mpi():
+        from .mpi import MPITeam
+
+        return MPITeam()
+    return Team()
