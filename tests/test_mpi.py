@@ -1,0 +1,191 @@
+"""The MPI executor under ``mpiexec``: state bitwise identical to the local executor's for 1–4
+ranks with dynamic balancing on, one merged trace, clean stops when a rank fails or dies, and
+resuming on another number of ranks."""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import mpi_command, mpi_env
+from shoal.compare import compare_runs
+from shoal.replay import ReplayConfig, replay
+from shoal.session import open_run, run_scenario
+from shoal.trace import Trace
+
+SYNTHETIC = ["synthetic-hotspot", "--steps", "24", "--tiles", "24", "--set", "app.grid=[48,48]"]
+SPH2D = ["sph-dam-break", "--steps", "30", "--tiles", "16", "--set", "app.dx=0.05", "--set", "app.tank=[2.0, 1.2]",
+         "--set", "app.fluid=[[0.0, 0.0, 0.5, 1.0]]", "--set", "app.frame_every=10"]
+CHANNEL = ["sph-cylinder", "--steps", "30", "--tiles", "12", "--set", "app.dx=0.06"]
+SPH3D = ["sph3d-dam-break", "--steps", "12", "--tiles", "8", "--set", "app.particles=3000"]
+
+
+def _local(argv: list[str], out: Path):
+    """The same scenario on the local executor, one node and one worker: the reference."""
+    scenario, rest = argv[0], argv[1:]
+    opts = dict(zip(rest[::2], rest[1::2], strict=True))
+    sets = [v for k, v in zip(rest[::2], rest[1::2], strict=True) if k == "--set"]
+    return run_scenario(scenario, steps=int(opts["--steps"]), tiles=int(opts["--tiles"]), nodes=1, workers=1,
+                        placement="sfc", period=0, set=sets, out=out)
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory):
+    base = tmp_path_factory.mktemp("local")
+    return {name: _local(argv, base / name)
+            for name, argv in (("synthetic", SYNTHETIC), ("sph2d", SPH2D), ("channel", CHANNEL))}
+
+
+def _messages(trace: Trace) -> np.ndarray:
+    m = trace.messages
+    rows = np.stack([m["step"], m["phase"], m["src"], m["dst"], m["bytes"]]).astype(np.int64)
+    return rows[:, np.lexsort(rows[::-1])]
+
+
+def _check_merged_trace(trace: Trace, reference: Trace, ranks: int) -> None:
+    """One trace of the common schema: every task once, on the node that owned its tile."""
+    assert trace.cluster.nodes == ranks
+    owners = np.stack([trace.owner_at(int(s)) for s in trace.tasks["step"]])
+    assert np.array_equal(trace.tasks["node"], owners[np.arange(len(owners)), trace.tasks["tile"]])
+    assert np.all(trace.tasks["end"] >= trace.tasks["start"]) and np.all(trace.tasks["cost"] >= 0)
+    # Halo payloads do not depend on where tiles live: the same messages as the local run's.
+    assert np.array_equal(_messages(trace), _messages(reference))
+
+
+@pytest.mark.mpi(ranks=(1, 2, 3, 4))
+@pytest.mark.parametrize("app, argv, policy", [
+    ("synthetic", SYNTHETIC, ["--placement", "greedy", "--period", "3"]),
+    ("sph2d", SPH2D, ["--placement", "refine", "--period", "4"]),
+])
+def test_state_bitwise_identical_to_the_local_executor(app, argv, policy, ranks, references, mpirun, tmp_path):
+    workers = 2 if ranks % 2 else 1  # R ranks x W threads, both tried
+    mpirun(ranks, "run", *argv, *policy, "--workers", workers, "--out", tmp_path / "mpi")
+    ref = references[app]
+    cmp = compare_runs(ref.path, tmp_path / "mpi")
+    assert cmp.identical, f"{ranks} ranks differ from the local run by {cmp.max_abs_diff}"
+    run = open_run(tmp_path / "mpi")
+    assert run.summary["ranks"] == ranks and run.summary["nodes"] == ranks
+    trace = run.trace
+    _check_merged_trace(trace, ref.trace, ranks)
+    balance = trace.balance
+    assert len(balance["step"]) == len(trace.placement_steps) - 1 > 0
+    if ranks > 1 and app == "synthetic":  # the hot spot moves: greedy moves tiles between ranks
+        assert balance["moved"].sum() > 0
+        tile_bytes = 2 * (48 * 48 // 24) * 8  # u and burn
+        assert np.array_equal(balance["bytes"], balance["moved"] * tile_bytes)
+    # The merged trace reads like any other: replay it on its own cluster.
+    predicted = replay(trace, ReplayConfig(nodes=ranks, cores=workers, placement="sfc"))
+    assert predicted.makespan > 0
+
+
+@pytest.mark.mpi(ranks=(2, 3))
+def test_channel_inflow_and_3d_identical_across_ranks(ranks, references, mpirun, tmp_path):
+    mpirun(ranks, "run", *CHANNEL, "--placement", "swap", "--period", "5", "--out", tmp_path / "channel")
+    assert compare_runs(references["channel"].path, tmp_path / "channel").identical
+    mpirun(ranks, "run", *SPH3D, "--placement", "greedy", "--period", "4", "--out", tmp_path / "3d")
+    ref3d = _local(SPH3D, tmp_path / "3d-local")
+    assert compare_runs(ref3d.path, tmp_path / "3d").identical
+
+
+def _watch(proc: subprocess.Popen) -> list[tuple[float, str]]:
+    """Collect stderr lines with the time each arrived, in the background."""
+    lines: list[tuple[float, str]] = []
+
+    def read():
+        for line in proc.stderr:
+            lines.append((time.monotonic(), line.rstrip()))
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+@pytest.mark.mpi(ranks=(3,))
+def test_a_rank_that_raises_stops_every_rank_with_its_rank_and_step(ranks, tmp_path):
+    proc = subprocess.Popen(mpi_command(ranks, "run", *SYNTHETIC[:1], "--steps", "200", "--tiles", "24", "--set",
+                                        "app.grid=[48,48]", "--set", "app.fail_at_step=37", "--placement",
+                                        "greedy", "--period", "5", "--out", tmp_path / "run"),
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=mpi_env())
+    lines = _watch(proc)
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the job hung after a rank raised")
+    ended = time.monotonic()
+    text = "\n".join(line for _, line in lines)
+    assert proc.returncode != 0
+    failed = [t for t, line in lines if "failed" in line and "step 37" in line and "injected fault" in line]
+    assert failed, text
+    owner_rank = [line for _, line in lines if line.startswith("error: rank ")]
+    assert owner_rank, text
+    assert ended - failed[0] < 10.0
+    assert not (tmp_path / "run" / "summary.json").exists()
+
+
+def _rank_pid(out: Path, rank: int) -> int | None:
+    """The process of ``rank`` of the run writing ``out`` (Linux /proc)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            env = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(out).encode() in cmd and b"-m" in cmd and f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
+            return int(entry.name)
+    return None
+
+
+@pytest.mark.mpi(ranks=(3,))
+def test_killed_rank_stops_the_job_and_the_run_resumes_on_two_ranks(ranks, mpirun, tmp_path):
+    """Balancing every step, so the kill lands in the middle of steps and of migrations."""
+    argv = [*SYNTHETIC[:1], "--steps", "400", "--tiles", "24", "--set", "app.grid=[48,48]"]
+    out = tmp_path / "run"
+    proc = subprocess.Popen(mpi_command(ranks, "run", *argv, "--placement", "greedy", "--period", "1",
+                                        "--checkpoint-every", "20", "--out", out),
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=mpi_env())
+    lines = _watch(proc)
+    try:
+        deadline = time.monotonic() + 120
+        while not list((out / "state").glob("checkpoint-*.pkl")):
+            assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint was written"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        pid = _rank_pid(out, 1)
+        assert pid is not None and proc.poll() is None, "the run ended before rank 1 could be killed"
+        os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert time.monotonic() - killed < 10.0
+    text = "\n".join(line for _, line in lines)
+    assert proc.returncode != 0
+    assert "rank 1" in text, text
+    assert "stopped at step" in text, text  # survivors say where they were
+    assert not (out / "summary.json").exists()
+
+    # What was written is readable, and resuming on another number of ranks ends identical
+    # to a run that never stopped.
+    resumed = mpirun(2, "run", "--resume", out)
+    assert "2 MPI ranks" in resumed.stdout
+    reference = _local([*argv], tmp_path / "local")
+    assert compare_runs(reference.path, out).identical
+    assert open_run(out).summary["resumed_from_step"] >= 20
+
+
+@pytest.mark.slow
+@pytest.mark.mpi(ranks=(3,))
+def test_hundreds_of_balancing_steps_with_migrations_never_hang(ranks, mpirun, tmp_path):
+    mpirun(ranks, "run", *SYNTHETIC[:1], "--steps", "300", "--tiles", "24", "--set", "app.grid=[48,48]",
+           "--placement", "greedy", "--period", "1", "--workers", "2", "--out", tmp_path / "run", timeout=300)
+    balance = open_run(tmp_path / "run").trace.balance
+    assert len(balance["step"]) == 299
+    assert balance["moved"].sum() > 200  # the hot spot keeps moving, and tiles follow it
