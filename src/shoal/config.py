@@ -47,6 +47,7 @@ class RunParams:
     seed: int = 0
     halo: int = 1
     checkpoint_every: int = 0  # write a checkpoint every this many steps (0: never)
+    overlap: bool = True  # MPI: send halos the moment they are packed (False: once the rank ends the phase)
 
     def validate(self) -> None:
         for name in ("steps", "nodes", "workers", "tiles_per_core"):

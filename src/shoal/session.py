@@ -222,7 +222,7 @@ def run_scenario(
     result = _execute(app, tiling, cluster, owner, sc.run.steps, getattr(sc.params, "frame_every", 0),
                       path / "frames", on_step, states, balancer, first=first,
                       checkpoints=path / "state" if sc.run.checkpoint_every else None,
-                      checkpoint_every=sc.run.checkpoint_every, team=team)
+                      checkpoint_every=sc.run.checkpoint_every, team=team, overlap=sc.run.overlap)
     final_states = team.to_root(result.states)
     result = team.combine(result)
     if not team.is_root:
@@ -340,7 +340,7 @@ def _run_proxy(sc: Scenario, app, tiling: Tiling, out: Path):
 
 def _execute(app, tiling, cluster, owner, steps, frame_every, frames: Path, on_step, states,
              balancer: Balancer | None, first: int = 0, checkpoints: Path | None = None,
-             checkpoint_every: int = 0, team: Team | None = None) -> ExecutionResult:
+             checkpoint_every: int = 0, team: Team | None = None, overlap: bool = True) -> ExecutionResult:
     """Run steps ``first``..``steps``, in chunks when the app asks for frames, a balancer
     re-places tiles, or checkpoints are due.
 
@@ -349,7 +349,7 @@ def _execute(app, tiling, cluster, owner, steps, frame_every, frames: Path, on_s
     ranks their states move), and checkpoints are written there.
     """
     team = team if team is not None else Team()
-    executor = team.executor(app, tiling, cluster, owner)
+    executor = team.executor(app, tiling, cluster, owner, overlap)
     cuts = {steps}
     for every in (frame_every, balancer.period if balancer else 0, checkpoint_every if checkpoints else 0):
         if every:

@@ -36,7 +36,8 @@ class Team:
     def __init__(self):
         self.step = 0  # where the run is: named in error messages
 
-    def executor(self, app, tiling, cluster, owner):
+    def executor(self, app, tiling, cluster, owner, overlap: bool = True):
+        """The executor of this process's tiles (in one process, halos never wait for a network)."""
         from .local import LocalExecutor
 
         return LocalExecutor(app, tiling, cluster, owner)
