@@ -25,6 +25,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/executor_overhead.py
 	$(BIN)/python bench/sph.py
 	$(BIN)/python bench/replay.py
+	$(BIN)/python bench/mpi.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
