@@ -180,6 +180,9 @@ class LocalExecutor:
         """Every task of this process is done."""
         self._stop()
 
+    def _worker_started(self) -> None:
+        """Called by every worker thread before it takes its first task."""
+
     def _stop(self) -> None:
         self._finished.set()
         for c in self._conds:
@@ -192,6 +195,7 @@ class LocalExecutor:
         self._lock = threading.Lock()
         self._conds = [threading.Condition(self._lock) for _ in self.cluster.cores]
         self._queues = [deque() for _ in self.cluster.cores]
+        self._waiting = [0] * self.cluster.nodes  # workers of each node waiting for a ready task
         self._finished = threading.Event()
         self._error: BaseException | None = None
         self._ntasks = steps * P
@@ -275,13 +279,16 @@ class LocalExecutor:
     # ----- workers -------------------------------------------------------------------------
     def _worker(self, node: int, worker: int) -> None:
         queue, cond = self._queues[node], self._conds[node]
+        self._worker_started()
         P, T = len(self.phases), self.tiling.ntiles
         app, tiling = self.app, self.tiling
         perf, cpu = time.perf_counter, time.thread_time
         while True:
             with self._lock:
                 while not queue and not self._finished.is_set():
+                    self._waiting[node] += 1
                     cond.wait()
+                    self._waiting[node] -= 1
                 if self._finished.is_set():
                     return
                 tile, task = queue.popleft()

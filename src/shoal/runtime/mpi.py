@@ -39,6 +39,7 @@ from .local import ExecutionResult, LocalExecutor  # noqa: E402
 from .team import Team  # noqa: E402
 
 HALO, REDUCE, AGREE, GATHER, MIGRATE = 1, 2, 3, 4, 5  # message tags
+WORKER_NICENESS = 5  # nice value of worker threads (Linux sets it per thread)
 NAP_MIN_S, NAP_MAX_S = 5e-5, 1e-3  # how long an idle main thread sleeps between polls
 
 
@@ -217,6 +218,14 @@ class MPIExecutor(LocalExecutor):
         self._wake = threading.Event()
         self._held: list[tuple[int, int, Any]] = []  # halos waiting for the phase's end (no overlap)
 
+    def _worker_started(self) -> None:
+        # Workers yield to the main thread when it wakes: halos then leave sooner instead of
+        # waiting for a worker's time slice to end on a node whose cores are all busy.
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICENESS)
+        except (AttributeError, OSError):
+            pass
+
     def _start_clock(self) -> float:
         self.team.barrier()  # every rank is set up before the first message is sent
         return time.perf_counter()
@@ -307,4 +316,6 @@ class MPIExecutor(LocalExecutor):
                 nap = NAP_MIN_S
                 continue
             self._wake.wait(nap)
-            nap = min(2 * nap, NAP_MAX_S)
+            # Poll often while a worker here waits for work (what it needs may be arriving);
+            # back off while every worker is busy.
+            nap = NAP_MIN_S if self._waiting[self.rank] else min(2 * nap, NAP_MAX_S)
