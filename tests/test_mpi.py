@@ -84,11 +84,15 @@ def test_state_bitwise_identical_to_the_local_executor(app, argv, policy, ranks,
 
 
 @pytest.mark.mpi(ranks=(2, 3))
-def test_channel_inflow_3d_and_no_overlap_identical_across_ranks(ranks, references, mpirun, tmp_path):
+def test_channel_3d_no_overlap_and_speculative_identical_across_ranks(ranks, references, mpirun, tmp_path):
     mpirun(ranks, "run", *CHANNEL, "--placement", "swap", "--period", "5", "--out", tmp_path / "channel")
     assert compare_runs(references["channel"].path, tmp_path / "channel").identical
     mpirun(ranks, "run", *SPH2D, "--placement", "birdshot", "--set", "run.overlap=false", "--out", tmp_path / "bsp")
     assert compare_runs(references["sph2d"].path, tmp_path / "bsp").identical
+    # speculative: rank 0 runs the low-resolution proxy, then plans for everyone
+    mpirun(ranks, "run", *SYNTHETIC, "--placement", "speculative", "--period", "6", "--out", tmp_path / "spec")
+    assert compare_runs(references["synthetic"].path, tmp_path / "spec").identical
+    assert (tmp_path / "spec" / "proxy" / "summary.json").exists()
     mpirun(ranks, "run", *SPH3D, "--placement", "greedy", "--period", "4", "--out", tmp_path / "3d")
     ref3d = _local(SPH3D, tmp_path / "3d-local")
     assert compare_runs(ref3d.path, tmp_path / "3d").identical
