@@ -7,10 +7,10 @@
    1 rank x 2 workers (and the local executor's 1 node x 2 workers).
 3. Idle fraction on 2 ranks with halos sent the moment they are packed (overlap) and held
    until the rank finishes the phase (``run.overlap=false``).
-4. ``shoal replay`` of each 2-rank trace on a model of this machine (ping-pong bandwidth, the
-   executor's calibrated per-task overhead, one interpreter lock per rank, and the ping-pong
-   latency measured on idle ranks or while a worker computes on each) against the measured
-   step time.
+4. ``shoal replay`` of each 2-rank trace on a model of this machine (ping-pong latency and
+   bandwidth, the executor's calibrated per-task overhead, one interpreter lock per rank)
+   against the measured step time: without and with the communication thread's CPU time per
+   message, which the run measures and the trace records.
 
 Run: ``python bench/mpi.py`` (it starts ``mpiexec`` itself; as root it sets
 ``OMPI_ALLOW_RUN_AS_ROOT``). Each configuration runs 3 times and the median is kept: this
@@ -151,36 +151,38 @@ def main() -> None:
           f"{loaded['shoal'] / loaded['raw']:>7.2f}   while a worker computes on every rank")
     bandwidth = rows[-1]["bytes"] / rows[-1]["shoal"]
     overhead = calibrate()["task_overhead_s"]
-    models = {f"idle {rows[0]['shoal'] * 1e6:.0f} us": rows[0]["shoal"],
-              f"loaded {loaded['shoal'] * 1e6:.0f} us": loaded["shoal"]}
-    print(f"models of this machine: bandwidth {bandwidth / 1e9:.2f} GB/s, executor overhead "
-          f"{overhead * 1e6:.1f} us per task, latency as measured on idle or on busy ranks")
+    latency = rows[0]["shoal"]
+    models = {"no message CPU": 0.0, "message CPU": None}  # None: as the trace measured it
+    print(f"model of this machine: latency {latency * 1e6:.0f} us, bandwidth {bandwidth / 1e9:.2f} GB/s, "
+          f"executor overhead {overhead * 1e6:.1f} us per task")
 
     configs = [("local 1x2", None, 2, ()), ("1 rank x 2", 1, 2, ()), ("2 ranks x 1", 2, 1, ()),
                ("2 ranks x 1, no overlap", 2, 1, ("--set", "run.overlap=false"))]
     with tempfile.TemporaryDirectory() as tmp:
         for app, argv in CASES.items():
             print(f"\n2-4. {app}: {' '.join(argv)}")
-            print(f"{'configuration':<26} {'step (ms)':>10} {'idle':>6}"
-                  + "".join(f"  {'predicted, ' + m:>24} {'error':>7}" for m in models))
+            print(f"{'configuration':<26} {'step (ms)':>10} {'idle':>6} {'msg CPU':>8}"
+                  + "".join(f"  {'predicted, ' + m:>26} {'error':>7}" for m in models))
             steps = {}
             for label, ranks, workers, extra in configs:
-                measured, idle, predicted = [], [], {m: [] for m in models}
+                measured, idle, msg_cpu, predicted = [], [], [], {m: [] for m in models}
                 for k in range(REPEATS):
                     out = Path(tmp) / f"{app}-{label.replace(' ', '_')}-{k}"
                     s = run(ranks, argv, workers, out, *extra)
                     measured.append(s["wall_s"] / s["steps"])
                     idle.append(1 - s["efficiency"])
-                    for model, latency in models.items() if ranks == 2 else ():
+                    msg_cpu.append(s.get("message_cpu_s", 0.0))
+                    for model, message_cpu in models.items() if ranks == 2 else ():
                         network = Network(latency_s=latency, bandwidth_Bps=bandwidth, overhead_s=0.0)
                         cfg = ReplayConfig(nodes=2, cores=1, network=network, task_overhead_s=overhead,
-                                           gil="process", **POLICY)
+                                           gil="process", message_cpu_s=message_cpu, **POLICY)
                         predicted[model].append(replay(Trace.read(out / "trace.h5"), cfg).makespan / s["steps"])
                 m = float(np.median(measured))
                 steps[label] = m
-                pred = "".join(f"  {np.median(p) * 1e3:>24.2f} {np.median(p) / m - 1:>+7.1%}"
+                pred = "".join(f"  {np.median(p) * 1e3:>26.2f} {np.median(p) / m - 1:>+7.1%}"
                                for p in predicted.values() if p)
-                print(f"{label:<26} {m * 1e3:>10.2f} {np.median(idle):>6.1%}{pred}")
+                cpu = f"{np.median(msg_cpu) * 1e6:>6.1f}us" if ranks else f"{'-':>8}"
+                print(f"{label:<26} {m * 1e3:>10.2f} {np.median(idle):>6.1%} {cpu}{pred}")
             print(f"2 ranks x 1 worker vs 1 rank x 2 workers: {steps['1 rank x 2'] / steps['2 ranks x 1']:.2f}x "
                   f"(local executor 1x2: {steps['local 1x2'] / steps['2 ranks x 1']:.2f}x)")
             print(f"overlap vs none: {steps['2 ranks x 1, no overlap'] / steps['2 ranks x 1']:.2f}x")

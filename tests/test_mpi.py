@@ -55,6 +55,16 @@ def _check_merged_trace(trace: Trace, reference: Trace, ranks: int) -> None:
     assert np.all(trace.tasks["end"] >= trace.tasks["start"]) and np.all(trace.tasks["cost"] >= 0)
     # Halo payloads do not depend on where tiles live: the same messages as the local run's.
     assert np.array_equal(_messages(trace), _messages(reference))
+    # Each rank's communication thread counted every payload between ranks once at each end
+    # and measured its CPU time: what the replay charges per message.
+    m = trace.messages
+    at = np.stack([trace.owner_at(int(s)) for s in m["step"]])
+    rows = np.arange(len(at))
+    remote = int((at[rows, m["src"]] != at[rows, m["dst"]]).sum())
+    comm = trace.communication
+    assert comm["messages"].shape == comm["cpu_s"].shape == (ranks,)
+    assert int(comm["messages"].sum()) == 2 * remote
+    assert np.all(comm["cpu_s"] > 0)
 
 
 @pytest.mark.mpi(ranks=(1, 2, 3, 4))

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from shoal.cluster import Cluster, Network
+from shoal.errors import ShoalError
 from shoal.replay import ReplayConfig, replay
 from shoal.replay.run import coarsening_for
 from shoal.tiling import Tiling
@@ -65,6 +66,26 @@ def test_two_messages_contend_for_the_sender_interface():
     # The second leaves when the sender's interface is free again (3 ms): it arrives at 5 ms.
     assert start_b[2] == pytest.approx(0.002 + 0.001 + L + 0.001)
     assert r.makespan == pytest.approx(0.005 + 0.003)
+
+
+def test_message_cpu_is_charged_to_both_ends_of_messages_between_nodes():
+    # Tile 0's phase a (1 ms) sends 1000 bytes to tile 1's phase b (1 ms).
+    costs = [[[0.001, 0.0], [0.0, 0.001]]]
+    tr = hand_trace(2, costs, [(0, 1, 0, 1, 1000)])
+    assert one_tile_per_node(tr).makespan == pytest.approx(0.001 + L + 0.001 + 0.001)
+    # 0.5 ms per message end: the sender's task and the reader's task each take 0.5 ms longer.
+    charged = one_tile_per_node(tr, message_cpu_s=0.0005)
+    assert charged.makespan == pytest.approx(0.0015 + L + 0.001 + 0.0015)
+    # By default the charge is what the trace's run measured: 2 ms over 4 message ends.
+    tr.communication = {"cpu_s": np.array([0.001, 0.001]), "messages": np.array([2, 2])}
+    assert one_tile_per_node(tr).makespan == pytest.approx(charged.makespan)
+    # Twice as fast cores: half the CPU time per message, as for the tasks.
+    assert one_tile_per_node(tr, speed=2.0).makespan == pytest.approx(0.00075 + L + 0.001 + 0.00075)
+    # Tiles of one node exchange memory, not messages: no charge.
+    same_node = replay(tr, ReplayConfig(nodes=1, cores=2, network=NET))
+    assert same_node.makespan == pytest.approx(0.002)
+    with pytest.raises(ShoalError, match="message CPU"):
+        one_tile_per_node(tr, message_cpu_s=-1.0)
 
 
 def test_messages_inside_a_node_are_copies_charged_to_the_producer():

@@ -67,3 +67,14 @@ def test_not_a_trace_is_refused(tmp_path):
         Trace.read(tmp_path / "x.h5")
     with pytest.raises(ShoalError, match="no trace"):
         Trace.read(tmp_path / "missing.h5")
+
+
+def test_communication_is_kept_and_gives_the_cpu_time_per_message(run, tmp_path):
+    # A run in one process has no communication thread: nothing to charge.
+    assert run.trace.communication is None and run.trace.message_cpu_s == 0.0
+    a = run.trace
+    a.communication = {"cpu_s": np.array([0.3, 0.1]), "messages": np.array([1000, 1000])}
+    b = Trace.read(a.write(tmp_path / "comm.h5"))
+    assert np.array_equal(b.communication["cpu_s"], [0.3, 0.1])
+    assert np.array_equal(b.communication["messages"], [1000, 1000])
+    assert b.message_cpu_s == pytest.approx(0.4 / 2000)

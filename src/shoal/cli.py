@@ -147,7 +147,8 @@ def _cmd_replay(args) -> int:
                        tiles_per_core=args.tiles_per_core, initial=args.initial, seed=args.seed, speed=args.speed,
                        network=_network(args), mpi_reference=args.mpi_reference,
                        params={"tolerance": args.tolerance, "initial": args.initial},
-                       proxy=Trace.read(args.proxy) if args.proxy else None, gil=args.gil)
+                       proxy=Trace.read(args.proxy) if args.proxy else None, gil=args.gil,
+                       message_cpu_s=args.message_cpu)
     result = replay(trace, cfg)
     out = Path(args.out) if args.out else Path("runs") / f"replay-{trace.scenario}-{result.summary()['placement']}"
     s = write_replay(result, out)
@@ -175,7 +176,8 @@ def _cmd_sweep(args) -> int:
         bar = progress.add_task("replaying", total=total)
         result = sweep(args.trace, placements, tpc, periods, nodes, args.cores, seed=args.seed,
                        birdshot_seeds=args.birdshot_seeds, jobs=args.jobs, network=_network(args),
-                       params={"tolerance": args.tolerance, "gil": args.gil}, proxy=args.proxy,
+                       params={"tolerance": args.tolerance, "gil": args.gil, "message_cpu": args.message_cpu},
+                       proxy=args.proxy,
                        on_done=lambda k: progress.update(bar, completed=k + 1))
     table = Table(title=f"predicted, ranked by makespan ({len(result.rows)} cases)")
     for col in ("rank", "placement", "period", "nodes", "tiles/core", "makespan (s)", "step (ms)", "LIF",
@@ -289,6 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--gil", choices=("none", "process", "shared"), default="none",
                        help="model Python's interpreter lock: none (compiled executor), one per node "
                             "(process), or one for all nodes (shared, the local executor)")
+        p.add_argument("--message-cpu", type=float, default=None,
+                       help="CPU seconds per payload sent or received between nodes, charged to the tasks "
+                            "(default: as the trace's run measured; 0 for runs in one process)")
 
     p = sub.add_parser("replay", help="replay a trace on a modeled cluster under a placement policy")
     p.add_argument("trace", help="a trace.h5 or a run folder")

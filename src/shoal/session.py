@@ -245,6 +245,8 @@ def run_scenario(
         balance=balancer.records() if balancer else None,
         step_end=result.step_end, app=sc.app, scenario=sc.name, config=sc.to_dict(),
         barrier_phases=[p.reduction is not None for p in app.phases], tile_bytes=tile_bytes,
+        communication=None if result.comm_cpu_s is None else {"cpu_s": result.comm_cpu_s,
+                                                              "messages": result.comm_messages},
     )
     trace.write(path / "trace.h5")
 
@@ -252,6 +254,9 @@ def run_scenario(
                "workers": sc.run.workers, "seed": sc.run.seed, "predicted": False, "ranks": team.size,
                "resumed_from_step": checkpoint.step if checkpoint else None,
                **summarize(trace, result.wall_s, result.oversubscribed)}
+    if trace.communication is not None:
+        summary.update(comm_cpu_s=[float(c) for c in trace.communication["cpu_s"]],
+                       message_cpu_s=trace.message_cpu_s)
     if trace.balance is not None:
         summary.update(balance_steps=int(len(trace.balance["step"])), migrated_tiles=int(trace.balance["moved"].sum()),
                        migrated_bytes=int(trace.balance["bytes"].sum()))

@@ -25,6 +25,9 @@ Schema ``shoal-trace`` version 1. Root attributes: ``schema``, ``version``, ``pr
 ``/balance`` (optional) — one row per balancing step: ``step`` i4 (first step under the new
     placement), ``plan_s`` f8, ``moved`` i4 (tiles), ``bytes`` i8, ``lif_before`` f8 and
     ``lif_after`` f8 (the last period's loads under the old and the new placement).
+``/communication`` (optional, runs across processes) — per node, ``cpu_s`` f8 (CPU seconds of
+    the thread that moved messages between processes) and ``messages`` i8 (tile-to-tile
+    payloads it sent or received): what a replay charges per message sent or received.
 
 Files are written to a temporary name and renamed, so a trace on disk is always complete.
 """
@@ -74,6 +77,7 @@ class Trace:
     barrier_phases: list[bool] | None = None  # phases followed by a global barrier (reductions)
     tile_bytes: np.ndarray | None = None  # bytes of state per tile at the start (migration cost)
     balance: dict[str, np.ndarray] | None = None  # one row per balancing step (see BALANCE_COLUMNS)
+    communication: dict[str, np.ndarray] | None = None  # per node: ``cpu_s``, ``messages``
 
     def __post_init__(self):
         extra = {k: np.asarray(self.tasks[k], dtype=t) for k, t in OPTIONAL_TASK_COLUMNS.items() if k in self.tasks}
@@ -88,6 +92,15 @@ class Trace:
             self.balance = {k: np.asarray(self.balance[k], dtype=t) for k, t in BALANCE_COLUMNS.items()}
 
     # ----- derived views ---------------------------------------------------------------------
+    @property
+    def message_cpu_s(self) -> float:
+        """CPU seconds the run spent per tile-to-tile payload sent or received between
+        processes (0 for runs in one process)."""
+        c = self.communication
+        if c is None or c["messages"].sum() == 0:
+            return 0.0
+        return float(c["cpu_s"].sum() / c["messages"].sum())
+
     @property
     def steps(self) -> np.ndarray:
         return np.unique(self.tasks["step"])
@@ -153,6 +166,10 @@ class Trace:
                 g = f.create_group("balance")
                 for k, v in self.balance.items():
                     g.create_dataset(k, data=v)
+            if self.communication is not None:
+                g = f.create_group("communication")
+                g.create_dataset("cpu_s", data=np.asarray(self.communication["cpu_s"], np.float64))
+                g.create_dataset("messages", data=np.asarray(self.communication["messages"], np.int64))
         os.replace(tmp, path)
         return path
 
@@ -195,6 +212,8 @@ class Trace:
                 barrier_phases=[bool(b) for b in f["phases"]["barrier"][()]] if "phases" in f else None,
                 tile_bytes=f["tiles"]["state_bytes"][()] if "tiles" in f else None,
                 balance={k: f["balance"][k][()] for k in BALANCE_COLUMNS} if "balance" in f else None,
+                communication={k: f["communication"][k][()] for k in ("cpu_s", "messages")}
+                if "communication" in f else None,
             )
 
 
@@ -235,7 +254,7 @@ def aggregate(trace: Trace, coarse: Tiling) -> Trace:
         placement_owners=cluster_owner, step_end=trace.step_end, app=trace.app, scenario=trace.scenario,
         predicted=trace.predicted, config=trace.config, barrier_phases=trace.barrier_phases,
         tile_bytes=np.bincount(fine_to_coarse, weights=trace.tile_bytes, minlength=C).astype(np.int64)
-        if trace.tile_bytes is not None else None,
+        if trace.tile_bytes is not None else None, communication=trace.communication,
     )
 
 
@@ -258,4 +277,6 @@ def scaled(trace: Trace, speed: float) -> Trace:
                  cluster=trace.cluster, placement_steps=trace.placement_steps,
                  placement_owners=trace.placement_owners, step_end=trace.step_end, app=trace.app,
                  scenario=trace.scenario, predicted=trace.predicted, config=trace.config,
-                 barrier_phases=trace.barrier_phases, tile_bytes=trace.tile_bytes)
+                 barrier_phases=trace.barrier_phases, tile_bytes=trace.tile_bytes,
+                 communication=None if trace.communication is None else
+                 {"cpu_s": trace.communication["cpu_s"] / speed, "messages": trace.communication["messages"]})

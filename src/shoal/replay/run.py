@@ -42,6 +42,10 @@ class ReplayConfig:
     # Interpreter lock: "process" (one per node, a Python executor per rank), "shared" (all nodes
     # in one process, the local executor) or "none" (a compiled executor).
     gil: str = "none"
+    # CPU seconds per tile-to-tile payload sent or received between nodes, charged to the
+    # producing and the reading task (the communication thread competes for the node's cores
+    # and, in Python, for its interpreter lock). None: as measured by the trace's run.
+    message_cpu_s: float | None = None
     params: dict = field(default_factory=dict)
     mpi_reference: bool = False
     proxy: Trace | None = None  # a low-resolution run of the same scenario, for ``speculative``
@@ -133,6 +137,20 @@ def _segment_messages(messages: _MessagesByStep, s0: int, s1: int, P: int, T: in
             src[first].astype(np.int64), dst[first].astype(np.int64), nbytes[first].astype(np.float64))
 
 
+def _communication_cpu(messages: _MessagesByStep, s0: int, s1: int, P: int, T: int, owner: np.ndarray,
+                       per_message: float) -> np.ndarray:
+    """CPU time (steps, phases, tiles) that payloads between nodes add to the tasks that
+    produce and read them over steps [s0, s1)."""
+    s_idx, phase, src, dst, _ = messages.between(s0, s1)
+    remote = owner[src] != owner[dst]
+    step, phase, src, dst = s_idx[remote] - s0, phase[remote].astype(np.int64), src[remote], dst[remote]
+    producer = np.where(phase > 0, (step * P + phase - 1) * T + src, ((step - 1) * P + P - 1) * T + src)
+    reader = (step * P + phase) * T + dst
+    n = (s1 - s0) * P * T
+    extra = np.bincount(reader, minlength=n) + np.bincount(producer[producer >= 0], minlength=n)
+    return (per_message * extra).reshape(s1 - s0, P, T)
+
+
 def _migrate(old: np.ndarray, new: np.ndarray, tile_bytes: np.ndarray, cluster: Cluster, t0: float,
              tx_free: np.ndarray, rx_free: np.ndarray) -> float:
     """Send every moved tile's state over the network model; when the last one has arrived."""
@@ -199,6 +217,9 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     cluster = Cluster.uniform(cfg.nodes, cfg.cores, cfg.network)
     if cfg.speed != 1.0:
         trace = scaled(trace, cfg.speed)
+    message_cpu = trace.message_cpu_s if cfg.message_cpu_s is None else cfg.message_cpu_s
+    if message_cpu < 0:
+        raise ShoalError(f"message CPU time must be >= 0, got {message_cpu}")
     tpc = 1 if cfg.mpi_reference else cfg.tiles_per_core
     if tpc:
         coarse = coarsening_for(trace.tiling, tpc * cluster.total_cores)
@@ -236,11 +257,17 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     for s0 in range(0, S, period):
         s1 = min(S, s0 + period)
         csr, mdst, mbytes, fsrc, fdst, fbytes = _segment_messages(messages, s0, s1, P, T)
+        seg_duration, seg_gil = duration[s0:s1], gil[s0:s1]
+        if message_cpu:
+            comm = _communication_cpu(messages, s0, s1, P, T, owner, message_cpu)
+            seg_duration = seg_duration + comm
+            if cfg.gil != "none":  # pickling messages holds the interpreter lock
+                seg_gil = seg_gil + comm
         tic = time.perf_counter()
-        start, end, core, n_events = simulate(np.ascontiguousarray(duration[s0:s1]), owner, cores, barrier, csr, mdst,
+        start, end, core, n_events = simulate(np.ascontiguousarray(seg_duration), owner, cores, barrier, csr, mdst,
                                               mbytes, fsrc, fdst, fbytes, net.latency_s, net.bandwidth_Bps,
                                               net.overhead_s, cfg.memcpy_bandwidth, t0, tx_free, rx_free,
-                                              np.ascontiguousarray(gil[s0:s1]), process_of, gil_free)
+                                              np.ascontiguousarray(seg_gil), process_of, gil_free)
         wall += time.perf_counter() - tic
         events += n_events
         sl = slice(s0 * P * T, s1 * P * T)

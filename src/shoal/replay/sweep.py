@@ -47,7 +47,8 @@ def cases(placements, tiles_per_core, periods, nodes, cores, seed, network, para
         policy = get_policy(name)
         for period in (periods if policy.dynamic else [0]):
             out.append(dict(nodes=n, cores=cores, placement=name, period=period, tiles_per_core=tpc, seed=seed,
-                            network=network, params=params, gil=params.get("gil", "none")))
+                            network=network, params=params, gil=params.get("gil", "none"),
+                            message_cpu_s=params.get("message_cpu")))
     return out
 
 

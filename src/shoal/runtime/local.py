@@ -57,6 +57,10 @@ class ExecutionResult:
     step_end: np.ndarray
     oversubscribed: bool
     placements: list | None = None  # (first step, owner) for every placement in force
+    # Per node, where a communication thread moves messages between processes (MPI): its CPU
+    # seconds, and how many tile-to-tile payloads it sent or received.
+    comm_cpu_s: np.ndarray | None = None
+    comm_messages: np.ndarray | None = None
 
 
 class LocalExecutor:
@@ -419,4 +423,11 @@ def merge_results(parts: list[ExecutionResult]) -> ExecutionResult:
         msg_bytes=cat([r.msg_bytes for r in parts]),
         reductions={k: v for r in parts for k, v in r.reductions.items()},
         wall_s=offset, step_end=cat(step_end), oversubscribed=last.oversubscribed,
+        comm_cpu_s=sum_present([r.comm_cpu_s for r in parts]), comm_messages=sum_present([r.comm_messages for r in parts]),
     )
+
+
+def sum_present(arrays: list[np.ndarray | None]) -> np.ndarray | None:
+    """Element-wise sum of the arrays that are there (``None`` if none is)."""
+    present = [a for a in arrays if a is not None]
+    return np.sum(present, axis=0) if present else None

@@ -35,7 +35,7 @@ from mpi4py.util import pkl5  # noqa: E402
 
 from ..errors import ShoalError  # noqa: E402
 from .checkpoint import portable  # noqa: E402
-from .local import ExecutionResult, LocalExecutor  # noqa: E402
+from .local import ExecutionResult, LocalExecutor, sum_present  # noqa: E402
 from .team import Team  # noqa: E402
 
 HALO, REDUCE, AGREE, GATHER, MIGRATE = 1, 2, 3, 4, 5  # message tags
@@ -179,6 +179,7 @@ def combine_ranks(parts: list[ExecutionResult]) -> ExecutionResult:
            for name in ("msg_step", "msg_phase", "msg_src", "msg_dst", "msg_bytes")}
     order = np.lexsort((msg["msg_dst"], msg["msg_src"], msg["msg_phase"], msg["msg_step"]))
     return ExecutionResult(
+        comm_cpu_s=sum_present([p.comm_cpu_s for p in parts]), comm_messages=sum_present([p.comm_messages for p in parts]),
         states=None, task_step=base.task_step, task_phase=base.task_phase, task_tile=base.task_tile,
         **columns, **{k: v[order] for k, v in msg.items()},
         reductions=base.reductions, wall_s=max(p.wall_s for p in parts),
@@ -203,6 +204,14 @@ class MPIExecutor(LocalExecutor):
         self.team, self.comm, self.rank = team, team.objects, team.rank
         self.overlap = overlap
 
+    def run(self, *args, **kwargs) -> ExecutionResult:
+        result = super().run(*args, **kwargs)
+        # What the communication thread cost: the replay charges it per message.
+        result.comm_cpu_s = np.zeros(self.cluster.nodes)
+        result.comm_messages = np.zeros(self.cluster.nodes, np.int64)
+        result.comm_cpu_s[self.rank], result.comm_messages[self.rank] = self._comm_cpu, self._comm_count
+        return result
+
     def _nodes_here(self) -> list[int]:
         return [self.rank]
 
@@ -217,6 +226,7 @@ class MPIExecutor(LocalExecutor):
         self._local_done = self._n_here == 0
         self._wake = threading.Event()
         self._held: list[tuple[int, int, Any]] = []  # halos waiting for the phase's end (no overlap)
+        self._comm_cpu, self._comm_count = 0.0, 0  # the main thread's CPU time; payloads it moved
 
     def _worker_started(self) -> None:
         # Workers yield to the main thread when it wakes: halos then leave sooner instead of
@@ -286,6 +296,13 @@ class MPIExecutor(LocalExecutor):
     def _wait(self, on_step) -> int:
         """The communication loop: send, receive, report, until this rank has nothing left."""
         comm, status = self.comm, MPI.Status()
+        cpu0 = time.thread_time()
+        try:
+            return self._communicate(on_step, comm, status)
+        finally:
+            self._comm_cpu = time.thread_time() - cpu0
+
+    def _communicate(self, on_step, comm, status) -> int:
         sending: list[pkl5.Request] = []
         reported, nap = 0, NAP_MIN_S
         while True:
@@ -296,9 +313,11 @@ class MPIExecutor(LocalExecutor):
                     out = self._release(out)
             for rank, tag, message in out:
                 sending.append(comm.isend(message, dest=rank, tag=tag))
+                self._comm_count += len(message[2]) if tag == HALO else 0
             received = 0
             while (incoming := comm.improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)) is not None:
                 message = incoming.recv()
+                self._comm_count += len(message[2]) if status.Get_tag() == HALO else 0
                 with self._lock:
                     self._receive(status.Get_tag(), message)
                 received += 1
