@@ -423,7 +423,8 @@ def merge_results(parts: list[ExecutionResult]) -> ExecutionResult:
         msg_bytes=cat([r.msg_bytes for r in parts]),
         reductions={k: v for r in parts for k, v in r.reductions.items()},
         wall_s=offset, step_end=cat(step_end), oversubscribed=last.oversubscribed,
-        comm_cpu_s=sum_present([r.comm_cpu_s for r in parts]), comm_messages=sum_present([r.comm_messages for r in parts]),
+        comm_cpu_s=sum_present([r.comm_cpu_s for r in parts]),
+        comm_messages=sum_present([r.comm_messages for r in parts]),
     )
 
 

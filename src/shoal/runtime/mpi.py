@@ -179,7 +179,8 @@ def combine_ranks(parts: list[ExecutionResult]) -> ExecutionResult:
            for name in ("msg_step", "msg_phase", "msg_src", "msg_dst", "msg_bytes")}
     order = np.lexsort((msg["msg_dst"], msg["msg_src"], msg["msg_phase"], msg["msg_step"]))
     return ExecutionResult(
-        comm_cpu_s=sum_present([p.comm_cpu_s for p in parts]), comm_messages=sum_present([p.comm_messages for p in parts]),
+        comm_cpu_s=sum_present([p.comm_cpu_s for p in parts]),
+        comm_messages=sum_present([p.comm_messages for p in parts]),
         states=None, task_step=base.task_step, task_phase=base.task_phase, task_tile=base.task_tile,
         **columns, **{k: v[order] for k, v in msg.items()},
         reductions=base.reductions, wall_s=max(p.wall_s for p in parts),
