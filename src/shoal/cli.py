@@ -156,7 +156,8 @@ def _cmd_replay(args) -> int:
     print(f"{s['steps']} steps, {s['tiles']} tiles on {s['nodes']} nodes x {s['workers']} cores ({s['placement']}"
           + (f", every {s['period']} steps" if s["period"] else "") + f"): makespan {s['makespan_s']:.4g} s, "
           f"step {s['step_time_mean_s'] * 1e3:.3f} ms, LIF {s['lif_mean']:.3f}, idle {s['idle_fraction']:.1%}, "
-          f"migrated {s['migrated_bytes'] / 1e6:.2f} MB; {s['events']:,} events in {s['replay_wall_s']:.2f} s")
+          f"migrated {s['migrated_bytes'] / 1e6:.2f} MB; {s['events']:,} events in {s['replay_wall_s']:.2f} s"
+          + (f"; {s['message_cpu_s'] * 1e6:.1f} us CPU charged per message end" if s["message_cpu_s"] else ""))
     return 0
 
 

@@ -3,6 +3,7 @@ reference model, and a predicted trace of the common schema."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import time
@@ -79,6 +80,7 @@ class ReplayResult:
             "busy_s": busy, "migrated_bytes": int(bal["bytes"].sum()) if bal is not None else 0,
             "migrated_tiles": int(bal["moved"].sum()) if bal is not None else 0,
             "balance_steps": int(len(bal["step"])) if bal is not None else 0,
+            "message_cpu_s": self.config.message_cpu_s,
             "events": int(self.events), "replay_wall_s": self.sim_wall_s,
             "events_per_s": self.events / self.sim_wall_s if self.sim_wall_s > 0 else 0.0,
         }
@@ -217,7 +219,9 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     cluster = Cluster.uniform(cfg.nodes, cfg.cores, cfg.network)
     if cfg.speed != 1.0:
         trace = scaled(trace, cfg.speed)
-    message_cpu = trace.message_cpu_s if cfg.message_cpu_s is None else cfg.message_cpu_s
+    if cfg.message_cpu_s is None:  # the result says what was charged
+        cfg = dataclasses.replace(cfg, message_cpu_s=trace.message_cpu_s)
+    message_cpu = cfg.message_cpu_s
     if message_cpu < 0:
         raise ShoalError(f"message CPU time must be >= 0, got {message_cpu}")
     tpc = 1 if cfg.mpi_reference else cfg.tiles_per_core
