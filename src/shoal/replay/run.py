@@ -124,11 +124,17 @@ class _MessagesByStep:
         return self.step[a:b], self.phase[a:b], self.src[a:b], self.dst[a:b], self.bytes[a:b]
 
 
+def _producer(step: np.ndarray, phase: np.ndarray, src: np.ndarray, P: int, T: int) -> np.ndarray:
+    """Index in the segment of the task that packs a message read by phase ``phase`` of step
+    ``step`` (the source tile's previous task; negative before the segment's first step)."""
+    return np.where(phase > 0, (step * P + phase - 1) * T + src, ((step - 1) * P + P - 1) * T + src)
+
+
 def _segment_messages(messages: _MessagesByStep, s0: int, s1: int, P: int, T: int):
     """Messages read by steps [s0, s1) as a CSR over producing tasks, plus the segment's first ones."""
     s_idx, phase, src, dst, nbytes = messages.between(s0, s1)
     step, phase = s_idx - s0, phase.astype(np.int64)
-    producer = np.where(phase > 0, (step * P + phase - 1) * T + src, ((step - 1) * P + P - 1) * T + src)
+    producer = _producer(step, phase, src, P, T)
     first = producer < 0
     ntask = (s1 - s0) * P * T
     inner = ~first
@@ -146,7 +152,7 @@ def _communication_cpu(messages: _MessagesByStep, s0: int, s1: int, P: int, T: i
     s_idx, phase, src, dst, _ = messages.between(s0, s1)
     remote = owner[src] != owner[dst]
     step, phase, src, dst = s_idx[remote] - s0, phase[remote].astype(np.int64), src[remote], dst[remote]
-    producer = np.where(phase > 0, (step * P + phase - 1) * T + src, ((step - 1) * P + P - 1) * T + src)
+    producer = _producer(step, phase, src, P, T)
     reader = (step * P + phase) * T + dst
     n = (s1 - s0) * P * T
     extra = np.bincount(reader, minlength=n) + np.bincount(producer[producer >= 0], minlength=n)
