@@ -8,7 +8,7 @@ kernels' first call). Point the benchmark at fluidanimate binaries built elsewhe
 and pthreads) with the environment variables ``FLUIDANIMATE_SERIAL`` and
 ``FLUIDANIMATE_PTHREADS``; without them only shoal's figures are printed.
 
-Run: ``python bench/sph.py [--frames 100] [--data DIR]``.
+Run: ``python bench/sph.py [--frames 100] [--repeat 3] [--data DIR]``.
 """
 
 from __future__ import annotations
@@ -59,18 +59,42 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=100)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--tiles", type=int, default=8)
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of shoal and fluidanimate, interleaved")
     args = ap.parse_args()
     fluid = args.data / "in_100K.fluid"
+    serial, pthreads = os.environ.get("FLUIDANIMATE_SERIAL"), os.environ.get("FLUIDANIMATE_PTHREADS")
+    peers = {1: (serial, 1), 2: (pthreads, 2)}
 
     print(f"frames 2-{args.frames + 1}; shoal on {args.tiles} tiles in one node; M = million particle-steps/s")
-    rows = {}
-    app3 = get_app("sph3d").build(get_app("sph3d").params(input=str(fluid)), args.frames + 1)
+    if not serial:
+        print("fluidanimate: set FLUIDANIMATE_SERIAL (and FLUIDANIMATE_PTHREADS) to compare in this run")
+    spec3 = get_app("sph3d")
+    app3 = spec3.build(spec3.params(input=str(fluid)), args.frames + 1)
     n3 = app3.initial_count()
-    for w in (1, 2):
-        rate, phases = shoal_rate(app3, args.tiles, w, args.frames)
-        rows[("3d", w)] = rate
-        split = ", ".join(f"{k} {v:.2f}s" for k, v in phases.items())
-        print(f"shoal 3D (fluidanimate method, {n3} particles), {w} worker(s): {rate / 1e6:.2f} M  [{split}]")
+    # This host's speed drifts by tens of percent over minutes: each shoal run is paired with
+    # the fluidanimate run right after it, and the ratios are quoted per pair.
+    ratios: dict[int, list[float]] = {1: [], 2: []}
+    rates: dict[int, list[float]] = {1: [], 2: []}
+    for r in range(args.repeat):
+        for w in (1, 2):
+            rate, phases = shoal_rate(app3, args.tiles, w, args.frames)
+            rates[w].append(rate)
+            split = ", ".join(f"{k} {v:.2f}s" for k, v in phases.items())
+            line = f"round {r + 1}: shoal 3D ({n3} particles), {w} worker(s): {rate / 1e6:.2f} M  [{split}]"
+            binary, threads = peers[w]
+            if binary:
+                fa = fluidanimate_rate(binary, threads, fluid, args.frames, n3)
+                ratios[w].append(rate / fa)
+                line += f"; fluidanimate {threads} thread(s): {fa / 1e6:.2f} M -> ratio {rate / fa:.2f}"
+            print(line, flush=True)
+    eff = [b / (2 * a) for a, b in zip(rates[1], rates[2], strict=True)]
+    print(f"shoal 3D parallel efficiency on 2 workers: median {np.median(eff):.2f} "
+          f"(range {min(eff):.2f}-{max(eff):.2f})")
+    for w, what in ((1, "serial, per core"), (2, "2 workers vs fluidanimate pthreads, 2 threads")):
+        if ratios[w]:
+            print(f"shoal / fluidanimate ({what}): median {np.median(ratios[w]):.2f} "
+                  f"(range {min(ratios[w]):.2f}-{max(ratios[w]):.2f})")
+
     spec2 = get_app("sph2d")
     app2 = spec2.build(spec2.params(dx=0.0045, tank=[4.0, 2.4], fluid=[[0.0, 0.0, 1.0, 2.0]], alpha=0.3),
                        args.frames + 1)
@@ -78,18 +102,6 @@ def main() -> None:
         rate, phases = shoal_rate(app2, args.tiles * 4, w, args.frames)
         split = ", ".join(f"{k} {v:.2f}s" for k, v in phases.items())
         print(f"shoal 2D dam break ({app2.initial_count()} particles), {w} worker(s): {rate / 1e6:.2f} M  [{split}]")
-    print(f"shoal 3D parallel efficiency on 2 workers: {rows[('3d', 2)] / (2 * rows[('3d', 1)]):.2f}")
-
-    serial, pthreads = os.environ.get("FLUIDANIMATE_SERIAL"), os.environ.get("FLUIDANIMATE_PTHREADS")
-    if not serial:
-        print("fluidanimate: set FLUIDANIMATE_SERIAL (and FLUIDANIMATE_PTHREADS) to compare in this run")
-        return
-    fa1 = fluidanimate_rate(serial, 1, fluid, args.frames, n3)
-    print(f"fluidanimate serial: {fa1 / 1e6:.2f} M  -> shoal / fluidanimate per core: {rows[('3d', 1)] / fa1:.2f}")
-    if pthreads:
-        fa2 = fluidanimate_rate(pthreads, 2, fluid, args.frames, n3)
-        print(f"fluidanimate pthreads, 2 threads: {fa2 / 1e6:.2f} M  -> shoal 2 workers / fluidanimate 2 threads: "
-              f"{rows[('3d', 2)] / fa2:.2f}")
 
 
 if __name__ == "__main__":

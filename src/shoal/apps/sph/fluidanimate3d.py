@@ -119,8 +119,7 @@ class FluidAnimate3DApp:
         self.grid = self.cells.shape
         n = len(x)
         self._initial = sort_by_cell(locate({
-            "id": np.arange(n, dtype=np.int64), "kind": np.full(n, FLUID, np.int8), "x": x, "v": v, "vh": vh,
-            "rho": np.zeros(n), "m": np.full(n, self.mass)}, self.cells), self.cells)
+            "id": np.arange(n, dtype=np.int64), "x": x, "v": v, "vh": vh, "rho": np.zeros(n)}, self.cells), self.cells)
 
     @staticmethod
     def _column(p: SPH3DParams) -> tuple[float, np.ndarray]:
@@ -197,6 +196,9 @@ class FluidAnimate3DApp:
     def gather(self, states: dict, tiling: Tiling) -> dict[str, np.ndarray]:
         allp = concat([take(s, slice(None)) for s in states.values()], 3)
         out = take(allp, np.argsort(allp["id"], kind="stable"))
+        # Every particle is fluid of one mass: tiles do not carry these two fields.
+        out["kind"] = np.full(len(out["id"]), FLUID, np.int8)
+        out["m"] = np.full(len(out["id"]), self.mass)
         out["p"] = 0.5 * STIFFNESS_PRESSURE * (out["rho"] - 0.5 * DOUBLE_REST_DENSITY) * 2.0
         step = next(iter(states.values()))["step"]
         out["time"] = np.array(step * self.p.time_step)

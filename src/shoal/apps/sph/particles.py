@@ -8,6 +8,8 @@ whatever the tiling, placement or worker count.
 
 from __future__ import annotations
 
+import math
+
 import numba as nb
 import numpy as np
 
@@ -74,14 +76,26 @@ class CellGrid:
     def index(self, x: np.ndarray) -> np.ndarray:
         """Integer cell coordinates (n, ndim) of positions; may lie outside the grid unless
         the grid clamps (fluidanimate keeps particles that poke through a wall in the edge cell)."""
-        idx = np.floor((x - self.origin) / self.cell).astype(np.int64)
-        return np.clip(idx, 0, self.counts - 1) if self.clamp else idx
+        return _cells_of(np.ascontiguousarray(x, dtype=np.float64), self.origin, self.cell, self.counts, self.clamp)
 
     def inside(self, idx: np.ndarray) -> np.ndarray:
         return np.all((idx >= 0) & (idx < self.counts), axis=1)
 
     def flat(self, idx: np.ndarray) -> np.ndarray:
         return np.ravel_multi_index(tuple(idx.T), self.shape)
+
+
+@nb.njit(cache=True, nogil=True)
+def _cells_of(x, origin, side, counts, clamp):
+    """floor((x - origin) / side) per axis, clamped into the grid if asked (one pass, no temporaries)."""
+    out = np.empty(x.shape, np.int64)
+    for i in range(x.shape[0]):
+        for a in range(x.shape[1]):
+            c = np.int64(math.floor((x[i, a] - origin[a]) / side[a]))
+            if clamp:
+                c = min(max(c, 0), counts[a] - 1)
+            out[i, a] = c
+    return out
 
 
 def locate(p: dict, grid: CellGrid) -> dict:
@@ -221,19 +235,66 @@ def emigrants_for_neighbours(p: dict, tiling: Tiling, src: int) -> dict[int, dic
 def settle(p: dict, grid: CellGrid, tiling: Tiling, tile: int, immigrants: list[dict]) -> dict:
     """Keep the tile's own particles, take in immigrants, restore the (cell, id) order.
 
-    One concatenation and one gather per field: every kept particle lies in the tile's box,
-    so a counting sort over the box's cells orders them.
+    One compiled pass orders the kept particles (every one lies in the tile's box, so a
+    counting sort over the box's cells does it) and one gather per field builds the store.
     """
-    lo, hi = tiling.lo[tile], tiling.hi[tile]
-    parts = [p, *(q for q in immigrants if len(q["id"]))]
-    all_cells = np.concatenate([q["cell"] for q in parts])
-    chosen = np.flatnonzero(in_box({"cell": all_cells}, grid, lo, hi))
-    cells = all_cells[chosen]
-    ids = np.concatenate([q["id"] for q in parts])[chosen]
-    _, flat, shape = local_cells(cells, lo, hi, width=0)
-    order, _ = cell_order(flat, ids, int(np.prod(shape)))
-    index = chosen[order]
-    return {f: np.concatenate([q[f] for q in parts])[index] for f in fields_of(p)}
+    rest = concat(immigrants, grid.ndim)
+    index, _ = _box_order(p["cell"], p["id"], rest["cell"], rest["id"], tiling.lo[tile], tiling.hi[tile])
+    return {f: gather_parts(p[f], rest[f], index) for f in fields_of(p)}
+
+
+@nb.njit(cache=True, nogil=True)
+def _box_order(cell_a, id_a, cell_b, id_b, lo, hi):
+    """The particles of a and b (indices into a then b) whose cell lies in [lo, hi), in
+    (cell, id) order, and the first of them in every cell of the box (row-major)."""
+    na = cell_a.shape[0]
+    n = na + cell_b.shape[0]
+    ndim = lo.shape[0]
+    flat = np.empty(n, np.int64)
+    ids = np.empty(n, np.int64)
+    chosen = np.empty(n, np.int64)
+    m = 0
+    for i in range(n):
+        cell = cell_a[i] if i < na else cell_b[i - na]
+        key = 0
+        inside = True
+        for a in range(ndim):
+            if cell[a] < lo[a] or cell[a] >= hi[a]:
+                inside = False
+                break
+            key = key * (hi[a] - lo[a]) + (cell[a] - lo[a])
+        if inside:
+            flat[m] = key
+            ids[m] = id_a[i] if i < na else id_b[i - na]
+            chosen[m] = i
+            m += 1
+    ncells = 1
+    for a in range(ndim):
+        ncells *= hi[a] - lo[a]
+    order, start = cell_order(flat[:m], ids[:m], ncells)
+    return chosen[:m][order], start
+
+
+@nb.njit(cache=True, nogil=True)
+def _gather_rows(first, rest, index, out):
+    nf = first.shape[0]
+    for k in range(index.shape[0]):
+        i = index[k]
+        if i < nf:
+            for a in range(out.shape[1]):
+                out[k, a] = first[i, a]
+        else:
+            for a in range(out.shape[1]):
+                out[k, a] = rest[i - nf, a]
+
+
+def gather_parts(first: np.ndarray, rest: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``concatenate([first, rest])[index]`` without building the concatenation."""
+    out = np.empty((len(index), *first.shape[1:]), first.dtype)
+    width = int(np.prod(first.shape[1:]))  # rows as (n, width) views, whatever the field's shape
+    _gather_rows(first.reshape(len(first), width), rest.astype(first.dtype, copy=False).reshape(len(rest), width),
+                 index, out.reshape(len(index), width))
+    return out
 
 
 def local_cells(cell: np.ndarray, lo, hi, width: int = 1):
@@ -263,34 +324,36 @@ class Neighbourhood:
 
     def __init__(self, own: dict, halos: list[dict], grid: CellGrid, lo, hi, fields=("x",)):
         lo, hi = np.asarray(lo), np.asarray(hi)
-        width = 1
-        if len(own["id"]):
-            width += int(max(0, (lo - own["cell"]).max(), (own["cell"] - (hi - 1)).max()))
-        parts = [own, *(h for h in halos if len(h["id"]))]
-        self.n_own = n_own = len(own["id"])
-        self.size = sum(len(p["id"]) for p in parts)
-        ids = np.concatenate([p["id"] for p in parts])
-        cells = np.concatenate([p["cell"] for p in parts])
-        keep = np.ones(len(ids), bool)
-        keep[n_own:] = in_box({"cell": cells[n_own:]}, grid, lo - width, hi + width)
-        chosen = np.flatnonzero(keep)
-        lidx, lcell, self.shape = local_cells(cells[chosen], lo, hi, width)
-        order, self.start = cell_order(lcell, ids[chosen], int(np.prod(self.shape)))
-        self.index = chosen[order]
-        self.lidx = lidx[order]
-        self.is_own = self.index < n_own
+        width = 1 + _overhang(own["cell"], lo, hi)
+        rest = concat(halos, grid.ndim)
+        self.n_own = len(own["id"])
+        self.size = self.n_own + len(rest["id"])
+        self.shape = tuple(int(a) for a in (hi - lo + 2 * width))
+        self.index, self.start = _box_order(own["cell"], own["id"], rest["cell"], rest["id"], lo - width,
+                                            hi + width)
+        self.is_own = self.index < self.n_own
         self.own_index = np.flatnonzero(self.is_own)
-        self.particles = self._gather(parts, fields)
+        self.particles = self._gather(own, rest, fields)
 
-    def _gather(self, parts: list[dict], fields) -> dict:
-        return {f: np.concatenate([p[f] for p in parts])[self.index] for f in fields}
+    def _gather(self, own: dict, rest: dict, fields) -> dict:
+        return {f: gather_parts(own[f], rest[f], self.index) for f in fields}
 
     def remerge(self, own: dict, halos: list[dict], fields) -> dict:
         """The same particles with fresher values, in this neighbourhood's order."""
-        parts = [own, *(h for h in halos if len(h["id"]))]
-        if sum(len(p["id"]) for p in parts) != self.size:
+        rest = concat(halos, len(self.shape))
+        if len(own["id"]) + len(rest["id"]) != self.size:
             raise RuntimeError("halo particles changed between phases of one step")
-        return self._gather(parts, fields)
+        return self._gather(own, rest, fields)
+
+
+@nb.njit(cache=True, nogil=True)
+def _overhang(cell, lo, hi):
+    """How many cells the particles reach beyond the box [lo, hi) at most (0 when all inside)."""
+    most = 0
+    for i in range(cell.shape[0]):
+        for a in range(cell.shape[1]):
+            most = max(most, lo[a] - cell[i, a], cell[i, a] - (hi[a] - 1))
+    return most
 
 
 def pack_for_neighbour(state: dict, tiling: Tiling, src: int, dst: int, phase: int, migrate: bool,
