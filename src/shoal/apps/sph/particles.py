@@ -176,35 +176,47 @@ def _in(cell, i, lo, hi):
 
 
 @nb.njit(cache=True, nogil=True)
-def _members(cell, los, his):
-    """For each box k, the indices of the particles whose cell lies in [los[k], his[k])."""
+def _members(cell, los, his, skip_lo, skip_hi):
+    """For each box k, the indices of the particles whose cell lies in [los[k], his[k]).
+
+    The caller vouches that no box meets the box [skip_lo, skip_hi) (the sender's inner cells,
+    for halos): particles there are not tested box by box.
+    """
     nbox = los.shape[0]
+    maybe = np.empty(cell.shape[0], np.int64)
+    n = 0
+    for i in range(cell.shape[0]):
+        if not _in(cell, i, skip_lo, skip_hi):
+            maybe[n] = i
+            n += 1
     starts = np.zeros(nbox + 1, np.int64)
     for k in range(nbox):
         count = 0
-        for i in range(cell.shape[0]):
-            if _in(cell, i, los[k], his[k]):
+        for q in range(n):
+            if _in(cell, maybe[q], los[k], his[k]):
                 count += 1
         starts[k + 1] = starts[k] + count
     out = np.empty(starts[nbox], np.int64)
     for k in range(nbox):
         j = starts[k]
-        for i in range(cell.shape[0]):
-            if _in(cell, i, los[k], his[k]):
-                out[j] = i
+        for q in range(n):
+            if _in(cell, maybe[q], los[k], his[k]):
+                out[j] = maybe[q]
                 j += 1
     return starts, out
 
 
-def split_by_boxes(p: dict, los: np.ndarray, his: np.ndarray, fields=None) -> list[dict]:
+def split_by_boxes(p: dict, los: np.ndarray, his: np.ndarray, fields=None, inner=None) -> list[dict]:
     """The particles in each of several cell boxes (one pass for all boxes), with ``fields``
-    only if given."""
+    only if given. ``inner``, a cell box (lo, hi) that meets none of the boxes, saves testing
+    the particles inside it."""
     nothing = NOTHING[los.shape[1]]
     if len(p["id"]) == 0:
         return [nothing] * len(los)
     if fields is not None:
         p = {f: p[f] for f in fields}
-    starts, idx = _members(p["cell"], los, his)
+    skip_lo, skip_hi = inner if inner is not None else (los[0], los[0])  # an empty box
+    starts, idx = _members(p["cell"], los, his, np.asarray(skip_lo), np.asarray(skip_hi))
     return [take(p, idx[starts[k]:starts[k + 1]]) if starts[k + 1] > starts[k] else nothing
             for k in range(len(los))]
 
@@ -213,7 +225,9 @@ def halos_for_neighbours(p: dict, tiling: Tiling, src: int, width: int = 1, fiel
     """What every neighbour of ``src`` needs: the particles in the ring of cells around it
     (only ``fields`` of them, if given: ``id`` and ``cell`` are always needed to merge)."""
     nbrs = tiling.neighbours[src]
-    parts = split_by_boxes(p, tiling.lo[nbrs] - width, tiling.hi[nbrs] + width, fields)
+    # Neighbours' boxes lie outside src's: widened by ``width`` they reach that deep into it.
+    inner = (tiling.lo[src] + width, tiling.hi[src] - width)
+    parts = split_by_boxes(p, tiling.lo[nbrs] - width, tiling.hi[nbrs] + width, fields, inner)
     return dict(zip(map(int, nbrs), parts, strict=True))
 
 
@@ -352,7 +366,10 @@ def _overhang(cell, lo, hi):
     most = 0
     for i in range(cell.shape[0]):
         for a in range(cell.shape[1]):
-            most = max(most, lo[a] - cell[i, a], cell[i, a] - (hi[a] - 1))
+            if lo[a] - cell[i, a] > most:
+                most = lo[a] - cell[i, a]
+            elif cell[i, a] - (hi[a] - 1) > most:
+                most = cell[i, a] - (hi[a] - 1)
     return most
 
 

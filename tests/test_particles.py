@@ -1,0 +1,115 @@
+"""The particle store's compiled helpers against plain NumPy definitions, on random particles."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shoal.apps.sph.particles import (
+    CellGrid,
+    Neighbourhood,
+    gather_parts,
+    halos_for_neighbours,
+    in_box,
+    settle,
+    take,
+)
+from shoal.tiling import Tiling
+
+
+def random_particles(rng, n, grid_shape, spill=1):
+    """Particles with distinct ids on cells of the grid (and ``spill`` cells beyond it)."""
+    ndim = len(grid_shape)
+    cell = np.stack([rng.integers(-spill, g + spill, n) for g in grid_shape], axis=1)
+    return {"id": rng.permutation(10 * n + 1)[:n].astype(np.int64), "x": rng.random((n, ndim)),
+            "rho": rng.random(n), "kind": rng.integers(0, 2, n).astype(np.int8), "cell": cell}
+
+
+def lexorder(cell, ids, lo):
+    """(cell row-major, id) order by NumPy's lexsort: the reference for the compiled sorts."""
+    keys = [ids] + [cell[:, a] - lo[a] for a in reversed(range(cell.shape[1]))]
+    return np.lexsort(keys)
+
+
+cases = st.tuples(st.integers(0, 2**32 - 1), st.sampled_from([(7, 5), (4, 6, 5)]),
+                  st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(1, 3)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 50), st.integers(0, 20))
+def test_gather_parts_is_concatenate_then_take(seed, n_first, n_rest):
+    rng = np.random.default_rng(seed)
+    for shape, dtype in (((), np.float64), ((3,), np.float64), ((), np.int8), ((2,), np.int64)):
+        first = (rng.random((n_first, *shape)) * 100).astype(dtype)
+        rest = (rng.random((n_rest, *shape)) * 100).astype(dtype)
+        index = rng.integers(0, max(n_first + n_rest, 1), rng.integers(0, 30)) if n_first + n_rest else []
+        index = np.asarray(index, np.int64)
+        expected = np.concatenate([first, rest])[index]
+        got = gather_parts(first, rest, index)
+        assert got.dtype == first.dtype and np.array_equal(got, expected)
+
+
+@settings(max_examples=40, deadline=None)
+@given(cases)
+def test_settle_keeps_the_tiles_particles_in_cell_id_order(case):
+    seed, grid_shape, counts = case
+    rng = np.random.default_rng(seed)
+    tiling = Tiling.from_counts(grid_shape, counts[: len(grid_shape)])
+    grid = CellGrid(np.zeros(len(grid_shape)), np.array(grid_shape, float), 1.0)
+    tile = int(rng.integers(tiling.ntiles))
+    allp = random_particles(rng, 200, grid_shape)
+    cut = int(rng.integers(0, 200))
+    own, arrivals = take(allp, slice(0, cut)), take(allp, slice(cut, 200))
+    immigrants = [take(arrivals, slice(0, 5)), take(arrivals, slice(5, None))]
+    got = settle(own, grid, tiling, tile, immigrants)
+    lo, hi = tiling.lo[tile], tiling.hi[tile]
+    mine = take(allp, in_box(allp, None, lo, hi))
+    expected = take(mine, lexorder(mine["cell"], mine["id"], lo))
+    for f in ("id", "x", "rho", "kind", "cell"):
+        assert got[f].dtype == allp[f].dtype and np.array_equal(got[f], expected[f])
+
+
+@settings(max_examples=40, deadline=None)
+@given(cases)
+def test_neighbourhood_merges_in_local_cell_id_order_and_drops_far_halos(case):
+    seed, grid_shape, counts = case
+    rng = np.random.default_rng(seed)
+    tiling = Tiling.from_counts(grid_shape, counts[: len(grid_shape)])
+    grid = CellGrid(np.zeros(len(grid_shape)), np.array(grid_shape, float), 1.0)
+    tile = int(rng.integers(tiling.ntiles))
+    lo, hi = tiling.lo[tile], tiling.hi[tile]
+    allp = random_particles(rng, 300, grid_shape)
+    inside = in_box(allp, None, lo, hi)
+    own = take(allp, inside)
+    own = take(own, lexorder(own["cell"], own["id"], lo))
+    others = take(allp, ~inside)
+    halos = [take(others, slice(0, 40)), take(others, slice(40, None))]
+    nb = Neighbourhood(own, halos, grid, lo, hi, ("x", "rho"))
+
+    pool = {f: np.concatenate([own[f], others[f]]) for f in ("id", "cell", "x", "rho")}
+    near = in_box(pool, None, lo - 1, hi + 1)
+    near[: len(own["id"])] = True
+    kept = np.flatnonzero(near)
+    expected = kept[lexorder(pool["cell"][kept], pool["id"][kept], lo - 1)]
+    assert np.array_equal(nb.index, expected)
+    assert np.array_equal(nb.particles["x"], pool["x"][expected])
+    assert np.array_equal(nb.own_index, np.flatnonzero(expected < len(own["id"])))
+    # start: the first particle of every local cell of the widened box
+    local = pool["cell"][expected] - (lo - 1)
+    flat = np.ravel_multi_index(tuple(local.T), nb.shape)
+    assert np.array_equal(nb.start, np.searchsorted(flat, np.arange(np.prod(nb.shape) + 1)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(cases)
+def test_halos_are_exactly_the_ring_particles_of_each_neighbour(case):
+    seed, grid_shape, counts = case
+    rng = np.random.default_rng(seed)
+    tiling = Tiling.from_counts(grid_shape, counts[: len(grid_shape)])
+    src = int(rng.integers(tiling.ntiles))
+    p = random_particles(rng, 300, grid_shape)
+    p = take(p, in_box(p, None, tiling.lo[src] - 1, tiling.hi[src] + 1))  # some drifted out of the box
+    halos = halos_for_neighbours(p, tiling, src)
+    assert sorted(halos) == sorted(map(int, tiling.neighbours[src]))
+    for n, h in halos.items():
+        mask = in_box(p, None, tiling.lo[n] - 1, tiling.hi[n] + 1)
+        assert np.array_equal(h["id"], p["id"][mask]) and np.array_equal(h["x"], p["x"][mask])
