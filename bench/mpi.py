@@ -133,7 +133,7 @@ def run(ranks: int | None, argv: list[str], workers: int, out: Path, *extra: str
 def main() -> None:
     from shoal.cluster import Network
     from shoal.replay import ReplayConfig, replay
-    from shoal.replay.calibrate import calibrate
+    from shoal.replay.calibrate import calibrate, task_overhead
     from shoal.trace import Trace
 
     print("1. halo exchange between 2 ranks (half round trip)")
@@ -150,11 +150,12 @@ def main() -> None:
     print(f"{loaded['bytes']:>10} {loaded['raw'] * 1e6:>10.1f}us {loaded['shoal'] * 1e6:>10.1f}us "
           f"{loaded['shoal'] / loaded['raw']:>7.2f}   while a worker computes on every rank")
     bandwidth = rows[-1]["bytes"] / rows[-1]["shoal"]
-    overhead = calibrate()["task_overhead_s"]
+    calibration = calibrate()
     latency = rows[0]["shoal"]
     models = {"no message CPU": 0.0, "message CPU": None}  # None: as the trace measured it
     print(f"model of this machine: latency {latency * 1e6:.0f} us, bandwidth {bandwidth / 1e9:.2f} GB/s, "
-          f"executor overhead {overhead * 1e6:.1f} us per task")
+          f"executor overhead {calibration['task_overhead_s'] * 1e6:.1f} us per task and "
+          f"{calibration['payload_overhead_s'] * 1e6:.2f} us per payload")
 
     configs = [("local 1x2", None, 2, ()), ("1 rank x 2", 1, 2, ()), ("2 ranks x 1", 2, 1, ()),
                ("2 ranks x 1, no overlap", 2, 1, ("--set", "run.overlap=false"))]
@@ -172,11 +173,13 @@ def main() -> None:
                     measured.append(s["wall_s"] / s["steps"])
                     idle.append(1 - s["efficiency"])
                     msg_cpu.append(s.get("message_cpu_s", 0.0))
+                    trace = Trace.read(out / "trace.h5")
+                    overhead = task_overhead(calibration, trace.tasks["cost"].size, len(trace.messages["src"]))
                     for model, message_cpu in models.items() if ranks == 2 else ():
                         network = Network(latency_s=latency, bandwidth_Bps=bandwidth, overhead_s=0.0)
                         cfg = ReplayConfig(nodes=2, cores=1, network=network, task_overhead_s=overhead,
                                            gil="process", message_cpu_s=message_cpu, **POLICY)
-                        predicted[model].append(replay(Trace.read(out / "trace.h5"), cfg).makespan / s["steps"])
+                        predicted[model].append(replay(trace, cfg).makespan / s["steps"])
                 m = float(np.median(measured))
                 steps[label] = m
                 pred = "".join(f"  {np.median(p) * 1e3:>26.2f} {np.median(p) / m - 1:>+7.1%}"

@@ -116,11 +116,37 @@ def test_validate_records_replays_and_compares(tmp_path, monkeypatch):
     result = v.validate(tmp_path, quick=False, repeats=2)
     assert len(result.rows) == 4 and all(r["runs"] == 2 for r in result.rows)
     saved = json.loads((tmp_path / "validation.json").read_text())
-    assert saved["calibration"]["task_overhead_s"] >= 0 and len(saved["rows"]) == 4
+    assert len(saved["calibration"]) == 4 and len(saved["rows"]) == 4
+    assert all(c["task_overhead_s"] >= 0 and c["payload_overhead_s"] >= 0 for c in saved["calibration"])
     for r in result.rows:
         assert r["measured_s"] > 0 and r["predicted_s"] > 0
         assert r["error"] == pytest.approx(r["predicted_s"] / r["measured_s"] - 1)
     assert isinstance(result.ranking_preserved("synthetic"), bool)
+
+
+def test_ranking_counts_cases_the_measurement_cannot_tell_apart_as_ties():
+    from shoal.replay.validate import Validation
+
+    def row(label, measured, predicted, spread=0.02):
+        return {"group": "g", "workers": 1, "nodes": 2, "label": label, "measured_s": measured,
+                "predicted_s": predicted, "measured_spread": spread}
+
+    cal = {"task_overhead_s": 0.0, "payload_overhead_s": 0.0}
+    # a and b differ by 1%, inside their 2% scatter: either predicted order is fine
+    assert Validation([row("a", 1.00, 1.2), row("b", 1.01, 1.1), row("c", 1.5, 1.6)], cal).ranking_preserved("g")
+    # c is clearly slower than a and b: predicting it faster breaks the ranking
+    assert not Validation([row("a", 1.00, 1.2), row("b", 1.01, 1.1), row("c", 1.5, 1.0)], cal).ranking_preserved("g")
+    # with no scatter, 5% apart is a ranking the prediction must keep
+    assert not Validation([row("a", 1.00, 1.1, 0.0), row("b", 1.05, 1.0, 0.0)], cal).ranking_preserved("g")
+
+
+def test_calibrated_overhead_per_task_adds_the_payloads_share():
+    from shoal.replay.calibrate import task_overhead
+
+    cal = {"task_overhead_s": 3e-6, "payload_overhead_s": 0.5e-6}
+    assert task_overhead(cal, tasks=100, payloads=400) == pytest.approx(5e-6)
+    assert task_overhead(cal, tasks=100, payloads=0) == pytest.approx(3e-6)
+    assert task_overhead({"task_overhead_s": 3e-6}, tasks=10, payloads=10) == pytest.approx(3e-6)
 
 
 def test_replay_on_its_own_recording_platform_predicts_the_run(tmp_path):
@@ -128,11 +154,11 @@ def test_replay_on_its_own_recording_platform_predicts_the_run(tmp_path):
     model only adds the calibrated executor overhead: the prediction must land close."""
     from shoal.cluster import Network
     from shoal.replay import ReplayConfig, replay
-    from shoal.replay.calibrate import calibrate
+    from shoal.replay.calibrate import calibrate, task_overhead
 
     rec = run_scenario("synthetic-ramp", steps=30, tiles=16, nodes=1, workers=1, set=["app.grid=[128,64]"],
                        out=tmp_path / "ramp")
-    overhead = calibrate(tasks=1000)["task_overhead_s"]
+    overhead = task_overhead(calibrate(tasks=1000), rec.trace.tasks["cost"].size, len(rec.trace.messages["src"]))
     predicted = replay(rec.trace, ReplayConfig(nodes=1, cores=1, placement="sfc", network=Network(1e-6, 5e9, 0.0),
                                                task_overhead_s=overhead))
     assert predicted.makespan == pytest.approx(rec.summary["wall_s"], rel=0.15)

@@ -208,8 +208,10 @@ def _cmd_validate(args) -> int:
     console = Console(width=max(Console().width, 100))
     result = validate(Path(args.out), quick=args.quick, repeats=args.repeats,
                       on_case=lambda c: console.print(f"recording {c}"))
+    cal = result.calibration
     table = Table(title=f"predicted vs measured makespan on this machine, medians of {args.repeats} runs "
-                        f"(executor overhead {result.calibration['task_overhead_s'] * 1e6:.1f} us/task)")
+                        f"(executor overhead {cal['task_overhead_s'] * 1e6:.1f} us/task and "
+                        f"{cal['payload_overhead_s'] * 1e6:.2f} us/payload, first case)")
     for col in ("scenario", "nodes x workers", "placement", "measured (s)", "spread", "predicted (s)", "error"):
         table.add_column(col, justify="left" if col in ("scenario", "placement") else "right")
     for r in result.rows:

@@ -1,9 +1,14 @@
 """A small measurement of this machine, so that replays can model it.
 
 The executor spends some time of its own on every task (queues, dependency bookkeeping,
-waking workers); the replay adds it to every task. It is measured the way the executor
-benchmark does: a tiny app whose kernel spins for a known time, run under the executor and
-in a plain loop; the difference per task is the overhead.
+waking workers) and on every halo payload it hands from one tile to another; the replay adds
+it to every task. It is measured the way the executor benchmark does: a tiny app whose kernel
+spins for a known time runs under the executor, once exchanging halos and once not; wall time
+less the tasks' own CPU time, per task, is the overhead, and the difference between the two
+runs, per payload, the cost of a payload.
+
+The host's speed drifts over minutes, and the overhead with it: measure close to the runs
+that the calibration will model, at about their task length.
 """
 
 from __future__ import annotations
@@ -29,10 +34,10 @@ def spin(x, iters):
 
 class SpinApp:
     name = "calibration"
-    phases = (Phase("spin", halo=True),)
 
-    def __init__(self, iters):
+    def __init__(self, iters, halo: bool = True):
         self.iters = iters
+        self.phases = (Phase("spin", halo=halo),)
 
     def init_tile(self, tile, tiling):
         return np.zeros(1)
@@ -48,8 +53,9 @@ class SpinApp:
         return {}
 
 
-def calibrate(tasks: int = 3000, task_s: float = 2e-4, repeats: int = 3) -> dict:
-    """Per-task executor overhead (s) on one worker, best of a few repeats."""
+def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3) -> dict:
+    """The executor's overhead per task and per halo payload (s) on one worker, best of a few
+    repeats, with tasks of about ``task_s`` seconds."""
     spin(0.0, 10)
     iters = 1000
     while True:
@@ -61,11 +67,23 @@ def calibrate(tasks: int = 3000, task_s: float = 2e-4, repeats: int = 3) -> dict
     iters = max(1, int(iters * task_s / (time.perf_counter() - tic)))
     tiling = Tiling.from_counts((32, 32), (8, 8))
     steps = max(1, tasks // tiling.ntiles)
-    app = SpinApp(iters)
-    best = np.inf
-    for _ in range(repeats):
-        res = LocalExecutor(app, tiling, Cluster.uniform(1, 1), np.zeros(tiling.ntiles, int)).run(steps)
-        n = steps * tiling.ntiles
-        best = min(best, (res.wall_s - res.task_cost.sum()) / n)
-    return {"task_overhead_s": max(0.0, float(best)), "measured_tasks": int(steps * tiling.ntiles),
+    n = steps * tiling.ntiles
+    payloads = (steps - 1) * sum(len(nbrs) for nbrs in tiling.neighbours)  # the first step's are packed before
+    per_task = {}
+    for halo in (False, True):
+        best = np.inf
+        for _ in range(repeats):
+            res = LocalExecutor(SpinApp(iters, halo), tiling, Cluster.uniform(1, 1),
+                                np.zeros(tiling.ntiles, int)).run(steps)
+            best = min(best, (res.wall_s - res.task_cost.sum()) / n)
+        per_task[halo] = max(0.0, float(best))
+    per_payload = max(0.0, (per_task[True] - per_task[False]) * n / payloads) if payloads else 0.0
+    return {"task_overhead_s": per_task[False], "payload_overhead_s": per_payload, "measured_tasks": int(n),
             "task_s": task_s}
+
+
+def task_overhead(calibration: dict, tasks: int, payloads: int) -> float:
+    """The calibrated overhead per task for a run of ``tasks`` tasks that moved ``payloads``
+    halo payloads between tiles: the replay charges one figure to every task."""
+    per_payload = calibration.get("payload_overhead_s", 0.0)
+    return calibration["task_overhead_s"] + (per_payload * payloads / tasks if tasks else 0.0)

@@ -2,9 +2,11 @@
 
 Records real runs with the local executor (1 and 2 workers, several placements and policies,
 the synthetic and the SPH apps), replays each trace on a model of this machine — its nodes
-and cores, an in-memory "network", and the executor's per-task overhead measured by
-:func:`~shoal.replay.calibrate.calibrate` (kept in the folder) — and sets predicted against
-measured makespan, with the error and whether the ranking of policies is preserved.
+and cores, an in-memory "network", one interpreter lock for the process, and the executor's
+overhead per task and per payload measured by :func:`~shoal.replay.calibrate.calibrate` just
+before each case's runs (this host's speed drifts over minutes; every calibration is kept in
+the folder) — and sets predicted against measured makespan, with the error and whether the
+ranking of policies is preserved.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 
 from ..cluster import Network
 from ..session import run_scenario
-from .calibrate import calibrate
+from .calibrate import calibrate, task_overhead
 from .run import ReplayConfig, replay
 
 # (app group, scenario, overrides, nodes, workers, placement, period)
@@ -39,13 +41,21 @@ IN_PROCESS = Network(latency_s=1e-6, bandwidth_Bps=5e9, overhead_s=0.0)
 @dataclass
 class Validation:
     rows: list[dict]
-    calibration: dict
+    calibration: dict  # the first case's; every case's is in its row
 
     def ranking_preserved(self, group: str, workers: int = 1) -> bool:
+        """Whether the predictions order the group's multi-node cases as the measurements do.
+
+        Two cases whose measured makespans differ by less than their runs scatter (and at
+        least 1%) are a tie: the measurement does not rank them, so any predicted order will do.
+        """
         rows = [r for r in self.rows if r["group"] == group and r["workers"] == workers and r["nodes"] > 1]
-        measured = [r["label"] for r in sorted(rows, key=lambda r: r["measured_s"])]
-        predicted = [r["label"] for r in sorted(rows, key=lambda r: r["predicted_s"])]
-        return measured == predicted
+        for a in rows:
+            for b in rows:
+                tie = max(a["measured_spread"], b["measured_spread"], 0.01)
+                if a["measured_s"] < b["measured_s"] * (1 - tie) and not a["predicted_s"] < b["predicted_s"]:
+                    return False
+        return True
 
 
 def validate(out: Path, quick: bool = False, repeats: int = 3,
@@ -53,27 +63,29 @@ def validate(out: Path, quick: bool = False, repeats: int = 3,
     """Record every case ``repeats`` times; compare the medians of measured and predicted
     makespans (this machine is shared: single runs scatter by several percent)."""
     out.mkdir(parents=True, exist_ok=True)
-    cal = calibrate()
-    (out / "calibration.json").write_text(json.dumps(cal, indent=2) + "\n")
-    rows = []
+    rows, calibrations = [], []
     for k, (group, scenario, overrides, nodes, workers, placement, period) in enumerate(CASES):
         label = placement + (f"/{period}" if period else "")
         if on_case:
             on_case(f"{scenario} {nodes}x{workers} {label}")
+        cal = calibrate(tasks=1500 if quick else 3000)
+        calibrations.append(cal)
         steps = STEPS[group] // (4 if quick else 1)
         measured, predicted = [], []
         for r in range(repeats):
             rec = run_scenario(scenario, steps=steps, tiles=16 if group == "sph" else 64, nodes=nodes,
                                workers=workers, placement=placement, period=period or None, set=overrides,
                                out=out / f"{k:02d}-{scenario}-{nodes}x{workers}-{label.replace('/', '-')}-{r}")
+            overhead = task_overhead(cal, rec.trace.tasks["cost"].size, len(rec.trace.messages["src"]))
             cfg = ReplayConfig(nodes=nodes, cores=workers, placement=placement, period=period, network=IN_PROCESS,
-                               task_overhead_s=cal["task_overhead_s"], gil="shared")
+                               task_overhead_s=overhead, gil="shared")
             predicted.append(replay(rec.trace, cfg).makespan)
             measured.append(rec.summary["wall_s"])
         m, p = float(np.median(measured)), float(np.median(predicted))
         rows.append({"group": group, "scenario": scenario, "nodes": nodes, "workers": workers, "label": label,
                      "measured_s": m, "predicted_s": p, "error": p / m - 1, "runs": repeats,
-                     "measured_spread": float(np.ptp(measured) / m)})
-    result = Validation(rows, cal)
-    (out / "validation.json").write_text(json.dumps({"rows": rows, "calibration": cal}, indent=2) + "\n")
+                     "measured_spread": float(np.ptp(measured) / m), "calibration": cal})
+    (out / "calibration.json").write_text(json.dumps(calibrations, indent=2) + "\n")
+    result = Validation(rows, calibrations[0])
+    (out / "validation.json").write_text(json.dumps({"rows": rows, "calibration": calibrations}, indent=2) + "\n")
     return result

@@ -8,6 +8,8 @@ arrays) and may change size from step to step.
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -55,24 +57,52 @@ def reduce_in_order(kind: str, values: list[float]) -> float:
     return REDUCTIONS[kind](values)
 
 
+_clock = threading.local()
+
+
+def lock_free_seconds() -> float:
+    """CPU seconds this thread has spent so far in calls made through :func:`lock_free`."""
+    return getattr(_clock, "s", 0.0)
+
+
+def lock_free(fn):
+    """Wrap a compiled function that runs without the interpreter lock (Numba ``nogil``), so
+    that its CPU time is counted apart: the executor records it as the task's kernel time, and
+    the replay models only the rest of a task as holding the lock.
+
+    Wrap leaf calls only: a wrapped call inside another would be counted twice.
+    """
+
+    @functools.wraps(fn)
+    def timed(*args):
+        return _call_timed(fn, args)
+
+    return timed
+
+
+def _call_timed(fn, args):
+    tic = time.thread_time()
+    try:
+        return fn(*args)
+    finally:
+        _clock.s = getattr(_clock, "s", 0.0) + time.thread_time() - tic
+
+
 @dataclass
 class StepContext:
     """What a kernel may know besides its tile: the step and the global reductions so far.
 
-    Apps call their compiled kernels through :meth:`kernel`, which times them: the rest of a
-    task is Python holding the interpreter lock, which the replay models as such.
+    Apps call their compiled kernels through :meth:`kernel` (or wrap them in :func:`lock_free`),
+    which times them: the rest of a task is Python holding the interpreter lock, which the
+    replay models as such.
     """
 
     step: int
     reduced: dict[str, float] = field(default_factory=dict)
-    kernel_s: float = 0.0
 
     def kernel(self, fn, *args):
-        """Call a compiled kernel that runs without the GIL, adding its CPU time to ``kernel_s``."""
-        tic = time.thread_time()
-        out = fn(*args)
-        self.kernel_s += time.thread_time() - tic
-        return out
+        """Call a compiled kernel that runs without the interpreter lock, timing it."""
+        return _call_timed(fn, args)
 
 
 class App(Protocol):

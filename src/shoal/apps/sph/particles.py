@@ -13,6 +13,7 @@ import math
 import numba as nb
 import numpy as np
 
+from ...runtime.app import lock_free
 from ...tiling import Tiling
 
 # Per-particle arrays a tile carries (vectors are (n, ndim)). ``v`` and ``rho`` are full-step
@@ -85,6 +86,7 @@ class CellGrid:
         return np.ravel_multi_index(tuple(idx.T), self.shape)
 
 
+@lock_free
 @nb.njit(cache=True, nogil=True)
 def _cells_of(x, origin, side, counts, clamp):
     """floor((x - origin) / side) per axis, clamped into the grid if asked (one pass, no temporaries)."""
@@ -175,6 +177,7 @@ def _in(cell, i, lo, hi):
     return True
 
 
+@lock_free
 @nb.njit(cache=True, nogil=True)
 def _members(cell, los, his, skip_lo, skip_hi):
     """For each box k, the indices of the particles whose cell lies in [los[k], his[k]).
@@ -257,6 +260,7 @@ def settle(p: dict, grid: CellGrid, tiling: Tiling, tile: int, immigrants: list[
     return {f: gather_parts(p[f], rest[f], index) for f in fields_of(p)}
 
 
+@lock_free
 @nb.njit(cache=True, nogil=True)
 def _box_order(cell_a, id_a, cell_b, id_b, lo, hi):
     """The particles of a and b (indices into a then b) whose cell lies in [lo, hi), in
@@ -289,6 +293,7 @@ def _box_order(cell_a, id_a, cell_b, id_b, lo, hi):
     return chosen[:m][order], start
 
 
+@lock_free
 @nb.njit(cache=True, nogil=True)
 def _gather_rows(first, rest, index, out):
     nf = first.shape[0]
@@ -360,6 +365,7 @@ class Neighbourhood:
         return self._gather(own, rest, fields)
 
 
+@lock_free
 @nb.njit(cache=True, nogil=True)
 def _overhang(cell, lo, hi):
     """How many cells the particles reach beyond the box [lo, hi) at most (0 when all inside)."""
