@@ -30,6 +30,7 @@ from ..tiling import Tiling
 from .app import App, StepContext, lock_free_seconds, payload_bytes, reduce_in_order
 
 GIL_SWITCH_S = 1e-4
+PACK_FIRST_HALOS = -1  # a queue item that packs a tile's halos for the first task of a run
 
 
 @dataclass
@@ -226,6 +227,8 @@ class LocalExecutor:
         self._t_cost = np.zeros(n)
         self._t_work = np.zeros(n, dtype=np.int64)
         self._t_kernel = np.zeros(n)
+        self._first_cost = np.zeros(T)  # CPU time of packing each tile's first halos
+        self._first_kernel = np.zeros(T)
         fanout = np.array([len(nb) for nb in self.neighbours], dtype=np.int64)
         self._msg_base = np.concatenate([[0], np.cumsum(fanout)])  # per-source row offsets
         per_task = int(self._msg_base[-1])
@@ -258,16 +261,23 @@ class LocalExecutor:
 
     # ----- dependency bookkeeping (caller holds the lock) ----------------------------------
     def _deliver_initial_halos(self):
-        """Halos for the very first task are packed from the initial state."""
+        """Halos for the very first task are packed from the initial state, by the workers.
+
+        Each tile's packing is queued on its node ahead of every task (its CPU time is added
+        to the tile's first task), so that a run's start, which every re-balancing step
+        repeats, packs in parallel and is measured like the packing that follows a task.
+        """
         mine = np.flatnonzero(self._here)
-        if self._halo_at(0):
-            for t in mine:
-                self._post_halos(int(t), 0, self._pack_all(int(t), 0, self.states[t]))
+        first_halos = self._halo_at(0)
         for t in mine:
             # The first task needs no reduction token: nothing was reduced before it.
             if self.phases[-1].reduction:
                 self._tokens[t][0] = 1
-            self._try_ready(int(t))
+            if first_halos:
+                self._idle[t] = False  # the tile waits for its own packing before it runs
+                self._queues[int(self.owner[t])].append((int(t), PACK_FIRST_HALOS))
+            else:
+                self._try_ready(int(t))
 
     def _try_ready(self, tile: int) -> None:
         task = int(self._next[tile])
@@ -296,11 +306,16 @@ class LocalExecutor:
                 if self._finished.is_set():
                     return
                 tile, task = queue.popleft()
-                halos = self._inbox[tile].pop(task, {})
-                self._tokens[tile].pop(task, None)
-                ctx = StepContext(task // P + self.first_step, dict(self._ctx_reduced))
-            phase = task % P
+                if task != PACK_FIRST_HALOS:
+                    halos = self._inbox[tile].pop(task, {})
+                    self._tokens[tile].pop(task, None)
+                    ctx = StepContext(task // P + self.first_step, dict(self._ctx_reduced))
             state = self.states[tile]
+            if task == PACK_FIRST_HALOS:
+                if not self._pack_first_halos(tile, state):
+                    return
+                continue
+            phase = task % P
             try:
                 t0, c0, k0 = perf(), cpu(), lock_free_seconds()
                 out = app.run_phase(phase, tile, state, halos, ctx, tiling)
@@ -321,8 +336,8 @@ class LocalExecutor:
             row = task * T + tile
             self._t_node[row], self._t_worker[row] = node, worker
             self._t_start[row], self._t_end[row] = t0 - self._t0, t1 - self._t0
-            self._t_cost[row], self._t_work[row] = c1 - c0, int(work)
-            self._t_kernel[row] = k1 - k0
+            self._t_cost[row], self._t_work[row] = c1 - c0 + self._first_cost[tile] * (task == 0), int(work)
+            self._t_kernel[row] = k1 - k0 + self._first_kernel[tile] * (task == 0)
             with self._lock:
                 if halo_out is not None:
                     self._post_halos(tile, nxt, halo_out)
@@ -332,6 +347,22 @@ class LocalExecutor:
                     self._contribute(tile, task, value)
                 self._try_ready(tile)
                 self._count_done(task)
+
+    def _pack_first_halos(self, tile: int, state) -> bool:
+        """Pack a tile's halos for the first task, then let it run; False if packing failed."""
+        try:
+            c0, k0 = time.thread_time(), lock_free_seconds()
+            out = self._pack_all(tile, 0, state)
+            self._first_cost[tile] = time.thread_time() - c0
+            self._first_kernel[tile] = lock_free_seconds() - k0
+        except BaseException as exc:  # stop every worker, report from the main thread
+            self._fail(exc, tile, 0)
+            return False
+        with self._lock:
+            self._post_halos(tile, 0, out)
+            self._idle[tile] = True
+            self._try_ready(tile)
+        return True
 
     def _pack_all(self, tile: int, task: int, state):
         """Pack ``tile``'s halos for its neighbours' task ``task``; record the message rows.
