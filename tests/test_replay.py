@@ -136,6 +136,13 @@ def test_balancing_moves_state_over_the_network_and_records_it():
     migration = L + 2 * 2000 / B
     expected = 0.016 + 2 * L + float(bal["plan_s"][0]) + migration + 0.008
     assert r.makespan == pytest.approx(expected, rel=1e-9)
+    with pytest.raises(ShoalError, match="overheads"):
+        replay(tr, ReplayConfig(nodes=2, cores=1, placement="greedy", period=2, restart_s=-1.0))
+    # Restarting the executor at the balancing step adds its time once.
+    r = replay(tr, ReplayConfig(nodes=2, cores=1, placement="greedy", period=2, initial="strips", network=NET,
+                                params={"initial": "strips"}, restart_s=0.003))
+    expected = 0.016 + 2 * L + float(r.trace.balance["plan_s"][0]) + 0.003 + migration + 0.008
+    assert r.makespan == pytest.approx(expected, rel=1e-9)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,8 @@ waking workers) and on every halo payload it hands from one tile to another; the
 it to every task. It is measured the way the executor benchmark does: a tiny app whose kernel
 spins for a known time runs under the executor, once exchanging halos and once not; wall time
 less the tasks' own CPU time, per task, is the overhead, and the difference between the two
-runs, per payload, the cost of a payload.
+runs, per payload, the cost of a payload. A re-balancing step stops the executor and starts it
+again: short runs of that app measure what a restart costs.
 
 The host's speed drifts over minutes, and the overhead with it: measure close to the runs
 that the calibration will model, at about their task length.
@@ -78,8 +79,23 @@ def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3) -> dict
             best = min(best, (res.wall_s - res.task_cost.sum()) / n)
         per_task[halo] = max(0.0, float(best))
     per_payload = max(0.0, (per_task[True] - per_task[False]) * n / payloads) if payloads else 0.0
-    return {"task_overhead_s": per_task[False], "payload_overhead_s": per_payload, "measured_tasks": int(n),
-            "task_s": task_s}
+    return {"task_overhead_s": per_task[False], "payload_overhead_s": per_payload,
+            "restart_s": _restart(SpinApp(iters, True), tiling, repeats), "measured_tasks": int(n), "task_s": task_s}
+
+
+def _restart(app, tiling: Tiling, repeats: int) -> float:
+    """The fixed cost of one executor run (starting workers, packing the first halos, collecting
+    the result), which every re-balancing step pays: a run of 1 step less the extra of a 3-step one."""
+    executor = LocalExecutor(app, tiling, Cluster.uniform(1, 1), np.zeros(tiling.ntiles, int))
+
+    def run(steps):
+        tic = time.perf_counter()
+        executor.run(steps)
+        return time.perf_counter() - tic
+
+    one = min(run(1) for _ in range(5 * repeats))
+    three = min(run(3) for _ in range(5 * repeats))
+    return max(0.0, one - (three - one) / 2)
 
 
 def task_overhead(calibration: dict, tasks: int, payloads: int) -> float:

@@ -40,6 +40,7 @@ class ReplayConfig:
     network: Network = field(default_factory=Network)
     memcpy_bandwidth: float = float("inf")  # recorded costs already include packing halos
     task_overhead_s: float = 0.0  # the executor's own time per task (see shoal.replay.calibrate)
+    restart_s: float = 0.0  # what stopping and restarting the executor adds to a balancing step (ditto)
     # Interpreter lock: "process" (one per node, a Python executor per rank), "shared" (all nodes
     # in one process, the local executor) or "none" (a compiled executor).
     gil: str = "none"
@@ -222,6 +223,9 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         raise ShoalError("replay needs at least one node with one core")
     if cfg.period < 0:
         raise ShoalError(f"period must be >= 0, got {cfg.period}")
+    if cfg.task_overhead_s < 0 or cfg.restart_s < 0:
+        raise ShoalError(f"overheads must be >= 0, got {cfg.task_overhead_s} per task and {cfg.restart_s} "
+                         "per restart")
     cluster = Cluster.uniform(cfg.nodes, cfg.cores, cfg.network)
     if cfg.speed != 1.0:
         trace = scaled(trace, cfg.speed)
@@ -295,7 +299,7 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         tic = time.perf_counter()
         new = check_owner(policy.rebalance(ctx, memory), tiling, cluster)
         plan = time.perf_counter() - tic
-        barrier_done = t_end + 2.0 * log_nodes * (net.latency_s + net.overhead_s) + plan
+        barrier_done = t_end + 2.0 * log_nodes * (net.latency_s + net.overhead_s) + plan + cfg.restart_s
         t0 = _migrate(owner, new, tile_bytes, cluster, barrier_done, tx_free, rx_free)
         moved = new != owner
         balance.append((int(trace.steps[s1]), plan, int(moved.sum()), int(tile_bytes[moved].sum()),
