@@ -232,22 +232,8 @@ def run_scenario(
     _check_finite(gathered, sc.run.steps)
     _save_npz(path / "state" / "final.npz", gathered)
 
-    trace = Trace(
-        tasks={"step": result.task_step, "phase": result.task_phase, "tile": result.task_tile,
-               "node": result.task_node, "worker": result.task_worker, "start": result.task_start,
-               "end": result.task_end, "cost": result.task_cost, "work": result.task_work,
-               "kernel": result.task_kernel},
-        messages={"step": result.msg_step, "phase": result.msg_phase, "src": result.msg_src,
-                  "dst": result.msg_dst, "bytes": result.msg_bytes},
-        phases=[p.name for p in app.phases], tiling=tiling, cluster=cluster,
-        placement_steps=np.array([step for step, _ in result.placements]),
-        placement_owners=np.stack([o for _, o in result.placements]),
-        balance=balancer.records() if balancer else None,
-        step_end=result.step_end, app=sc.app, scenario=sc.name, config=sc.to_dict(),
-        barrier_phases=[p.reduction is not None for p in app.phases], tile_bytes=tile_bytes,
-        communication=None if result.comm_cpu_s is None else {"cpu_s": result.comm_cpu_s,
-                                                              "messages": result.comm_messages},
-    )
+    trace = Trace.of_run(result, app.phases, tiling, cluster, balance=balancer.records() if balancer else None,
+                         app=sc.app, scenario=sc.name, config=sc.to_dict(), tile_bytes=tile_bytes)
     trace.write(path / "trace.h5")
 
     summary = {"app": sc.app, "scenario": sc.name, "placement": sc.run.placement, "period": sc.run.period,

@@ -91,6 +91,26 @@ class Trace:
         if self.balance is not None:
             self.balance = {k: np.asarray(self.balance[k], dtype=t) for k, t in BALANCE_COLUMNS.items()}
 
+    @classmethod
+    def of_run(cls, result, phases, tiling: Tiling, cluster: Cluster, **meta) -> Trace:
+        """The trace of an executor's result (an ``ExecutionResult``) run with ``phases``;
+        ``meta`` fills the other fields (app, scenario, config, balance, tile_bytes...)."""
+        return cls(
+            tasks={"step": result.task_step, "phase": result.task_phase, "tile": result.task_tile,
+                   "node": result.task_node, "worker": result.task_worker, "start": result.task_start,
+                   "end": result.task_end, "cost": result.task_cost, "work": result.task_work,
+                   "kernel": result.task_kernel},
+            messages={"step": result.msg_step, "phase": result.msg_phase, "src": result.msg_src,
+                      "dst": result.msg_dst, "bytes": result.msg_bytes},
+            phases=[p.name for p in phases], tiling=tiling, cluster=cluster,
+            placement_steps=np.array([step for step, _ in result.placements]),
+            placement_owners=np.stack([o for _, o in result.placements]),
+            step_end=result.step_end, barrier_phases=[p.reduction is not None for p in phases],
+            communication=None if result.comm_cpu_s is None else {"cpu_s": result.comm_cpu_s,
+                                                                  "messages": result.comm_messages},
+            **meta,
+        )
+
     # ----- derived views ---------------------------------------------------------------------
     @property
     def message_cpu_s(self) -> float:
