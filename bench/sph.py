@@ -75,6 +75,7 @@ def main() -> None:
     # the fluidanimate run right after it, and the ratios are quoted per pair.
     ratios: dict[int, list[float]] = {1: [], 2: []}
     rates: dict[int, list[float]] = {1: [], 2: []}
+    peer_rates: dict[int, list[float]] = {1: [], 2: []}
     for r in range(args.repeat):
         for w in (1, 2):
             rate, phases = shoal_rate(app3, args.tiles, w, args.frames)
@@ -85,11 +86,16 @@ def main() -> None:
             if binary:
                 fa = fluidanimate_rate(binary, threads, fluid, args.frames, n3)
                 ratios[w].append(rate / fa)
+                peer_rates[w].append(fa)
                 line += f"; fluidanimate {threads} thread(s): {fa / 1e6:.2f} M -> ratio {rate / fa:.2f}"
             print(line, flush=True)
     eff = [b / (2 * a) for a, b in zip(rates[1], rates[2], strict=True)]
     print(f"shoal 3D parallel efficiency on 2 workers: median {np.median(eff):.2f} "
           f"(range {min(eff):.2f}-{max(eff):.2f})")
+    if peer_rates[1] and peer_rates[2]:  # what this host allows two threads of a compiled code
+        peer = [b / (2 * a) for a, b in zip(peer_rates[1], peer_rates[2], strict=True)]
+        print(f"fluidanimate's own efficiency, pthreads on 2 threads against serial: median {np.median(peer):.2f} "
+              f"(range {min(peer):.2f}-{max(peer):.2f})")
     for w, what in ((1, "serial, per core"), (2, "2 workers vs fluidanimate pthreads, 2 threads")):
         if ratios[w]:
             print(f"shoal / fluidanimate ({what}): median {np.median(ratios[w]):.2f} "
