@@ -2,6 +2,8 @@
 tasks start only when their inputs are ready; reductions are barriers in tile order."""
 
 import itertools
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -140,6 +142,41 @@ def test_reductions_are_barriers_combined_in_tile_order():
         assert start[step, 1].min() >= end[step, 0].max()  # b waits for every a
         if step:
             assert start[step, 0].min() >= end[step - 1, 2].max()  # a waits for every c
+
+
+class FirstPackApp:
+    """One halo phase; a tile's first packing burns 20 ms of CPU and notes its thread."""
+
+    name = "first-pack-test"
+    phases = (Phase("a", halo=True),)
+
+    def init_tile(self, tile, tiling):
+        return {"packs": 0, "threads": set()}
+
+    def pack_halo(self, phase, state, src, dst, tiling):
+        state["threads"].add(threading.current_thread().name)
+        if state["packs"] == 0:
+            tic = time.thread_time()
+            while time.thread_time() - tic < 0.02:
+                pass
+        state["packs"] += 1
+        return np.zeros(1)
+
+    def run_phase(self, phase, tile, state, halos, ctx, tiling):
+        return 1
+
+    def gather(self, states, tiling):
+        return {}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_first_halos_are_packed_by_the_workers_and_charged_to_the_first_task(workers):
+    tiling = Tiling.from_count((16, 16), 4)
+    res = LocalExecutor(FirstPackApp(), tiling, Cluster.uniform(1, workers), np.zeros(4, int)).run(3)
+    for t in range(4):
+        assert res.states[t]["threads"] and all(n.startswith("shoal-node0-w") for n in res.states[t]["threads"])
+    cost = res.task_cost.reshape(3, 4)
+    assert np.all(cost[0] >= 0.02) and np.all(cost[1:] < 0.02)  # the burn lands in each tile's first task
 
 
 class FailingApp(ReduceApp):
