@@ -119,53 +119,53 @@ def rates_pairs(x, v, rho, m, kind, own, start, nlx, nly, h, rho0, c0, B, gamma,
             vxi, vyi = v[i, 0], v[i, 1]
             fluid_i = kind[i] == FLUID
             own_i = own[i]
-            for ox in range(-1, 2):
+            # The three cells (cx + ox, cy - 1 .. cy + 1) are one range in (cell, id) order;
+            # the row ox = +1 holds no particle before i.
+            for ox in range(-1, 1):
                 if cx + ox < 0 or cx + ox >= nlx:
                     continue
-                for oy in range(-1, 2):
-                    if cy + oy < 0 or cy + oy >= nly:
+                row = (cx + ox) * nly
+                first, last = start[row + max(cy - 1, 0)], start[row + min(cy + 1, nly - 1) + 1]
+                for j in range(first, min(last, i)):
+                    if not (own_i or own[j]):
                         continue
-                    d = (cx + ox) * nly + (cy + oy)
-                    for j in range(start[d], min(start[d + 1], i)):
-                        if not (own_i or own[j]):
-                            continue
-                        fluid_j = kind[j] == FLUID
-                        if not fluid_i and not fluid_j:
-                            continue  # walls do not act on walls
-                        rx = xi - x[j, 0]
-                        ry = yi - x[j, 1]
-                        r2 = rx * rx + ry * ry
-                        if r2 >= support2 or r2 == 0.0:
-                            continue
-                        r = math.sqrt(r2)
-                        f = dw_dr(r, h, sigma) / r
-                        gwx = f * rx
-                        gwy = f * ry
-                        vx = vxi - v[j, 0]
-                        vy = vyi - v[j, 1]
-                        vgw = vx * gwx + vy * gwy
-                        drho[i] += m[j] * vgw
-                        drho[j] += m[i] * vgw
-                        vr = vx * rx + vy * ry
-                        visc = 0.0
-                        if vr < 0.0:
-                            mu_ij = -h * vr / (r2 + eta2)
-                            if mu_ij > mu[i]:
-                                mu[i] = mu_ij
-                            if mu_ij > mu[j]:
-                                mu[j] = mu_ij
-                            cbar = 0.5 * (c[i] + c[j])
-                            rbar = 0.5 * (rho[i] + rho[j])
-                            visc = (alpha * cbar * mu_ij + beta * mu_ij * mu_ij) / rbar
-                        coeff = pr2[i] + pr2[j] + visc
-                        if fluid_i:
-                            acc[i, 0] -= m[j] * coeff * gwx
-                            acc[i, 1] -= m[j] * coeff * gwy
-                            de[i] += 0.5 * m[j] * coeff * vgw
-                        if fluid_j:
-                            acc[j, 0] += m[i] * coeff * gwx
-                            acc[j, 1] += m[i] * coeff * gwy
-                            de[j] += 0.5 * m[i] * coeff * vgw
+                    fluid_j = kind[j] == FLUID
+                    if not fluid_i and not fluid_j:
+                        continue  # walls do not act on walls
+                    rx = xi - x[j, 0]
+                    ry = yi - x[j, 1]
+                    r2 = rx * rx + ry * ry
+                    if r2 >= support2 or r2 == 0.0:
+                        continue
+                    r = math.sqrt(r2)
+                    f = dw_dr(r, h, sigma) / r
+                    gwx = f * rx
+                    gwy = f * ry
+                    vx = vxi - v[j, 0]
+                    vy = vyi - v[j, 1]
+                    vgw = vx * gwx + vy * gwy
+                    drho[i] += m[j] * vgw
+                    drho[j] += m[i] * vgw
+                    vr = vx * rx + vy * ry
+                    visc = 0.0
+                    if vr < 0.0:
+                        mu_ij = -h * vr / (r2 + eta2)
+                        if mu_ij > mu[i]:
+                            mu[i] = mu_ij
+                        if mu_ij > mu[j]:
+                            mu[j] = mu_ij
+                        cbar = 0.5 * (c[i] + c[j])
+                        rbar = 0.5 * (rho[i] + rho[j])
+                        visc = (alpha * cbar * mu_ij + beta * mu_ij * mu_ij) / rbar
+                    coeff = pr2[i] + pr2[j] + visc
+                    if fluid_i:
+                        acc[i, 0] -= m[j] * coeff * gwx
+                        acc[i, 1] -= m[j] * coeff * gwy
+                        de[i] += 0.5 * m[j] * coeff * vgw
+                    if fluid_j:
+                        acc[j, 0] += m[i] * coeff * gwx
+                        acc[j, 1] += m[i] * coeff * gwy
+                        de[j] += 0.5 * m[i] * coeff * vgw
     for i in range(n):
         if kind[i] == FLUID:
             acc[i, 0] += gx
