@@ -30,7 +30,7 @@ def lexorder(cell, ids, lo):
     return np.lexsort(keys)
 
 
-def setup(case):
+def scene(case):
     """A random generator, the grid, its tiling and cell grid (unit cells), and a random tile."""
     seed, grid_shape, counts = case
     rng = np.random.default_rng(seed)
@@ -60,7 +60,7 @@ def test_gather_parts_is_concatenate_then_take(seed, n_first, n_rest):
 @settings(max_examples=40, deadline=None)
 @given(cases)
 def test_settle_keeps_the_tiles_particles_in_cell_id_order(case):
-    rng, grid_shape, tiling, grid, tile = setup(case)
+    rng, grid_shape, tiling, grid, tile = scene(case)
     allp = random_particles(rng, 200, grid_shape)
     cut = int(rng.integers(0, 200))
     own, arrivals = take(allp, slice(0, cut)), take(allp, slice(cut, 200))
@@ -76,7 +76,7 @@ def test_settle_keeps_the_tiles_particles_in_cell_id_order(case):
 @settings(max_examples=40, deadline=None)
 @given(cases)
 def test_neighbourhood_merges_in_local_cell_id_order_and_drops_far_halos(case):
-    rng, grid_shape, tiling, grid, tile = setup(case)
+    rng, grid_shape, tiling, grid, tile = scene(case)
     lo, hi = tiling.lo[tile], tiling.hi[tile]
     allp = random_particles(rng, 300, grid_shape)
     inside = in_box(allp, None, lo, hi)
@@ -103,7 +103,7 @@ def test_neighbourhood_merges_in_local_cell_id_order_and_drops_far_halos(case):
 @settings(max_examples=40, deadline=None)
 @given(cases)
 def test_halos_are_exactly_the_ring_particles_of_each_neighbour(case):
-    rng, grid_shape, tiling, _, src = setup(case)
+    rng, grid_shape, tiling, _, src = scene(case)
     p = random_particles(rng, 300, grid_shape)
     p = take(p, in_box(p, None, tiling.lo[src] - 1, tiling.hi[src] + 1))  # some drifted out of the box
     halos = halos_for_neighbours(p, tiling, src)
