@@ -316,20 +316,6 @@ def gather_parts(first: np.ndarray, rest: np.ndarray, index: np.ndarray) -> np.n
     return out
 
 
-def local_cells(cell: np.ndarray, lo, hi, width: int = 1):
-    """Local cell coordinates, flat local index, and shape of the tile's box widened by ``width``.
-
-    Local order is row-major over the widened box, which agrees with the global row-major
-    order of cells.
-    """
-    shape = tuple(int(a) for a in (np.asarray(hi) - np.asarray(lo) + 2 * width))
-    idx = cell - (np.asarray(lo) - width)
-    flat = idx[:, 0].copy()
-    for a in range(1, idx.shape[1]):
-        flat = flat * shape[a] + idx[:, a]
-    return idx, flat, shape
-
-
 class Neighbourhood:
     """Own and halo particles of one tile merged in (local cell, id) order, with cell starts.
 
