@@ -69,7 +69,7 @@ def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3) -> dict
     tiling = Tiling.from_counts((32, 32), (8, 8))
     steps = max(1, tasks // tiling.ntiles)
     n = steps * tiling.ntiles
-    payloads = (steps - 1) * sum(len(nbrs) for nbrs in tiling.neighbours)  # the first step's are packed before
+    payloads = steps * sum(len(nbrs) for nbrs in tiling.neighbours)  # every task reads one from each neighbour
     per_task = {}
     for halo in (False, True):
         best = np.inf
