@@ -178,6 +178,7 @@ def main() -> None:
                     for model, message_cpu in models.items() if ranks == 2 else ():
                         network = Network(latency_s=latency, bandwidth_Bps=bandwidth, overhead_s=0.0)
                         cfg = ReplayConfig(nodes=2, cores=1, network=network, task_overhead_s=overhead,
+                                           wake_s=calibration["wake_s"],
                                            gil="process", message_cpu_s=message_cpu, **POLICY)
                         predicted[model].append(replay(trace, cfg).makespan / s["steps"])
                 m = float(np.median(measured))

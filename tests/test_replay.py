@@ -54,6 +54,19 @@ def test_fan_in_waits_for_the_last_message_and_the_receiver_interface_serialises
     assert r.makespan == pytest.approx(0.008, abs=1e-12)
 
 
+def test_an_idle_core_wakes_for_a_task_a_message_made_ready_a_busy_one_does_not():
+    # Same fan-in: tile 2's core sat idle from 0.5 ms, so its worker must be woken (0.25 ms)
+    # when the second message arrives at 4 ms. Tiles 0 and 1 start at t0 (workers starting).
+    costs = [[[0.001, 0.001, 0.0005], [0.0, 0.0, 0.004]]]
+    msgs = [(0, 1, 0, 2, 1000), (0, 1, 1, 2, 1000)]
+    r = one_tile_per_node(hand_trace(3, costs, msgs), wake_s=0.00025)
+    assert r.makespan == pytest.approx(0.00825, abs=1e-12)
+    # A chain on one core never sleeps: each task follows the previous one at once.
+    chain = replay(hand_trace(1, [[[0.010], [0.020]]], []), ReplayConfig(nodes=1, cores=1, network=NET,
+                                                                         wake_s=0.001))
+    assert chain.makespan == pytest.approx(0.030, abs=1e-12)
+
+
 def test_two_messages_contend_for_the_sender_interface():
     # Tile 0 sends 1000 bytes to tile 1 and to tile 2 when its phase a ends at 2 ms.
     costs = [[[0.002, 0.0, 0.0], [0.0, 0.001, 0.003]]]

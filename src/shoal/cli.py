@@ -211,7 +211,8 @@ def _cmd_validate(args) -> int:
     cal = result.calibration
     table = Table(title=f"predicted vs measured makespan on this machine, medians of {args.repeats} runs "
                         f"(executor overhead {cal['task_overhead_s'] * 1e6:.1f} us/task and "
-                        f"{cal['payload_overhead_s'] * 1e6:.2f} us/payload, first case)")
+                        f"{cal['payload_overhead_s'] * 1e6:.2f} us/payload, wake-up {cal['wake_s'] * 1e6:.0f} us, "
+                        f"restart {cal['restart_s'] * 1e3:.2f} ms; first case)")
     for col in ("scenario", "nodes x workers", "placement", "measured (s)", "spread", "predicted (s)", "error"):
         table.add_column(col, justify="left" if col in ("scenario", "placement") else "right")
     for r in result.rows:

@@ -6,7 +6,8 @@ it to every task. It is measured the way the executor benchmark does: a tiny app
 spins for a known time runs under the executor, once exchanging halos and once not; wall time
 less the tasks' own CPU time, per task, is the overhead, and the difference between the two
 runs, per payload, the cost of a payload. A re-balancing step stops the executor and starts it
-again: short runs of that app measure what a restart costs.
+again: short runs of that app measure what a restart costs. A worker with nothing to do sleeps
+on its node's condition: how long one takes to wake when notified is timed directly.
 
 The host's speed drifts over minutes, and the overhead with it: measure close to the runs
 that the calibration will model, at about their task length.
@@ -15,6 +16,8 @@ that the calibration will model, at about their task length.
 from __future__ import annotations
 
 import math
+import sys
+import threading
 import time
 
 import numba as nb
@@ -22,6 +25,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..runtime import LocalExecutor, Phase
+from ..runtime.local import GIL_SWITCH_S
 from ..tiling import Tiling
 
 
@@ -80,7 +84,8 @@ def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3) -> dict
         per_task[halo] = max(0.0, float(best))
     per_payload = max(0.0, (per_task[True] - per_task[False]) * n / payloads) if payloads else 0.0
     return {"task_overhead_s": per_task[False], "payload_overhead_s": per_payload,
-            "restart_s": _restart(SpinApp(iters, True), tiling, repeats), "measured_tasks": int(n), "task_s": task_s}
+            "restart_s": _restart(SpinApp(iters, True), tiling, repeats), "wake_s": _wake_latency(),
+            "measured_tasks": int(n), "task_s": task_s}
 
 
 def _restart(app, tiling: Tiling, repeats: int) -> float:
@@ -96,6 +101,41 @@ def _restart(app, tiling: Tiling, repeats: int) -> float:
     one = min(run(1) for _ in range(5 * repeats))
     three = min(run(3) for _ in range(5 * repeats))
     return max(0.0, one - (three - one) / 2)
+
+
+def _wake_latency(samples: int = 300) -> float:
+    """Median time from notifying a condition to the sleeping thread running again, with the
+    executor's interpreter switch interval (how a worker is handed a ready task)."""
+    cond = threading.Condition(threading.Lock())
+    sent: list[float] = []
+    woke: list[float] = []
+    pending = [False]
+
+    def sleeper():
+        for _ in range(samples):
+            with cond:
+                while not pending[0]:
+                    cond.wait()
+                woke.append(time.perf_counter())
+                pending[0] = False
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(GIL_SWITCH_S)
+    thread = threading.Thread(target=sleeper, daemon=True)
+    thread.start()
+    try:
+        for _ in range(samples):
+            time.sleep(2e-4)  # let it fall asleep
+            with cond:
+                sent.append(time.perf_counter())
+                pending[0] = True
+                cond.notify()
+            while pending[0]:
+                time.sleep(0)
+        thread.join()
+    finally:
+        sys.setswitchinterval(switch)
+    return float(np.median(np.array(woke) - np.array(sent)))
 
 
 def task_overhead(calibration: dict, tasks: int, payloads: int) -> float:

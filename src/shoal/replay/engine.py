@@ -87,7 +87,7 @@ def _enqueue(k, node, head, tail, nxt, dirty, dirty_list, ndirty):
 @nb.njit(cache=True, nogil=True)
 def simulate(cost, owner, cores, barrier_after, msg_start, msg_dst, msg_bytes, first_msgs_src, first_msgs_dst,
              first_msgs_bytes, latency, bandwidth, overhead, memcpy_bandwidth, t0, tx_free, rx_free,
-             gil, process_of, gil_free):
+             gil, process_of, gil_free, wake):
     """Simulate one segment; returns (start, end, core) per task and the number of events.
 
     Parameters
@@ -109,6 +109,9 @@ def simulate(cost, owner, cores, barrier_after, msg_start, msg_dst, msg_bytes, f
         process holds the lock. Zeros model compiled executors.
     process_of, gil_free
         The process each node's tasks run in, and when each process's lock is next free.
+    wake : float
+        Seconds a core that sat idle takes to start a task that became ready (its worker
+        slept and must be woken); a core that has just finished a task takes the next at once.
     """
     S, P, T = cost.shape
     flat_cost = cost.reshape(-1)
@@ -149,6 +152,7 @@ def simulate(cost, owner, cores, barrier_after, msg_start, msg_dst, msg_bytes, f
     for k in range(N):
         for c in range(cores[k]):
             free_core[k, c] = cores[k] - 1 - c
+    freed_at = np.full((N, cores.max()), t0)  # when each core last finished a task
     done_in_phase = np.zeros(S * P, np.int64)
     phase_end = np.zeros(S * P)
     cap = ntask + msg_dst.shape[0] + first_msgs_dst.shape[0] + S * P + 16
@@ -204,11 +208,12 @@ def simulate(cost, owner, cores, barrier_after, msg_start, msg_dst, msg_bytes, f
                 for m in range(msg_start[k], msg_start[k + 1]):
                     if owner[msg_dst[m]] == node:
                         copy += msg_bytes[m] / memcpy_bandwidth
-                start[k] = now
+                begin = now if freed_at[node, c] >= now else now + wake
+                start[k] = begin
                 # Python share first, under the process's lock; the rest runs without it.
                 lock = process_of[node]
                 held = min(flat_gil[k], flat_cost[k])
-                got = max(now, gil_free[lock]) if held > 0 else now
+                got = max(begin, gil_free[lock]) if held > 0 else begin
                 gil_free[lock] = max(gil_free[lock], got + held)
                 end[k] = got + flat_cost[k] + copy
                 core_of[k] = c
@@ -223,6 +228,7 @@ def simulate(cost, owner, cores, barrier_after, msg_start, msg_dst, msg_bytes, f
         if kind == TASK_END:
             k, node = a, b
             free_core[node, free[node]] = core_of[k]
+            freed_at[node, core_of[k]] = now
             free[node] += 1
             if not dirty[node]:
                 dirty[node] = True

@@ -41,6 +41,7 @@ class ReplayConfig:
     memcpy_bandwidth: float = float("inf")  # recorded costs already include packing halos
     task_overhead_s: float = 0.0  # the executor's own time per task (see shoal.replay.calibrate)
     restart_s: float = 0.0  # what stopping and restarting the executor adds to a balancing step (ditto)
+    wake_s: float = 0.0  # how long an idle core's worker takes to wake for a task that became ready (ditto)
     # Interpreter lock: "process" (one per node, a Python executor per rank), "shared" (all nodes
     # in one process, the local executor) or "none" (a compiled executor).
     gil: str = "none"
@@ -223,9 +224,9 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         raise ShoalError("replay needs at least one node with one core")
     if cfg.period < 0:
         raise ShoalError(f"period must be >= 0, got {cfg.period}")
-    if cfg.task_overhead_s < 0 or cfg.restart_s < 0:
-        raise ShoalError(f"overheads must be >= 0, got {cfg.task_overhead_s} per task and {cfg.restart_s} "
-                         "per restart")
+    if min(cfg.task_overhead_s, cfg.restart_s, cfg.wake_s) < 0:
+        raise ShoalError(f"overheads must be >= 0, got {cfg.task_overhead_s} per task, {cfg.restart_s} per "
+                         f"restart and {cfg.wake_s} per wake-up")
     cluster = Cluster.uniform(cfg.nodes, cfg.cores, cfg.network)
     if cfg.speed != 1.0:
         trace = scaled(trace, cfg.speed)
@@ -281,7 +282,7 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         start, end, core, n_events = simulate(np.ascontiguousarray(seg_duration), owner, cores, barrier, csr, mdst,
                                               mbytes, fsrc, fdst, fbytes, net.latency_s, net.bandwidth_Bps,
                                               net.overhead_s, cfg.memcpy_bandwidth, t0, tx_free, rx_free,
-                                              np.ascontiguousarray(seg_gil), process_of, gil_free)
+                                              np.ascontiguousarray(seg_gil), process_of, gil_free, cfg.wake_s)
         wall += time.perf_counter() - tic
         events += n_events
         sl = slice(s0 * P * T, s1 * P * T)

@@ -78,7 +78,8 @@ def validate(out: Path, quick: bool = False, repeats: int = 3,
                                out=out / f"{k:02d}-{scenario}-{nodes}x{workers}-{label.replace('/', '-')}-{r}")
             overhead = task_overhead(cal, rec.trace.tasks["cost"].size, len(rec.trace.messages["src"]))
             cfg = ReplayConfig(nodes=nodes, cores=workers, placement=placement, period=period, network=IN_PROCESS,
-                               task_overhead_s=overhead, restart_s=cal["restart_s"], gil="shared")
+                               task_overhead_s=overhead, restart_s=cal["restart_s"], wake_s=cal["wake_s"],
+                               gil="shared")
             predicted.append(replay(rec.trace, cfg).makespan)
             measured.append(rec.summary["wall_s"])
         m, p = float(np.median(measured)), float(np.median(predicted))
