@@ -8,7 +8,7 @@ kernels' first call). Point the benchmark at fluidanimate binaries built elsewhe
 and pthreads) with the environment variables ``FLUIDANIMATE_SERIAL`` and
 ``FLUIDANIMATE_PTHREADS``; without them only shoal's figures are printed.
 
-Run: ``python bench/sph.py [--frames 100] [--repeat 3] [--data DIR]``.
+Run: ``python bench/sph.py [--frames 100] [--repeat 3] [--tiles 4 8 16] [--data DIR]``.
 """
 
 from __future__ import annotations
@@ -54,37 +54,27 @@ def fluidanimate_rate(binary: str, threads: int, input_file: Path, frames: int, 
     return particles * frames / (full - one)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--frames", type=int, default=100)
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--tiles", type=int, default=8)
-    ap.add_argument("--repeat", type=int, default=3, help="rounds of shoal and fluidanimate, interleaved")
-    args = ap.parse_args()
-    fluid = args.data / "in_100K.fluid"
-    serial, pthreads = os.environ.get("FLUIDANIMATE_SERIAL"), os.environ.get("FLUIDANIMATE_PTHREADS")
-    peers = {1: (serial, 1), 2: (pthreads, 2)}
-
-    print(f"frames 2-{args.frames + 1}; shoal on {args.tiles} tiles in one node; M = million particle-steps/s")
-    if not serial:
-        print("fluidanimate: set FLUIDANIMATE_SERIAL (and FLUIDANIMATE_PTHREADS) to compare in this run")
-    spec3 = get_app("sph3d")
-    app3 = spec3.build(spec3.params(input=str(fluid)), args.frames + 1)
+def compare_3d(app3, ntiles: int, repeat: int, frames: int, peers: dict, fluid: Path) -> None:
+    """Rounds of shoal on 1 and 2 workers, each paired with fluidanimate right after it."""
     n3 = app3.initial_count()
     # This host's speed drifts by tens of percent over minutes: each shoal run is paired with
     # the fluidanimate run right after it, and the ratios are quoted per pair.
     ratios: dict[int, list[float]] = {1: [], 2: []}
     rates: dict[int, list[float]] = {1: [], 2: []}
     peer_rates: dict[int, list[float]] = {1: [], 2: []}
-    for r in range(args.repeat):
+    tiling = Tiling.from_count(app3.grid, ntiles)
+    app3.prepare(tiling)
+    busy = sum(len(app3.init_tile(t, tiling)["id"]) > 0 for t in range(tiling.ntiles))
+    print(f"-- {ntiles} tiles {tiling.counts}, {busy} holding particles at the start")
+    for r in range(repeat):
         for w in (1, 2):
-            rate, phases = shoal_rate(app3, args.tiles, w, args.frames)
+            rate, phases = shoal_rate(app3, ntiles, w, frames)
             rates[w].append(rate)
             split = ", ".join(f"{k} {v:.2f}s" for k, v in phases.items())
             line = f"round {r + 1}: shoal 3D ({n3} particles), {w} worker(s): {rate / 1e6:.2f} M  [{split}]"
             binary, threads = peers[w]
             if binary:
-                fa = fluidanimate_rate(binary, threads, fluid, args.frames, n3)
+                fa = fluidanimate_rate(binary, threads, fluid, frames, n3)
                 ratios[w].append(rate / fa)
                 peer_rates[w].append(fa)
                 line += f"; fluidanimate {threads} thread(s): {fa / 1e6:.2f} M -> ratio {rate / fa:.2f}"
@@ -101,11 +91,36 @@ def main() -> None:
             print(f"shoal / fluidanimate ({what}): median {np.median(ratios[w]):.2f} "
                   f"(range {min(ratios[w]):.2f}-{max(ratios[w]):.2f})")
 
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--frames", type=int, default=100)
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--tiles", type=int, nargs="+", default=[4, 8, 16],
+                    help="3D tile counts to compare")
+    ap.add_argument("--tiles-2d", type=int, default=32)
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of shoal and fluidanimate, interleaved")
+    args = ap.parse_args()
+    fluid = args.data / "in_100K.fluid"
+    serial, pthreads = os.environ.get("FLUIDANIMATE_SERIAL"), os.environ.get("FLUIDANIMATE_PTHREADS")
+    peers = {1: (serial, 1), 2: (pthreads, 2)}
+
+    print(f"frames 2-{args.frames + 1}; shoal in one node; M = million particle-steps/s")
+    if not serial:
+        print("fluidanimate: set FLUIDANIMATE_SERIAL (and FLUIDANIMATE_PTHREADS) to compare in this run")
+    spec3 = get_app("sph3d")
+    app3 = spec3.build(spec3.params(input=str(fluid)), args.frames + 1)
+    # Each tile pays for the pairs that cross its faces a second time (the neighbour evaluates
+    # them too) and for gathering its halo: fewer, larger tiles are cheaper per step, more
+    # tiles give the balancer and the idle cores more to choose from.
+    for ntiles in args.tiles:
+        compare_3d(app3, ntiles, args.repeat, args.frames, peers, fluid)
+
     spec2 = get_app("sph2d")
     app2 = spec2.build(spec2.params(dx=0.0045, tank=[4.0, 2.4], fluid=[[0.0, 0.0, 1.0, 2.0]], alpha=0.3),
                        args.frames + 1)
     for w in (1, 2):
-        rate, phases = shoal_rate(app2, args.tiles * 4, w, args.frames)
+        rate, phases = shoal_rate(app2, args.tiles_2d, w, args.frames)
         split = ", ".join(f"{k} {v:.2f}s" for k, v in phases.items())
         print(f"shoal 2D dam break ({app2.initial_count()} particles), {w} worker(s): {rate / 1e6:.2f} M  [{split}]")
 
