@@ -114,6 +114,10 @@ def rates_pairs(x, v, rho, m, kind, own, start, nlx, nly, h, rho0, c0, B, gamma,
     mu = np.zeros(n)
     for cell in range(nlx * nly):
         cx, cy = cell // nly, cell % nly
+        # Own particles lie inside the local grid less its outer ring: a ring cell holds halo
+        # particles only, whose partners can only be own particles of the inner cells.
+        edge = 1 if min(cx, cy) == 0 or cx == nlx - 1 or cy == nly - 1 else 0
+        y0, y1 = max(cy - 1, edge), min(cy + 1, nly - 1 - edge)
         for i in range(start[cell], start[cell + 1]):
             xi, yi = x[i, 0], x[i, 1]
             vxi, vyi = v[i, 0], v[i, 1]
@@ -122,10 +126,10 @@ def rates_pairs(x, v, rho, m, kind, own, start, nlx, nly, h, rho0, c0, B, gamma,
             # The three cells (cx + ox, cy - 1 .. cy + 1) are one range in (cell, id) order;
             # the row ox = +1 holds no particle before i.
             for ox in range(-1, 1):
-                if cx + ox < 0 or cx + ox >= nlx:
+                if cx + ox < edge or cx + ox >= nlx - edge or y0 > y1:
                     continue
                 row = (cx + ox) * nly
-                first, last = start[row + max(cy - 1, 0)], start[row + min(cy + 1, nly - 1) + 1]
+                first, last = start[row + y0], start[row + y1 + 1]
                 for j in range(first, min(last, i)):
                     if not (own_i or own[j]):
                         continue

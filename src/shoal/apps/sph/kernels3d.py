@@ -19,25 +19,35 @@ import numpy as np
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
 def _earlier_spans(c, start, shape, lo, hi):
-    """Particle ranges holding every neighbour of local cell ``c`` that can come before it.
+    """Particle ranges holding every neighbour of local cell ``c`` that can come before it
+    and can pair with it.
 
     Cells are row-major with z fastest, so the three z-neighbours of one (x, y) row are one
     contiguous range in (cell, id) order: 9 ranges instead of 27 cells, and of those only the
     5 rows not after ``c``'s own row can hold earlier particles. The ranges keep the global
     order, so sums still add in it.
+
+    Own particles all lie inside the local box less its outer ring of cells (the box is
+    widened by one cell beyond where own particles reach). A cell of that ring holds halo
+    particles only, whose pairs count only with own particles: its ranges are clipped to the
+    inner box, which skips exactly the halo-halo pairs.
     """
     nx, ny, nz = shape
     cx = c // (ny * nz)
     cy = (c // nz) % ny
     cz = c % nz
-    z0 = max(cz - 1, 0)
-    z1 = min(cz + 1, nz - 1)
+    ring = min(cx, cy, cz) == 0 or cx == nx - 1 or cy == ny - 1 or cz == nz - 1
+    edge = 1 if ring else 0  # the cells a ring cell's partners may occupy: [edge, n - edge)
+    z0 = max(cz - 1, edge)
+    z1 = min(cz + 1, nz - 1 - edge)
     k = 0
+    if z0 > z1:
+        return k
     for ox in range(-1, 1):
-        if cx + ox < 0 or cx + ox >= nx:
+        if cx + ox < edge or cx + ox >= nx - edge:
             continue
         for oy in range(-1, 2 if ox < 0 else 1):
-            if cy + oy < 0 or cy + oy >= ny:
+            if cy + oy < edge or cy + oy >= ny - edge:
                 continue
             row = ((cx + ox) * ny + (cy + oy)) * nz
             if start[row + z1 + 1] > start[row + z0]:

@@ -322,6 +322,8 @@ class Neighbourhood:
     The local box is the tile's box widened so that every own particle's 3^d neighbour cells
     lie inside it (one cell, or more when own particles have drifted out of the box between
     lazy migrations); halo particles beyond it cannot be anyone's neighbour and are dropped.
+    So every own particle lies inside the local box less its outer ring, which the kernels
+    rely on to skip the ring's halo-halo pairs.
     Only the ``fields`` a kernel reads are merged. ``index`` (into own and halos concatenated)
     is kept so that a later phase whose halos hold the same particles with new values can merge
     them again without sorting (``remerge``).
