@@ -133,7 +133,7 @@ def run(ranks: int | None, argv: list[str], workers: int, out: Path, *extra: str
 def main() -> None:
     from shoal.cluster import Network
     from shoal.replay import ReplayConfig, replay
-    from shoal.replay.calibrate import calibrate, task_overhead
+    from shoal.replay.calibrate import calibrate, machine_model
     from shoal.trace import Trace
 
     print("1. halo exchange between 2 ranks (half round trip)")
@@ -174,12 +174,10 @@ def main() -> None:
                     idle.append(1 - s["efficiency"])
                     msg_cpu.append(s.get("message_cpu_s", 0.0))
                     trace = Trace.read(out / "trace.h5")
-                    overhead = task_overhead(calibration, trace.tasks["cost"].size, len(trace.messages["src"]))
                     for model, message_cpu in models.items() if ranks == 2 else ():
                         network = Network(latency_s=latency, bandwidth_Bps=bandwidth, overhead_s=0.0)
-                        cfg = ReplayConfig(nodes=2, cores=1, network=network, task_overhead_s=overhead,
-                                           wake_s=calibration["wake_s"],
-                                           gil="process", message_cpu_s=message_cpu, **POLICY)
+                        cfg = ReplayConfig(nodes=2, cores=1, network=network, gil="process",
+                                           message_cpu_s=message_cpu, **machine_model(calibration), **POLICY)
                         predicted[model].append(replay(trace, cfg).makespan / s["steps"])
                 m = float(np.median(measured))
                 steps[label] = m

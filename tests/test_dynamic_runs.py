@@ -8,6 +8,7 @@ import pytest
 
 from shoal.cli import main
 from shoal.compare import compare_runs
+from shoal.errors import ShoalError
 from shoal.session import run_scenario
 from shoal.trace import Trace
 
@@ -96,6 +97,29 @@ def test_replay_and_sweep_commands(runs, tmp_path, capsys):
         assert (tmp_path / "sw" / fig).stat().st_size > 5000
 
 
+def test_calibrate_then_replay_and_sweep_on_the_calibrated_machine(runs, tmp_path, capsys):
+    cal_file = tmp_path / "machine" / "calibration.json"
+    assert main(["calibrate", "--out", str(cal_file), "--tasks", "300", "--task-us", "20"]) == 0
+    cal = json.loads(cal_file.read_text())
+    assert cal["task_overhead_s"] > 0 and cal["wake_s"] > 0
+    common = [str(runs["static"]), "--nodes", "2", "--cores", "2", "--tiles-per-core", "4"]
+    assert main(["replay", *common, "--placement", "greedy", "--period", "4", "--out", str(tmp_path / "bare")]) == 0
+    assert main(["replay", *common, "--placement", "greedy", "--period", "4", "--calibration", str(cal_file),
+                 "--out", str(tmp_path / "cal")]) == 0
+    assert "executor model:" in capsys.readouterr().out
+    bare, calibrated = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("bare", "cal"))
+    assert calibrated["machine"]["restart_s"] == pytest.approx(cal["restart_s"])
+    # 2 balancing steps each pay a restart, and every task its overhead
+    assert calibrated["makespan_s"] > bare["makespan_s"] + 2 * cal["restart_s"]
+    assert main(["sweep", *common[:5], "--placements", "sfc", "--tiles-per-core", "4", "--calibration", str(cal_file),
+                 "--jobs", "1", "--out", str(tmp_path / "sw")]) == 0
+    row = json.loads((tmp_path / "sw" / "sweep.json").read_text())["rows"][0]
+    assert row["machine"]["task_overhead_s"] == pytest.approx(cal["task_overhead_s"])
+    (tmp_path / "junk.json").write_text('{"latency": 1}')
+    assert main(["replay", *common, "--calibration", str(tmp_path / "junk.json")]) == 2
+    assert "not a calibration" in capsys.readouterr().err
+
+
 def test_replay_on_the_recording_platform_makes_the_same_balancing_decisions(runs):
     from shoal.cluster import Network
     from shoal.replay import ReplayConfig, replay
@@ -141,12 +165,47 @@ def test_ranking_counts_cases_the_measurement_cannot_tell_apart_as_ties():
 
 
 def test_calibrated_overhead_per_task_adds_the_payloads_share():
-    from shoal.replay.calibrate import task_overhead
+    from shoal.replay import ReplayConfig
+    from shoal.replay.run import executor_overhead
 
-    cal = {"task_overhead_s": 3e-6, "payload_overhead_s": 0.5e-6}
-    assert task_overhead(cal, tasks=100, payloads=400) == pytest.approx(5e-6)
-    assert task_overhead(cal, tasks=100, payloads=0) == pytest.approx(3e-6)
-    assert task_overhead({"task_overhead_s": 3e-6}, tasks=10, payloads=10) == pytest.approx(3e-6)
+    cfg = ReplayConfig(nodes=1, cores=1, task_overhead_s=3e-6, payload_overhead_s=0.5e-6)
+    assert executor_overhead(cfg, tasks=100, payloads=400) == pytest.approx(5e-6)
+    assert executor_overhead(cfg, tasks=100, payloads=0) == pytest.approx(3e-6)
+    assert executor_overhead(ReplayConfig(nodes=1, cores=1, task_overhead_s=3e-6), 10, 10) == pytest.approx(3e-6)
+
+
+def test_payload_overhead_is_charged_per_payload_of_the_replayed_trace(tmp_path):
+    """Aggregating a trace drops the payloads inside each coarse tile, so their share shrinks."""
+    from shoal.replay import ReplayConfig, replay
+
+    rec = run_scenario("synthetic-ramp", steps=6, tiles=64, nodes=1, workers=1, set=["app.grid=[64,64]"],
+                       out=tmp_path / "ramp")
+    base = dict(nodes=2, cores=2, placement="sfc", tiles_per_core=2)
+    free = replay(rec.trace, ReplayConfig(**base)).makespan
+    per_payload = 1e-4
+    charged = replay(rec.trace, ReplayConfig(**base, payload_overhead_s=per_payload)).makespan
+    coarse = replay(rec.trace, ReplayConfig(**base, payload_overhead_s=per_payload)).trace
+    payloads = len(coarse.messages["src"])
+    assert 0 < payloads < len(rec.trace.messages["src"])
+    # every payload's time lands on one of the 4 cores, which all stay busy in this replay
+    assert charged - free == pytest.approx(per_payload * payloads / 4, rel=0.3)
+
+
+def test_calibration_files_are_read_as_one_model(tmp_path):
+    from shoal.replay.calibrate import machine_model, read_calibration
+
+    one = {"task_overhead_s": 3e-6, "payload_overhead_s": 1e-7, "restart_s": 1e-3, "wake_s": 3e-5, "task_s": 5e-5}
+    (tmp_path / "one.json").write_text(json.dumps(one))
+    assert read_calibration(tmp_path / "one.json") == machine_model(one)
+    cases = [one, {**one, "task_overhead_s": 5e-6}, {**one, "task_overhead_s": 9e-6}]  # as validate writes
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    assert read_calibration(tmp_path / "cases.json")["task_overhead_s"] == pytest.approx(5e-6)
+    for bad in ('{"latency": 1}', "[]", "not json", json.dumps({**one, "wake_s": -1.0})):
+        (tmp_path / "bad.json").write_text(bad)
+        with pytest.raises(ShoalError):
+            read_calibration(tmp_path / "bad.json")
+    with pytest.raises(ShoalError):
+        read_calibration(tmp_path / "missing.json")
 
 
 def test_replay_on_its_own_recording_platform_predicts_the_run(tmp_path):
@@ -154,11 +213,11 @@ def test_replay_on_its_own_recording_platform_predicts_the_run(tmp_path):
     model only adds the calibrated executor overhead: the prediction must land close."""
     from shoal.cluster import Network
     from shoal.replay import ReplayConfig, replay
-    from shoal.replay.calibrate import calibrate, task_overhead
+    from shoal.replay.calibrate import calibrate, machine_model
 
     rec = run_scenario("synthetic-ramp", steps=30, tiles=16, nodes=1, workers=1, set=["app.grid=[128,64]"],
                        out=tmp_path / "ramp")
-    overhead = task_overhead(calibrate(tasks=1000), rec.trace.tasks["cost"].size, len(rec.trace.messages["src"]))
+    model = machine_model(calibrate(tasks=1000))
     predicted = replay(rec.trace, ReplayConfig(nodes=1, cores=1, placement="sfc", network=Network(1e-6, 5e9, 0.0),
-                                               task_overhead_s=overhead))
+                                               **model))
     assert predicted.makespan == pytest.approx(rec.summary["wall_s"], rel=0.15)

@@ -137,6 +137,32 @@ def _network(args):
     return Network(latency_s=args.latency, bandwidth_Bps=args.bandwidth, overhead_s=args.overhead)
 
 
+def _machine(args) -> dict:
+    """The executor's calibrated overheads (``--calibration FILE``), or none."""
+    from .replay.calibrate import read_calibration
+
+    return read_calibration(args.calibration) if args.calibration else {}
+
+
+def _cmd_calibrate(args) -> int:
+    import json
+
+    from .replay.calibrate import calibrate
+
+    if args.task_us <= 0 or args.tasks < 100:
+        raise ShoalError("--task-us must be > 0 and --tasks >= 100")
+    print(f"timing the executor on this machine ({args.tasks} tasks of {args.task_us:g} us)...", file=sys.stderr)
+    cal = calibrate(tasks=args.tasks, task_s=args.task_us * 1e-6)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(cal, indent=2) + "\n")
+    print(f"executor overhead {cal['task_overhead_s'] * 1e6:.1f} us per task and {cal['payload_overhead_s'] * 1e6:.2f} "
+          f"us per halo payload; a worker wakes in {cal['wake_s'] * 1e6:.0f} us; a restart costs "
+          f"{cal['restart_s'] * 1e3:.2f} ms")
+    print(f"wrote {out} (give it to shoal replay or shoal sweep as --calibration)")
+    return 0
+
+
 def _cmd_replay(args) -> int:
     from .replay import ReplayConfig, replay
     from .replay.run import write_replay
@@ -148,7 +174,7 @@ def _cmd_replay(args) -> int:
                        network=_network(args), mpi_reference=args.mpi_reference,
                        params={"tolerance": args.tolerance, "initial": args.initial},
                        proxy=Trace.read(args.proxy) if args.proxy else None, gil=args.gil,
-                       message_cpu_s=args.message_cpu)
+                       message_cpu_s=args.message_cpu, **_machine(args))
     result = replay(trace, cfg)
     out = Path(args.out) if args.out else Path("runs") / f"replay-{trace.scenario}-{result.summary()['placement']}"
     s = write_replay(result, out)
@@ -158,6 +184,10 @@ def _cmd_replay(args) -> int:
           f"step {s['step_time_mean_s'] * 1e3:.3f} ms, LIF {s['lif_mean']:.3f}, idle {s['idle_fraction']:.1%}, "
           f"migrated {s['migrated_bytes'] / 1e6:.2f} MB; {s['events']:,} events in {s['replay_wall_s']:.2f} s"
           + (f"; {s['message_cpu_s'] * 1e6:.1f} us CPU charged per message end" if s["message_cpu_s"] else ""))
+    if any(s["machine"].values()):
+        m = s["machine"]
+        print(f"executor model: {m['task_overhead_s'] * 1e6:.1f} us per task + {m['payload_overhead_s'] * 1e6:.2f} us "
+              f"per payload, wake-up {m['wake_s'] * 1e6:.0f} us, restart {m['restart_s'] * 1e3:.2f} ms")
     return 0
 
 
@@ -178,7 +208,7 @@ def _cmd_sweep(args) -> int:
         result = sweep(args.trace, placements, tpc, periods, nodes, args.cores, seed=args.seed,
                        birdshot_seeds=args.birdshot_seeds, jobs=args.jobs, network=_network(args),
                        params={"tolerance": args.tolerance, "gil": args.gil, "message_cpu": args.message_cpu},
-                       proxy=args.proxy,
+                       proxy=args.proxy, machine=_machine(args),
                        on_done=lambda k: progress.update(bar, completed=k + 1))
     table = Table(title=f"predicted, ranked by makespan ({len(result.rows)} cases)")
     for col in ("rank", "placement", "period", "nodes", "tiles/core", "makespan (s)", "step (ms)", "LIF",
@@ -299,6 +329,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="CPU seconds per payload sent or received between nodes, charged to the tasks "
                             "(default: as the trace's run measured; 0 for runs in one process)")
 
+    def machine_flags(p):
+        p.add_argument("--calibration", metavar="FILE",
+                       help="model the executor's overheads as measured by 'shoal calibrate' (or validate)")
+
     p = sub.add_parser("replay", help="replay a trace on a modeled cluster under a placement policy")
     p.add_argument("trace", help="a trace.h5 or a run folder")
     p.add_argument("--nodes", type=int, required=True)
@@ -313,6 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--proxy", help="trace of a low-resolution run of the same scenario (for speculative)")
     p.add_argument("--out", help="predicted run folder (default runs/replay-<scenario>-<placement>)")
     network_flags(p)
+    machine_flags(p)
     p.set_defaults(func=_cmd_replay)
 
     p = sub.add_parser("sweep", help="replay a trace over placements, tiles per core, periods and cluster sizes")
@@ -330,6 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--proxy", help="trace of a low-resolution run of the same scenario (for speculative)")
     p.add_argument("--out", default="runs/sweep")
     network_flags(p)
+    machine_flags(p)
     p.set_defaults(func=_cmd_sweep)
 
     p = sub.add_parser("export-tit", help="export a trace as SimGrid time-independent traces (smpirun -replay)")
@@ -339,6 +375,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sampi", action="store_true", help="add SAMPI's iteration_in/iteration_out/migrate")
     network_flags(p)
     p.set_defaults(func=_cmd_export_tit, overhead=0.0)
+
+    p = sub.add_parser("calibrate", help="time this machine's executor overheads for replays (--calibration)")
+    p.add_argument("--out", default="calibration.json")
+    p.add_argument("--task-us", type=float, default=50.0, help="length of the timed tasks (us): about your runs'")
+    p.add_argument("--tasks", type=int, default=3000)
+    p.set_defaults(func=_cmd_calibrate)
 
     p = sub.add_parser("validate", help="record runs here, replay them on a model of this machine, compare")
     p.add_argument("--out", default="runs/validate")

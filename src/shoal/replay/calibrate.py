@@ -15,15 +15,18 @@ that the calibration will model, at about their task length.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numba as nb
 import numpy as np
 
 from ..cluster import Cluster
+from ..errors import ShoalError
 from ..runtime import LocalExecutor, Phase
 from ..runtime.local import GIL_SWITCH_S
 from ..tiling import Tiling
@@ -138,8 +141,27 @@ def _wake_latency(samples: int = 300) -> float:
     return float(np.median(np.array(woke) - np.array(sent)))
 
 
-def task_overhead(calibration: dict, tasks: int, payloads: int) -> float:
-    """The calibrated overhead per task for a run of ``tasks`` tasks that moved ``payloads``
-    halo payloads between tiles: the replay charges one figure to every task."""
-    per_payload = calibration.get("payload_overhead_s", 0.0)
-    return calibration["task_overhead_s"] + (per_payload * payloads / tasks if tasks else 0.0)
+MODEL_FIELDS = ("task_overhead_s", "payload_overhead_s", "restart_s", "wake_s")
+
+
+def machine_model(calibration: dict) -> dict:
+    """The ``ReplayConfig`` fields that model the calibrated machine (absent figures are 0)."""
+    return {k: float(calibration.get(k, 0.0)) for k in MODEL_FIELDS}
+
+
+def read_calibration(path: str | Path) -> dict:
+    """A calibration written by ``shoal calibrate`` (one measurement), or by ``shoal validate``
+    (one per case: the median of each figure)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ShoalError(f"cannot read a calibration from {path}: {exc}") from None
+    entries = data if isinstance(data, list) else [data]
+    if not entries or not all(isinstance(e, dict) and "task_overhead_s" in e for e in entries):
+        raise ShoalError(f"{path} is not a calibration: expected task_overhead_s, payload_overhead_s, "
+                         "restart_s and wake_s (seconds), as written by 'shoal calibrate'")
+    model = {k: float(np.median([e.get(k, 0.0) for e in entries])) for k in MODEL_FIELDS}
+    bad = [k for k, v in model.items() if not (math.isfinite(v) and v >= 0)]
+    if bad:
+        raise ShoalError(f"{path}: {', '.join(bad)} must be finite and >= 0")
+    return model

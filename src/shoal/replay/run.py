@@ -40,6 +40,7 @@ class ReplayConfig:
     network: Network = field(default_factory=Network)
     memcpy_bandwidth: float = float("inf")  # recorded costs already include packing halos
     task_overhead_s: float = 0.0  # the executor's own time per task (see shoal.replay.calibrate)
+    payload_overhead_s: float = 0.0  # and per halo payload, spread over the tasks (ditto)
     restart_s: float = 0.0  # what stopping and restarting the executor adds to a balancing step (ditto)
     wake_s: float = 0.0  # how long an idle core's worker takes to wake for a task that became ready (ditto)
     # Interpreter lock: "process" (one per node, a Python executor per rank), "shared" (all nodes
@@ -83,6 +84,8 @@ class ReplayResult:
             "migrated_tiles": int(bal["moved"].sum()) if bal is not None else 0,
             "balance_steps": int(len(bal["step"])) if bal is not None else 0,
             "message_cpu_s": self.config.message_cpu_s,
+            "machine": {k: getattr(self.config, k) for k in ("task_overhead_s", "payload_overhead_s", "restart_s",
+                                                              "wake_s")},
             "events": int(self.events), "replay_wall_s": self.sim_wall_s,
             "events_per_s": self.events / self.sim_wall_s if self.sim_wall_s > 0 else 0.0,
         }
@@ -224,9 +227,9 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         raise ShoalError("replay needs at least one node with one core")
     if cfg.period < 0:
         raise ShoalError(f"period must be >= 0, got {cfg.period}")
-    if min(cfg.task_overhead_s, cfg.restart_s, cfg.wake_s) < 0:
-        raise ShoalError(f"overheads must be >= 0, got {cfg.task_overhead_s} per task, {cfg.restart_s} per "
-                         f"restart and {cfg.wake_s} per wake-up")
+    if min(cfg.task_overhead_s, cfg.payload_overhead_s, cfg.restart_s, cfg.wake_s) < 0:
+        raise ShoalError(f"overheads must be >= 0, got {cfg.task_overhead_s} per task, {cfg.payload_overhead_s} per "
+                         f"payload, {cfg.restart_s} per restart and {cfg.wake_s} per wake-up")
     cluster = Cluster.uniform(cfg.nodes, cfg.cores, cfg.network)
     if cfg.speed != 1.0:
         trace = scaled(trace, cfg.speed)
@@ -250,9 +253,10 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     owner = check_owner(owner, tiling, cluster)
     barrier = np.array([True] * P if cfg.mpi_reference else trace.barrier_phases, dtype=np.bool_)
     cost = _costs(trace)
-    duration = cost + cfg.task_overhead_s  # what a core spends on a task: its cost and the executor's share
+    overhead = executor_overhead(cfg, cost.size, len(trace.messages["src"]))
+    duration = cost + overhead  # what a core spends on a task: its cost and the executor's share
     gil, process_of = _interpreter_lock(cfg, cost, _costs(trace, "kernel") if "kernel" in trace.tasks else None,
-                                        cluster.nodes)
+                                        cluster.nodes, overhead)
     S = cost.shape[0]
     period = cfg.period if (policy.dynamic and cfg.period > 0) else S
     tile_bytes = trace.tile_bytes if trace.tile_bytes is not None else np.zeros(T, np.int64)
@@ -332,8 +336,14 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     return ReplayResult(predicted, float(out["end"].max()), events, wall, cfg)
 
 
+def executor_overhead(cfg: ReplayConfig, tasks: int, payloads: int) -> float:
+    """The executor's time charged to every task of a (replayed) trace of ``tasks`` tasks that
+    moved ``payloads`` halo payloads: the calibrated time per task plus the payloads' share."""
+    return cfg.task_overhead_s + (cfg.payload_overhead_s * payloads / tasks if tasks else 0.0)
+
+
 def _interpreter_lock(cfg: ReplayConfig, cost: np.ndarray, kernel: np.ndarray | None,
-                      nodes: int) -> tuple[np.ndarray, np.ndarray]:
+                      nodes: int, overhead: float) -> tuple[np.ndarray, np.ndarray]:
     """The share of each task that holds a Python lock, and which lock each node's tasks take.
 
     A task's Python share is its cost less the time its compiled kernels ran (recorded by real
@@ -349,7 +359,7 @@ def _interpreter_lock(cfg: ReplayConfig, cost: np.ndarray, kernel: np.ndarray | 
     else:
         python = np.minimum(cost, np.percentile(cost, 5, axis=(0, 2))[None, :, None])
     process_of = np.zeros(nodes, np.int64) if cfg.gil == "shared" else np.arange(nodes)
-    return python + cfg.task_overhead_s, process_of
+    return python + overhead, process_of
 
 
 def _work(trace: Trace) -> np.ndarray:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..cluster import Network
 from ..session import run_scenario
-from .calibrate import calibrate, task_overhead
+from .calibrate import calibrate, machine_model
 from .run import ReplayConfig, replay
 
 # (app group, scenario, overrides, nodes, workers, placement, period)
@@ -76,10 +76,8 @@ def validate(out: Path, quick: bool = False, repeats: int = 3,
             rec = run_scenario(scenario, steps=steps, tiles=16 if group == "sph" else 64, nodes=nodes,
                                workers=workers, placement=placement, period=period or None, set=overrides,
                                out=out / f"{k:02d}-{scenario}-{nodes}x{workers}-{label.replace('/', '-')}-{r}")
-            overhead = task_overhead(cal, rec.trace.tasks["cost"].size, len(rec.trace.messages["src"]))
             cfg = ReplayConfig(nodes=nodes, cores=workers, placement=placement, period=period, network=IN_PROCESS,
-                               task_overhead_s=overhead, restart_s=cal["restart_s"], wake_s=cal["wake_s"],
-                               gil="shared")
+                               gil="shared", **machine_model(cal))
             predicted.append(replay(rec.trace, cfg).makespan)
             measured.append(rec.summary["wall_s"])
         m, p = float(np.median(measured)), float(np.median(predicted))

@@ -88,7 +88,10 @@ def makespan_vs_period_and_decomposition(rows, path: Path) -> Path:
     a.set_ylabel("predicted makespan (s)")
     a.set_title("Makespan vs period")
     a.grid(alpha=0.3)
-    a.legend(fontsize=7)
+    if by:
+        a.legend(fontsize=7)
+    else:  # only static placements were swept
+        a.text(0.5, 0.5, "no dynamic policy in this sweep", ha="center", va="center", transform=a.transAxes)
     by = defaultdict(lambda: defaultdict(list))
     for r in rows:
         by[r["placement"]][round(r["tiles_per_core"])].append(r["makespan_s"])
