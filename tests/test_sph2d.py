@@ -134,18 +134,31 @@ def test_lazy_halo_updates_are_exact_on_one_tile_and_drift_on_many():
     assert errors[0] > 0
 
 
-@pytest.mark.slow
-def test_dam_break_surge_front_follows_martin_and_moyce(tmp_path):
-    from shoal.apps.sph.validation import MARTIN_MOYCE, surge_front
+def surge_fronts(out, *overrides, steps=None):
+    """T = t sqrt(2 g / a) and the front Z = z / a of the dam break (a = 1 m), every 100 steps."""
+    from shoal.apps.sph.validation import surge_front
     from shoal.session import run_scenario
 
-    rec = run_scenario("sph-dam-break", nodes=1, workers=2, tiles=8, out=tmp_path / "dam",
-                       set=["app.frame_every=100"])
+    rec = run_scenario("sph-dam-break", nodes=1, workers=2, tiles=8, out=out, steps=steps,
+                       set=["app.frame_every=100", *overrides])
     T, Z = [], []
     for frame in sorted((rec.path / "frames").glob("state-*.npz")):
         with np.load(frame) as z:
-            T.append(float(z["time"]) * np.sqrt(2 * 9.81 / 1.0))  # a = 1 m
+            T.append(float(z["time"]) * np.sqrt(2 * 9.81 / 1.0))
             Z.append(surge_front(z["x"], z["kind"], 0.02))
+    return np.array(T), np.array(Z)
+
+
+@pytest.fixture(scope="module")
+def dam_fronts(tmp_path_factory):
+    return surge_fronts(tmp_path_factory.mktemp("dam") / "run")
+
+
+@pytest.mark.slow
+def test_dam_break_surge_front_follows_martin_and_moyce(dam_fronts):
+    from shoal.apps.sph.validation import MARTIN_MOYCE
+
+    T, Z = dam_fronts
     assert T[-1] >= 2.5
     ref_T, ref_Z = MARTIN_MOYCE[MARTIN_MOYCE[:, 0] <= 2.5].T
     rel = np.interp(ref_T, T, Z) / ref_Z - 1
@@ -153,3 +166,20 @@ def test_dam_break_surge_front_follows_martin_and_moyce(tmp_path):
     # before it, the experiment lags every inviscid model and we allow 15%.
     assert np.all(np.abs(rel[ref_T >= 1.4]) <= 0.10), rel
     assert np.all(np.abs(rel) <= 0.15), rel
+
+
+@pytest.mark.slow
+def test_surge_front_is_set_by_the_viscosity_not_by_the_sound_speed(dam_fronts, tmp_path):
+    """Weak compressibility: twice the sound speed with half the alpha (the same artificial
+    viscosity alpha h c0 / 8) leaves the front where it was, to the granularity of the front
+    (a particle spacing, dx / a = 0.02); twice the viscosity holds it back by more than two."""
+    T, Z = dam_fronts
+    grid = np.linspace(0.5, 2.4, 20)
+    base = np.interp(grid, T, Z)
+    # twice c0 halves the time step: twice the steps for the same time
+    T2, Z2 = surge_fronts(tmp_path / "c0", "app.c0_factor=20", "app.alpha=0.15", steps=11200)
+    same = np.abs(np.interp(grid, T2, Z2) - base)
+    assert same.max() < 0.03 and same.mean() < 0.015, same
+    T3, Z3 = surge_fronts(tmp_path / "visc", "app.c0_factor=20", steps=11200)
+    held_back = (base - np.interp(grid, T3, Z3))[grid > 1.0]
+    assert held_back.min() > 0.02 and held_back.mean() > 0.04, held_back
