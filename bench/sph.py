@@ -14,6 +14,7 @@ Run: ``python bench/sph.py [--frames 100] [--repeat 3] [--tiles 4 8 16] [--data 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import subprocess
 import time
@@ -98,7 +99,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--tiles", type=int, nargs="+", default=[4, 8, 16],
                     help="3D tile counts to compare")
-    ap.add_argument("--tiles-2d", type=int, default=32)
+    ap.add_argument("--tiles-2d", type=int, default=16)
     ap.add_argument("--repeat", type=int, default=3, help="rounds of shoal and fluidanimate, interleaved")
     args = ap.parse_args()
     fluid = args.data / "in_100K.fluid"
@@ -119,10 +120,21 @@ def main() -> None:
     spec2 = get_app("sph2d")
     app2 = spec2.build(spec2.params(dx=0.0045, tank=[4.0, 2.4], fluid=[[0.0, 0.0, 1.0, 2.0]], alpha=0.3),
                        args.frames + 1)
-    for w in (1, 2):
-        rate, phases = shoal_rate(app2, args.tiles_2d, w, args.frames)
-        split = ", ".join(f"{k} {v:.2f}s" for k, v in phases.items())
-        print(f"shoal 2D dam break ({app2.initial_count()} particles), {w} worker(s): {rate / 1e6:.2f} M  [{split}]")
+    # Baseline: the same app with its time step reduced as a barrier in every step (read in the
+    # step that computed it) instead of one step late.
+    barrier = spec2.build(app2.p, args.frames + 1)
+    barrier.phases = tuple(dataclasses.replace(p, lagged=False) for p in app2.phases)
+    print(f"-- 2D dam break ({app2.initial_count()} particles), {args.tiles_2d} tiles")
+    for r in range(args.repeat):
+        rates = {}
+        for label, app in (("lagged time step", app2), ("time step as a barrier", barrier)):
+            for w in (1, 2):
+                rates[label, w], phases = shoal_rate(app, args.tiles_2d, w, args.frames)
+                split = ", ".join(f"{k} {v:.2f}s" for k, v in phases.items())
+                print(f"round {r + 1}: shoal 2D, {label}, {w} worker(s): {rates[label, w] / 1e6:.2f} M  [{split}]")
+        print("2-worker efficiency: " + ", ".join(f"{label} {rates[label, 2] / (2 * rates[label, 1]):.2f}"
+                                                   for label in ("lagged time step", "time step as a barrier")),
+              flush=True)
 
 
 if __name__ == "__main__":

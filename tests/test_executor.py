@@ -1,5 +1,6 @@
 """The local executor: identical results under any tiling, placement and worker count;
-tasks start only when their inputs are ready; reductions are barriers in tile order."""
+tasks start only when their inputs are ready; reductions are barriers in tile order (lagged
+ones are read a step later, and are none)."""
 
 import itertools
 import threading
@@ -142,6 +143,74 @@ def test_reductions_are_barriers_combined_in_tile_order():
         assert start[step, 1].min() >= end[step, 0].max()  # b waits for every a
         if step:
             assert start[step, 0].min() >= end[step - 1, 2].max()  # a waits for every c
+
+
+class LaggedApp:
+    """Phase a proposes a value per tile, reduced by min one step late; tile 0's a is slow.
+    Phase b records the value it read."""
+
+    name = "lagged-test"
+    phases = (Phase("a", halo=True, reduction="min", lagged=True), Phase("b"))
+
+    def __init__(self, slow_s=0.0):
+        self.slow_s = slow_s
+
+    def initial_reductions(self):
+        return {"a": -1.0}
+
+    def init_tile(self, tile, tiling):
+        return {"seen": []}
+
+    def pack_halo(self, phase, state, src, dst, tiling):
+        return None
+
+    def run_phase(self, phase, tile, state, halos, ctx, tiling):
+        if phase == 0:
+            if tile == 0:
+                time.sleep(self.slow_s)
+            return 1, 10.0 * ctx.step + tile
+        state["seen"].append(ctx.reduced["a"])
+        return 1
+
+    def gather(self, states, tiling):
+        return {}
+
+
+def test_a_lagged_reduction_is_read_a_step_later_and_is_no_barrier():
+    tiling = Tiling.from_count((16, 16), 8)
+    steps, T = 5, tiling.ntiles
+    res = LocalExecutor(LaggedApp(slow_s=0.02), tiling, Cluster.uniform(1, 2), np.zeros(T, int)).run(steps)
+    for t in range(T):  # step 0 reads the app's initial value, step s the minimum of step s - 1
+        assert res.states[t]["seen"] == [-1.0] + [10.0 * s for s in range(steps - 1)]
+    assert res.reductions[(steps - 1, "a")] == 10.0 * (steps - 1)
+    start, end = res.task_start.reshape(steps, 2, T), res.task_end.reshape(steps, 2, T)
+    # the other tiles move on while tile 0 is still in phase a: no barrier after a
+    assert all(start[s, 1, 1:].min() < end[s, 0, 0] for s in range(steps))
+    # but phase b of step s waits for the reduction of step s - 1
+    assert all(start[s, 1].min() >= end[s - 1, 0].max() for s in range(1, steps))
+
+
+def test_a_run_in_chunks_reads_the_lagged_reduction_of_the_chunk_before():
+    tiling = Tiling.from_count((16, 16), 4)
+    owner = np.zeros(tiling.ntiles, int)
+    whole = LocalExecutor(LaggedApp(), tiling, Cluster.uniform(1, 2), owner).run(6)
+    ex = LocalExecutor(LaggedApp(), tiling, Cluster.uniform(1, 2), owner)
+    first = ex.run(4)
+    second = ex.run(2, states=first.states, first_step=4, reduced_before=first.reductions)
+    for t in range(tiling.ntiles):
+        assert second.states[t]["seen"] == whole.states[t]["seen"]
+    with pytest.raises(ShoalError, match="step 3"):
+        ex.run(2, states=first.states, first_step=4)
+
+
+def test_lagged_reductions_need_an_initial_value():
+    tiling = Tiling.from_count((8, 8), 2)
+    app = LaggedApp()
+    app.initial_reductions = None  # an app that does not provide one
+    with pytest.raises(ShoalError, match="initial_reductions"):
+        LocalExecutor(app, tiling, Cluster.uniform(1, 1), np.zeros(2, int)).run(1)
+    with pytest.raises(ValueError, match="no reduction"):
+        Phase("a", lagged=True)
 
 
 class FirstPackApp:

@@ -144,7 +144,7 @@ def prediction(out: Path = Path("runs/demo"), steps: int = 60, period: int = 20)
             f"(Birdshot reported 2.0-3.4x); LIF {lif['geometric']:.2f} under geometric, {lif['birdshot']:.2f} "
             f"under birdshot; each core has {per_core * 1e3:.2f} ms of work per step against a predicted step of "
             f"{geo['step_time_mean_s'] * 1e3:.2f} ms" + (
-                " - the step is set by the chain of dependent tasks and the time-step barrier, not by balance: "
+                " - the step is set by the chain of dependent tasks, not by balance: "
                 "this workload is too small for the cluster." if per_core < 0.5 * geo["step_time_mean_s"] else "."))
     t = trace.tasks
     empty, full = t["cost"][t["work"] == 0], t["cost"][t["work"] > 0]
@@ -152,7 +152,7 @@ def prediction(out: Path = Path("runs/demo"), steps: int = 60, period: int = 20)
         f"Why not more: water fills a fifth of the tank, so geometric boxes leave the nodes owning air with little "
         f"to do and random tiles spread the water over all nodes. But an empty tile still costs "
         f"{np.median(empty) * 1e6:.0f} us per task of Python (a tile with water {np.mean(full) * 1e6:.0f} us), "
-        f"which flattens the load that placement can fix, and the time-step reduction puts a barrier in every "
-        f"step. Cheaper per-task overhead, or more particles per tile, is what would widen the gap.")
+        f"which flattens the load that placement can fix (the time step, reduced one step late, is no barrier). "
+        f"Cheaper per-task overhead, or more particles per tile, is what would widen the gap.")
     console.print(f"fine trace and step-time plots: {folder.resolve()}")
     return 0

@@ -221,6 +221,7 @@ def run_scenario(
             balancer.cost = np.zeros_like(balancer.cost)  # rank 0 carries the costs measured so far
     result = _execute(app, tiling, cluster, owner, sc.run.steps, getattr(sc.params, "frame_every", 0),
                       path / "frames", on_step, states, balancer, first=first,
+                      reduced=checkpoint.reduced if checkpoint else None,
                       checkpoints=path / "state" if sc.run.checkpoint_every else None,
                       checkpoint_every=sc.run.checkpoint_every, team=team, overlap=sc.run.overlap)
     final_states = team.to_root(result.states)
@@ -330,10 +331,12 @@ def _run_proxy(sc: Scenario, app, tiling: Tiling, out: Path):
 
 
 def _execute(app, tiling, cluster, owner, steps, frame_every, frames: Path, on_step, states,
-             balancer: Balancer | None, first: int = 0, checkpoints: Path | None = None,
-             checkpoint_every: int = 0, team: Team | None = None, overlap: bool = True) -> ExecutionResult:
+             balancer: Balancer | None, first: int = 0, reduced: dict | None = None,
+             checkpoints: Path | None = None, checkpoint_every: int = 0, team: Team | None = None,
+             overlap: bool = True) -> ExecutionResult:
     """Run steps ``first``..``steps``, in chunks when the app asks for frames, a balancer
-    re-places tiles, or checkpoints are due.
+    re-places tiles, or checkpoints are due. ``reduced`` holds the reductions of the steps
+    before ``first`` (a resumed run's, from its checkpoint): lagged ones are read from there.
 
     Between chunks every tile is idle: frames are gathered there, tiles change owner there (in
     one process, migration is a change of owner; its bytes are recorded all the same; across
@@ -350,10 +353,12 @@ def _execute(app, tiling, cluster, owner, steps, frame_every, frames: Path, on_s
         if team.is_root:
             _save_npz(frames / "state-000000.npz", app.gather(everything, tiling))
     parts, placements = [], [(first, executor.owner.copy())]
+    reduced = dict(reduced or {})
     for cut in sorted(cuts):
         team.step = first
         shifted = None if on_step is None else (lambda k, f=first: on_step(f + k))
-        part = executor.run(cut - first, states=states, first_step=first, on_step=shifted)
+        part = executor.run(cut - first, states=states, first_step=first, on_step=shifted, reduced_before=reduced)
+        reduced = {k: v for k, v in part.reductions.items() if k[0] == cut - 1}  # what the next chunk reads
         team.step = cut
         states = part.states
         parts.append(part)
@@ -374,7 +379,7 @@ def _execute(app, tiling, cluster, owner, steps, frame_every, frames: Path, on_s
         if checkpointed:
             memory = {"memory": balancer.memory, "cost": team.sum(balancer.cost)} if balancer else {}
         if checkpointed and team.is_root:
-            Checkpoint(cut, tiling, everything, executor.owner, memory).write(checkpoints)
+            Checkpoint(cut, tiling, everything, executor.owner, memory, reduced).write(checkpoints)
         first = cut
     result = merge_results(parts)
     result.placements = placements

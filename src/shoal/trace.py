@@ -74,7 +74,7 @@ class Trace:
     scenario: str = ""
     predicted: bool = False
     config: dict = field(default_factory=dict)
-    barrier_phases: list[bool] | None = None  # phases followed by a global barrier (reductions)
+    barrier_phases: list[bool] | None = None  # phases followed by a global barrier (unlagged reductions)
     tile_bytes: np.ndarray | None = None  # bytes of state per tile at the start (migration cost)
     balance: dict[str, np.ndarray] | None = None  # one row per balancing step (see BALANCE_COLUMNS)
     communication: dict[str, np.ndarray] | None = None  # per node: ``cpu_s``, ``messages``
@@ -105,7 +105,7 @@ class Trace:
             phases=[p.name for p in phases], tiling=tiling, cluster=cluster,
             placement_steps=np.array([step for step, _ in result.placements]),
             placement_owners=np.stack([o for _, o in result.placements]),
-            step_end=result.step_end, barrier_phases=[p.reduction is not None for p in phases],
+            step_end=result.step_end, barrier_phases=[p.reduction is not None and not p.lagged for p in phases],
             communication=None if result.comm_cpu_s is None else {"cpu_s": result.comm_cpu_s,
                                                                   "messages": result.comm_messages},
             **meta,

@@ -36,15 +36,23 @@ class Phase:
         Combine the value every tile returns, in tile-id order, into one global value (for
         example the minimum time step). This is a barrier: no tile starts its next phase until
         every tile has finished this one.
+    lagged : bool
+        The reduction is read one step later, and is no barrier: the next phase of step s
+        reads the value reduced at step s - 1 (in ``ctx.reduced``), so tiles run on while the
+        last ones finish this phase. Step 0 reads the app's ``initial_reductions()``. Only
+        the phase right after this one may read the value.
     """
 
     name: str
     halo: bool = False
     reduction: str | None = None
+    lagged: bool = False
 
     def __post_init__(self):
         if self.reduction not in REDUCTIONS and self.reduction is not None:
             raise ValueError(f"unknown reduction {self.reduction!r}; known: {', '.join(REDUCTIONS)}")
+        if self.lagged and self.reduction is None:
+            raise ValueError(f"phase {self.name!r} is lagged but has no reduction")
 
 
 def reduce_in_order(kind: str, values: list[float]) -> float:

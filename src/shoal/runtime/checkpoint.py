@@ -1,7 +1,8 @@
 """Checkpoints: everything a run needs to continue bitwise identically from a step.
 
 A checkpoint holds the step, the tiling, every tile's state (particles with their ids, time,
-inflow and outflow counters), the owner table, and the balancer's memory. It is written to a
+inflow and outflow counters), the owner table, the balancer's memory, and the reductions of
+the step before (a lagged reduction is read a step later). It is written to a
 temporary name and renamed, so a checkpoint on disk is always complete; the two latest are
 kept. Resuming keeps the tiling (tile states are per tile) but may change the nodes, the
 workers and the placement: placement never changes results.
@@ -39,6 +40,7 @@ class Checkpoint:
     states: dict[int, Any]
     owner: np.ndarray
     balancer: dict = field(default_factory=dict)
+    reduced: dict = field(default_factory=dict)  # (step, phase name) -> value, of step - 1
 
     def write(self, folder: Path, keep: int = 2) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
@@ -46,7 +48,7 @@ class Checkpoint:
         tmp = path.with_name(path.name + ".partial")
         states = {t: portable(s) for t, s in self.states.items()}
         data = {"version": VERSION, "step": self.step, "tiling": self.tiling.to_dict(), "states": states,
-                "owner": self.owner, "balancer": self.balancer}
+                "owner": self.owner, "balancer": self.balancer, "reduced": self.reduced}
         with open(tmp, "wb") as fh:
             pickle.dump(data, fh, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
@@ -74,4 +76,4 @@ class Checkpoint:
         if data.get("version") != VERSION:
             raise ShoalError(f"{path} has checkpoint version {data.get('version')}; this shoal reads {VERSION}")
         return cls(data["step"], Tiling.from_dict(data["tiling"]), data["states"], np.asarray(data["owner"]),
-                   data["balancer"])
+                   data["balancer"], data.get("reduced", {}))

@@ -3,8 +3,9 @@
 Every node keeps a FIFO queue of ready tasks; any idle worker of the node takes the next one.
 A task is one phase of one tile in one step. It becomes ready as soon as the tile's previous
 task has finished and the halos it needs have been packed by its neighbours (and, after a
-phase with a reduction, once the reduction is done). There is no other barrier: tiles of one
-node may be a phase ahead of tiles elsewhere.
+phase with a reduction, once the reduction is done; after a lagged one, once the previous
+step's is). There is no other barrier: tiles of one node may be a phase ahead of tiles
+elsewhere.
 
 Kernels run without the GIL (Numba ``nogil``), so W workers run W kernels at once. All
 bookkeeping happens under one lock, taken once per finished task.
@@ -94,10 +95,17 @@ class LocalExecutor:
         states: dict[int, Any] | None = None,
         first_step: int = 0,
         on_step: Callable[[int], None] | None = None,
+        reduced_before: dict[tuple[int, str], float] | None = None,
     ) -> ExecutionResult:
-        """Run ``steps`` steps; ``on_step(k)`` is called (from this thread) as steps finish."""
+        """Run ``steps`` steps; ``on_step(k)`` is called (from this thread) as steps finish.
+
+        ``reduced_before`` holds the reductions of earlier steps, by (step, phase name): a
+        lagged reduction's value from the step before ``first_step`` is read from there (at
+        step 0 from the app's ``initial_reductions()``).
+        """
         if steps <= 0:
             raise ShoalError(f"steps must be positive, got {steps}")
+        self._reduced_before = self._lagged_start(first_step, reduced_before or {})
         T, P = self.tiling.ntiles, len(self.phases)
         if states is None:
             states = {t: self.app.init_tile(t, self.tiling) for t in range(T)}
@@ -148,6 +156,22 @@ class LocalExecutor:
             reductions=self._reduced, wall_s=wall, step_end=self._step_end,
             oversubscribed=total_threads > (os.cpu_count() or 1),
         )
+
+    def _lagged_start(self, first_step: int, before: dict) -> dict:
+        """The lagged reductions the first step of this run reads (from before it)."""
+        lagged = [p.name for p in self.phases if p.lagged]
+        if not lagged:
+            return {}
+        if first_step == 0:
+            initial = getattr(self.app, "initial_reductions", None)
+            if initial is None:
+                raise ShoalError(f"app {self.app.name!r} has lagged reductions but no initial_reductions()")
+            before = {(-1, name): float(v) for name, v in initial().items()}
+        missing = [n for n in lagged if (first_step - 1, n) not in before]
+        if missing:
+            raise ShoalError(f"the lagged reduction(s) {', '.join(missing)} of step {first_step - 1} are needed "
+                             f"to start at step {first_step}")
+        return {(first_step - 1, n): before[(first_step - 1, n)] for n in lagged}
 
     # ----- what the MPI executor overrides --------------------------------------------------
     def _nodes_here(self) -> list[int]:
@@ -214,8 +238,9 @@ class LocalExecutor:
         self._tokens: list[dict[int, int]] = [dict() for _ in range(T)]
         self._halo_wanted = getattr(self.app, "halo_wanted", None)
         self._values: dict[int, list] = {}
-        self._reduced: dict[tuple[int, str], float] = {}
+        self._reduced: dict[tuple[int, str], float] = dict(self._reduced_before)
         self._ctx_reduced: dict[str, float] = {}
+        self._lagged = [p.name for p in self.phases if p.lagged]
         self._done_per_step = np.zeros(steps, dtype=np.int64)
         self._step_end = np.zeros(steps)
         self._steps_done = 0
@@ -257,7 +282,19 @@ class LocalExecutor:
         """Halo payloads (plus a reduction token, if the previous phase reduces) a task waits on."""
         prev = self.phases[task % len(self.phases) - 1]  # phase 0 follows the previous step's last
         need = len(self.neighbours[tile]) if self._halo_at(task) else 0
-        return need + (1 if prev.reduction else 0)
+        # The reduction it reads: the previous task's, or a step earlier when lagged; one
+        # from before this run is already known.
+        source = task - 1 - (len(self.phases) if prev.lagged else 0)
+        return need + (1 if prev.reduction and source >= 0 else 0)
+
+    def _context(self, task: int) -> StepContext:
+        """The step and the reductions a task reads (caller holds the lock)."""
+        step = task // len(self.phases) + self.first_step
+        reduced = dict(self._ctx_reduced)
+        for name in self._lagged:
+            if (step - 1, name) in self._reduced:
+                reduced[name] = self._reduced[(step - 1, name)]
+        return StepContext(step, reduced)
 
     # ----- dependency bookkeeping (caller holds the lock) ----------------------------------
     def _deliver_initial_halos(self):
@@ -270,9 +307,6 @@ class LocalExecutor:
         mine = np.flatnonzero(self._here)
         first_halos = self._halo_at(0)
         for t in mine:
-            # The first task needs no reduction token: nothing was reduced before it.
-            if self.phases[-1].reduction:
-                self._tokens[t][0] = 1
             if first_halos:
                 self._idle[t] = False  # the tile waits for its own packing before it runs
                 self._queues[int(self.owner[t])].append((int(t), PACK_FIRST_HALOS))
@@ -309,7 +343,7 @@ class LocalExecutor:
                 if task != PACK_FIRST_HALOS:
                     halos = self._inbox[tile].pop(task, {})
                     self._tokens[tile].pop(task, None)
-                    ctx = StepContext(task // P + self.first_step, dict(self._ctx_reduced))
+                    ctx = self._context(task)
             state = self.states[tile]
             if task == PACK_FIRST_HALOS:
                 if not self._pack_first_halos(tile, state):
@@ -395,10 +429,14 @@ class LocalExecutor:
         del self._values[task]
         step = task // len(self.phases) + self.first_step
         self._reduced[(step, phase.name)] = result
-        self._ctx_reduced[phase.name] = result
+        if not phase.lagged:
+            self._ctx_reduced[phase.name] = result
         self._reductions_left -= 1
+        reader = task + 1 + (len(self.phases) if phase.lagged else 0)
+        if reader >= self._ntasks:
+            return  # read by the next run, which gets it in reduced_before
         for t in np.flatnonzero(self._here):
-            self._tokens[t][task + 1] = self._tokens[t].get(task + 1, 0) + 1
+            self._tokens[t][reader] = self._tokens[t].get(reader, 0) + 1
             self._try_ready(int(t))
 
     def _count_done(self, task: int) -> None:
