@@ -14,7 +14,7 @@ L, B = 1e-3, 1e6  # 1 ms latency; 1 MB/s, so 1000 bytes take 1 ms on an interfac
 NET = Network(latency_s=L, bandwidth_Bps=B, overhead_s=0.0)
 
 
-def hand_trace(ntiles, costs, messages, phases=("a", "b"), barrier=None):
+def hand_trace(ntiles, costs, messages, phases=("a", "b"), barrier=None, lagged=None):
     """costs[step][phase][tile]; messages as (step, consumer phase, src, dst, bytes)."""
     S, P = len(costs), len(phases)
     tiling = Tiling.from_counts((ntiles, 1), (ntiles, 1), halo=0)
@@ -28,6 +28,7 @@ def hand_trace(ntiles, costs, messages, phases=("a", "b"), barrier=None):
         messages={"step": m[:, 0], "phase": m[:, 1], "src": m[:, 2], "dst": m[:, 3], "bytes": m[:, 4]},
         phases=list(phases), tiling=tiling, cluster=Cluster.uniform(1, 1), placement_steps=np.array([0]),
         placement_owners=np.zeros((1, ntiles), int), step_end=np.zeros(S), barrier_phases=barrier,
+        lagged_phases=lagged,
     )
 
 
@@ -121,6 +122,20 @@ def test_barrier_after_a_reducing_phase():
     costs = [[[0.001, 0.005], [0.001, 0.001]]]
     r = one_tile_per_node(hand_trace(2, costs, [], barrier=[True, False]))
     assert r.makespan == pytest.approx(0.005 + 2 * L + 0.001)
+
+
+def test_a_lagged_reduction_holds_the_next_phase_one_step_later():
+    # Tile 0's a is slow at step 0. Lagged, b of step 0 waits for nothing; b of step 1 waits for
+    # step 0's reduction (5 ms + 2 ms all-reduce). As a plain barrier, every b waits for its step's.
+    costs = [[[0.005, 0.001], [0.001, 0.001]], [[0.001, 0.001], [0.001, 0.001]]]
+    lagged = one_tile_per_node(hand_trace(2, costs, [], barrier=[True, False], lagged=[True, False]))
+    start = lagged.trace.tasks["start"].reshape(2, 2, 2)
+    assert start[0, 1, 1] == pytest.approx(0.001)  # tile 1's b at step 0: at once
+    assert start[1, 1, 1] == pytest.approx(0.005 + 2 * L)  # tile 1's b at step 1: the reduction of step 0
+    assert lagged.makespan == pytest.approx(0.005 + 2 * L + 0.001)
+    plain = one_tile_per_node(hand_trace(2, costs, [], barrier=[True, False]))
+    assert plain.makespan == pytest.approx((0.005 + 2 * L + 0.001) + (0.001 + 2 * L + 0.001))
+    assert lagged.trace.lagged_phases == [True, False]
 
 
 def test_mpi_reference_puts_a_barrier_after_every_phase():

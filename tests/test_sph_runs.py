@@ -62,3 +62,19 @@ def test_frames_hold_the_state_the_run_ends_with(runs):
             np.load(runs["many"] / "frames" / "state-000030.npz") as last:
         for k in final.files:
             assert final[k].tobytes() == last[k].tobytes()
+
+
+def test_the_time_step_is_a_lagged_reduction_in_the_trace_and_its_replay(runs):
+    from shoal.replay import ReplayConfig, replay
+    from shoal.trace import Trace
+
+    trace = Trace.read(runs["many"])
+    assert trace.barrier_phases == [True, False, False] and trace.lagged_phases == [True, False, False]
+    tasks = trace.tasks
+    rates, move = tasks["phase"] == 0, tasks["phase"] == 1
+    # in the real run some tile moves before the last tile of its step has its rates
+    early = [tasks["start"][move & (tasks["step"] == s)].min() < tasks["end"][rates & (tasks["step"] == s)].max()
+             for s in range(1, 30)]
+    assert any(early)
+    predicted = replay(trace, ReplayConfig(nodes=3, cores=1, placement="birdshot")).trace
+    assert predicted.lagged_phases == [True, False, False]

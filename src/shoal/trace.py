@@ -20,7 +20,8 @@ Schema ``shoal-trace`` version 1. Root attributes: ``schema``, ``version``, ``pr
 ``/placement`` — ``from_step`` i4 (n,), ``owner`` i4 (n, tiles): owner table in force from
     each step on.
 ``/steps`` — ``step`` i4, ``end`` f8 (wall time at which the step's last task ended).
-``/phases`` (optional) — ``barrier`` bool per phase: phases followed by a global barrier.
+``/phases`` (optional) — ``barrier`` bool per phase: phases followed by a global barrier;
+``lagged`` (optional) bool per phase: the barrier holds the next phase of the step after.
 ``/tiles`` (optional) — ``state_bytes`` i8 per tile: bytes a migration of the tile moves.
 ``/balance`` (optional) — one row per balancing step: ``step`` i4 (first step under the new
     placement), ``plan_s`` f8, ``moved`` i4 (tiles), ``bytes`` i8, ``lif_before`` f8 and
@@ -74,7 +75,8 @@ class Trace:
     scenario: str = ""
     predicted: bool = False
     config: dict = field(default_factory=dict)
-    barrier_phases: list[bool] | None = None  # phases followed by a global barrier (unlagged reductions)
+    barrier_phases: list[bool] | None = None  # phases followed by a global barrier (reductions)
+    lagged_phases: list[bool] | None = None  # barriers that hold the next phase a step later
     tile_bytes: np.ndarray | None = None  # bytes of state per tile at the start (migration cost)
     balance: dict[str, np.ndarray] | None = None  # one row per balancing step (see BALANCE_COLUMNS)
     communication: dict[str, np.ndarray] | None = None  # per node: ``cpu_s``, ``messages``
@@ -88,6 +90,8 @@ class Trace:
             raise ShoalError("trace columns have different lengths")
         if self.barrier_phases is None:
             self.barrier_phases = [False] * len(self.phases)
+        if self.lagged_phases is None:
+            self.lagged_phases = [False] * len(self.phases)
         if self.balance is not None:
             self.balance = {k: np.asarray(self.balance[k], dtype=t) for k, t in BALANCE_COLUMNS.items()}
 
@@ -105,7 +109,8 @@ class Trace:
             phases=[p.name for p in phases], tiling=tiling, cluster=cluster,
             placement_steps=np.array([step for step, _ in result.placements]),
             placement_owners=np.stack([o for _, o in result.placements]),
-            step_end=result.step_end, barrier_phases=[p.reduction is not None and not p.lagged for p in phases],
+            step_end=result.step_end, barrier_phases=[p.reduction is not None for p in phases],
+            lagged_phases=[p.lagged for p in phases],
             communication=None if result.comm_cpu_s is None else {"cpu_s": result.comm_cpu_s,
                                                                   "messages": result.comm_messages},
             **meta,
@@ -179,7 +184,9 @@ class Trace:
             g = f.create_group("steps")
             g.create_dataset("step", data=self.steps.astype(np.int32))
             g.create_dataset("end", data=np.asarray(self.step_end, dtype=np.float64))
-            f.create_group("phases").create_dataset("barrier", data=np.asarray(self.barrier_phases, dtype=bool))
+            g = f.create_group("phases")
+            g.create_dataset("barrier", data=np.asarray(self.barrier_phases, dtype=bool))
+            g.create_dataset("lagged", data=np.asarray(self.lagged_phases, dtype=bool))
             if self.tile_bytes is not None:
                 f.create_group("tiles").create_dataset("state_bytes", data=np.asarray(self.tile_bytes, np.int64))
             if self.balance is not None:
@@ -230,6 +237,8 @@ class Trace:
                 app=str(f.attrs["app"]), scenario=str(f.attrs["scenario"]),
                 predicted=bool(f.attrs["predicted"]), config=json.loads(f.attrs["config"]),
                 barrier_phases=[bool(b) for b in f["phases"]["barrier"][()]] if "phases" in f else None,
+                lagged_phases=[bool(b) for b in f["phases"]["lagged"][()]]
+                if "phases" in f and "lagged" in f["phases"] else None,
                 tile_bytes=f["tiles"]["state_bytes"][()] if "tiles" in f else None,
                 balance={k: f["balance"][k][()] for k in BALANCE_COLUMNS} if "balance" in f else None,
                 communication={k: f["communication"][k][()] for k in ("cpu_s", "messages")}
@@ -273,6 +282,7 @@ def aggregate(trace: Trace, coarse: Tiling) -> Trace:
         phases=trace.phases, tiling=coarse, cluster=trace.cluster, placement_steps=trace.placement_steps,
         placement_owners=cluster_owner, step_end=trace.step_end, app=trace.app, scenario=trace.scenario,
         predicted=trace.predicted, config=trace.config, barrier_phases=trace.barrier_phases,
+        lagged_phases=trace.lagged_phases,
         tile_bytes=np.bincount(fine_to_coarse, weights=trace.tile_bytes, minlength=C).astype(np.int64)
         if trace.tile_bytes is not None else None, communication=trace.communication,
     )
@@ -297,6 +307,6 @@ def scaled(trace: Trace, speed: float) -> Trace:
                  cluster=trace.cluster, placement_steps=trace.placement_steps,
                  placement_owners=trace.placement_owners, step_end=trace.step_end, app=trace.app,
                  scenario=trace.scenario, predicted=trace.predicted, config=trace.config,
-                 barrier_phases=trace.barrier_phases, tile_bytes=trace.tile_bytes,
+                 barrier_phases=trace.barrier_phases, lagged_phases=trace.lagged_phases, tile_bytes=trace.tile_bytes,
                  communication=None if trace.communication is None else
                  {"cpu_s": trace.communication["cpu_s"] / speed, "messages": trace.communication["messages"]})

@@ -8,7 +8,8 @@ starting together at time ``t0``. The model:
 - task (s, p, t) is ready when tile t's previous task has ended, the halo messages it reads
   have arrived and, after a phase that reduces (or every phase in the MPI reference model),
   the barrier is released: the phase's last task end plus an all-reduce of
-  ``2 ceil(log2 nodes) (latency + overhead)``;
+  ``2 ceil(log2 nodes) (latency + overhead)``; a lagged reduction's barrier holds the
+  next phase of the step after instead;
 - a message between nodes occupies the sender's network interface for ``overhead +
   bytes / bandwidth``, then after ``latency`` the receiver's interface for
   ``bytes / bandwidth``; it arrives when the receiver is done. Alone, a message therefore
@@ -85,8 +86,8 @@ def _enqueue(k, node, head, tail, nxt, dirty, dirty_list, ndirty):
 
 
 @nb.njit(cache=True, nogil=True)
-def simulate(cost, owner, cores, barrier_after, msg_start, msg_dst, msg_bytes, first_msgs_src, first_msgs_dst,
-             first_msgs_bytes, latency, bandwidth, overhead, memcpy_bandwidth, t0, tx_free, rx_free,
+def simulate(cost, owner, cores, barrier_after, barrier_lag, msg_start, msg_dst, msg_bytes, first_msgs_src,
+             first_msgs_dst, first_msgs_bytes, latency, bandwidth, overhead, memcpy_bandwidth, t0, tx_free, rx_free,
              gil, process_of, gil_free, wake):
     """Simulate one segment; returns (start, end, core) per task and the number of events.
 
@@ -96,6 +97,8 @@ def simulate(cost, owner, cores, barrier_after, msg_start, msg_dst, msg_bytes, f
         Compute seconds of every task.
     barrier_after : (P,) bool
         Phases followed by a global barrier.
+    barrier_lag : (P,) int64
+        Steps later the barrier holds the next phase (1 for a lagged reduction, else 0).
     msg_start, msg_dst, msg_bytes
         CSR of the messages each task *produces* (task index ``(s*P + p)*T + t``): messages
         read by the task after it on the consumer tile.
@@ -137,7 +140,7 @@ def simulate(cost, owner, cores, barrier_after, msg_start, msg_dst, msg_bytes, f
     for s in range(S):
         for p in range(P):
             if barrier_after[p]:
-                base = (s * P + p + 1) * T
+                base = (s * P + p + 1 + barrier_lag[p] * P) * T
                 if base < ntask:
                     for t in range(T):
                         deps[base + t] += 1
@@ -264,7 +267,7 @@ def simulate(cost, owner, cores, barrier_after, msg_start, msg_dst, msg_bytes, f
             if barrier_after[p]:
                 done_in_phase[sp] += 1
                 phase_end[sp] = max(phase_end[sp], now)
-                if done_in_phase[sp] == T and (sp + 1) * T < ntask:
+                if done_in_phase[sp] == T and (sp + 1 + barrier_lag[p] * P) * T < ntask:
                     n = _push(ht, hs, hk, ha, hb, n, now + barrier_cost, seq, BARRIER, sp, 0)
                     seq += 1
         elif kind == MESSAGE:
@@ -274,7 +277,7 @@ def simulate(cost, owner, cores, barrier_after, msg_start, msg_dst, msg_bytes, f
                 dn = owner[consumer % T]
                 ndirty = _enqueue(consumer, dn, head, tail, nxt, dirty, dirty_list, ndirty)
         else:
-            released_from = (a + 1) * T
+            released_from = (a + 1 + barrier_lag[a % P] * P) * T
             for t in range(T):
                 consumer = released_from + t
                 deps[consumer] -= 1

@@ -252,6 +252,7 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         owner = policy.place(tiling, cluster, cfg.seed)
     owner = check_owner(owner, tiling, cluster)
     barrier = np.array([True] * P if cfg.mpi_reference else trace.barrier_phases, dtype=np.bool_)
+    lag = np.zeros(P, np.int64) if cfg.mpi_reference else np.asarray(trace.lagged_phases, np.int64)
     cost = _costs(trace)
     overhead = executor_overhead(cfg, cost.size, len(trace.messages["src"]))
     duration = cost + overhead  # what a core spends on a task: its cost and the executor's share
@@ -283,7 +284,7 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
             if cfg.gil != "none":  # pickling messages holds the interpreter lock
                 seg_gil = seg_gil + comm
         tic = time.perf_counter()
-        start, end, core, n_events = simulate(np.ascontiguousarray(seg_duration), owner, cores, barrier, csr, mdst,
+        start, end, core, n_events = simulate(np.ascontiguousarray(seg_duration), owner, cores, barrier, lag, csr, mdst,
                                               mbytes, fsrc, fdst, fbytes, net.latency_s, net.bandwidth_Bps,
                                               net.overhead_s, cfg.memcpy_bandwidth, t0, tx_free, rx_free,
                                               np.ascontiguousarray(seg_gil), process_of, gil_free, cfg.wake_s)
@@ -331,7 +332,7 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         app=trace.app, scenario=trace.scenario, predicted=True,
         config={**trace.config, "replay": {k: v for k, v in cfg.__dict__.items() if k not in ("network", "proxy")}
                 | {"network": cluster.to_dict(), "proxy": cfg.proxy.scenario if cfg.proxy else None}},
-        barrier_phases=list(barrier), tile_bytes=tile_bytes, balance=bal,
+        barrier_phases=list(barrier), lagged_phases=[bool(v) for v in lag], tile_bytes=tile_bytes, balance=bal,
     )
     return ReplayResult(predicted, float(out["end"].max()), events, wall, cfg)
 
