@@ -49,6 +49,17 @@ def test_dam_break_bitwise_identical_for_any_tiling_placement_and_workers(dam_re
         assert got[name].tobytes() == dam_reference[name].tobytes(), name
 
 
+def test_the_time_step_is_the_previous_steps_minimum_and_step_0_the_initial_states():
+    """The time step is reduced one step late: step s moves by the smallest step proposed by
+    the rates of step s - 1, and step 0 by the whole initial state's, which equals the
+    minimum over the tiles of step 0 bit for bit (a minimum is exact in any order)."""
+    app = build(**DAM)
+    got, res = simulate(app, 16, 5, nodes=2, workers=2)
+    dt = [res.reductions[(s, "rates")] for s in range(5)]
+    assert app.initial_reductions()["rates"] == dt[0]
+    assert float(got["time"]) == dt[0] + dt[0] + dt[1] + dt[2] + dt[3]
+
+
 @pytest.mark.parametrize("ntiles, placement, workers", list(itertools.product([9, 30], ["birdshot", "strips"], [1, 2])))
 def test_channel_with_inflow_and_outflow_bitwise_identical(ntiles, placement, workers):
     steps = 120
