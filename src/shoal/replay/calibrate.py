@@ -30,6 +30,7 @@ from ..errors import ShoalError
 from ..runtime import LocalExecutor, Phase
 from ..runtime.local import GIL_SWITCH_S
 from ..tiling import Tiling
+from .run import MACHINE_FIELDS
 
 
 @nb.njit(nogil=True, cache=True)
@@ -141,12 +142,9 @@ def _wake_latency(samples: int = 300) -> float:
     return float(np.median(np.array(woke) - np.array(sent)))
 
 
-MODEL_FIELDS = ("task_overhead_s", "payload_overhead_s", "restart_s", "wake_s")
-
-
 def machine_model(calibration: dict) -> dict:
     """The ``ReplayConfig`` fields that model the calibrated machine (absent figures are 0)."""
-    return {k: float(calibration.get(k, 0.0)) for k in MODEL_FIELDS}
+    return {k: float(calibration.get(k, 0.0)) for k in MACHINE_FIELDS}
 
 
 def read_calibration(path: str | Path) -> dict:
@@ -160,7 +158,7 @@ def read_calibration(path: str | Path) -> dict:
     if not entries or not all(isinstance(e, dict) and "task_overhead_s" in e for e in entries):
         raise ShoalError(f"{path} is not a calibration: expected task_overhead_s, payload_overhead_s, "
                          "restart_s and wake_s (seconds), as written by 'shoal calibrate'")
-    model = {k: float(np.median([e.get(k, 0.0) for e in entries])) for k in MODEL_FIELDS}
+    model = {k: float(np.median([e.get(k, 0.0) for e in entries])) for k in MACHINE_FIELDS}
     bad = [k for k, v in model.items() if not (math.isfinite(v) and v >= 0)]
     if bad:
         raise ShoalError(f"{path}: {', '.join(bad)} must be finite and >= 0")

@@ -20,6 +20,9 @@ from ..tiling import Tiling
 from ..trace import Trace, aggregate, scaled
 from .engine import simulate
 
+# What ``shoal.replay.calibrate`` measures of the machine the runs use, as ReplayConfig fields.
+MACHINE_FIELDS = ("task_overhead_s", "payload_overhead_s", "restart_s", "wake_s")
+
 
 @dataclass
 class ReplayConfig:
@@ -84,8 +87,7 @@ class ReplayResult:
             "migrated_tiles": int(bal["moved"].sum()) if bal is not None else 0,
             "balance_steps": int(len(bal["step"])) if bal is not None else 0,
             "message_cpu_s": self.config.message_cpu_s,
-            "machine": {k: getattr(self.config, k) for k in ("task_overhead_s", "payload_overhead_s", "restart_s",
-                                                              "wake_s")},
+            "machine": {k: getattr(self.config, k) for k in MACHINE_FIELDS},
             "events": int(self.events), "replay_wall_s": self.sim_wall_s,
             "events_per_s": self.events / self.sim_wall_s if self.sim_wall_s > 0 else 0.0,
         }
