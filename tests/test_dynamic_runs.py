@@ -99,9 +99,9 @@ def test_replay_and_sweep_commands(runs, tmp_path, capsys):
 
 def test_calibrate_then_replay_and_sweep_on_the_calibrated_machine(runs, tmp_path, capsys):
     cal_file = tmp_path / "machine" / "calibration.json"
-    assert main(["calibrate", "--out", str(cal_file), "--tasks", "300", "--task-us", "20"]) == 0
+    assert main(["calibrate", "--out", str(cal_file), "--tasks", "300", "--task-us", "20", "--nodes", "2"]) == 0
     cal = json.loads(cal_file.read_text())
-    assert cal["task_overhead_s"] > 0 and cal["wake_s"] > 0
+    assert cal["task_overhead_s"] > 0 and cal["wake_s"] > 0 and cal["restart_threads"] == 2
     common = [str(runs["static"]), "--nodes", "2", "--cores", "2", "--tiles-per-core", "4"]
     assert main(["replay", *common, "--placement", "greedy", "--period", "4", "--out", str(tmp_path / "bare")]) == 0
     assert main(["replay", *common, "--placement", "greedy", "--period", "4", "--calibration", str(cal_file),

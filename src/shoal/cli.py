@@ -149,16 +149,16 @@ def _cmd_calibrate(args) -> int:
 
     from .replay.calibrate import calibrate
 
-    if args.task_us <= 0 or args.tasks < 100:
-        raise ShoalError("--task-us must be > 0 and --tasks >= 100")
+    if args.task_us <= 0 or args.tasks < 100 or min(args.nodes, args.workers) < 1:
+        raise ShoalError("--task-us must be > 0, --tasks >= 100, --nodes and --workers >= 1")
     print(f"timing the executor on this machine ({args.tasks} tasks of {args.task_us:g} us)...", file=sys.stderr)
-    cal = calibrate(tasks=args.tasks, task_s=args.task_us * 1e-6)
+    cal = calibrate(tasks=args.tasks, task_s=args.task_us * 1e-6, nodes=args.nodes, workers=args.workers)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(cal, indent=2) + "\n")
     print(f"executor overhead {cal['task_overhead_s'] * 1e6:.1f} us per task and {cal['payload_overhead_s'] * 1e6:.2f} "
           f"us per halo payload; a worker wakes in {cal['wake_s'] * 1e6:.0f} us; a restart costs "
-          f"{cal['restart_s'] * 1e3:.2f} ms")
+          f"{cal['restart_s'] * 1e3:.2f} ms on {args.nodes} x {args.workers} threads")
     print(f"wrote {out} (give it to shoal replay or shoal sweep as --calibration)")
     return 0
 
@@ -380,6 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="calibration.json")
     p.add_argument("--task-us", type=float, default=50.0, help="length of the timed tasks (us): about your runs'")
     p.add_argument("--tasks", type=int, default=3000)
+    p.add_argument("--nodes", type=int, default=1, help="nodes of the runs to model, for the restart's cost")
+    p.add_argument("--workers", type=int, default=1, help="workers per node of those runs")
     p.set_defaults(func=_cmd_calibrate)
 
     p = sub.add_parser("validate", help="record runs here, replay them on a model of this machine, compare")

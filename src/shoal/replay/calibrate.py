@@ -6,7 +6,8 @@ it to every task. It is measured the way the executor benchmark does: a tiny app
 spins for a known time runs under the executor, once exchanging halos and once not; wall time
 less the tasks' own CPU time, per task, is the overhead, and the difference between the two
 runs, per payload, the cost of a payload. A re-balancing step stops the executor and starts it
-again: short runs of that app measure what a restart costs. A worker with nothing to do sleeps
+again: short runs of that app, on as many threads as the modeled runs have (each is started
+and joined), measure what a restart costs. A worker with nothing to do sleeps
 on its node's condition: how long one takes to wake when notified is timed directly.
 
 The host's speed drifts over minutes, and the overhead with it: measure close to the runs
@@ -62,9 +63,10 @@ class SpinApp:
         return {}
 
 
-def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3) -> dict:
+def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3, nodes: int = 1, workers: int = 1) -> dict:
     """The executor's overhead per task and per halo payload (s) on one worker, best of a few
-    repeats, with tasks of about ``task_s`` seconds."""
+    repeats, with tasks of about ``task_s`` seconds; its restart on ``nodes`` x ``workers``
+    threads (each has to be started and joined), the shape of the runs it will model."""
     spin(0.0, 10)
     iters = 1000
     while True:
@@ -88,14 +90,14 @@ def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3) -> dict
         per_task[halo] = max(0.0, float(best))
     per_payload = max(0.0, (per_task[True] - per_task[False]) * n / payloads) if payloads else 0.0
     return {"task_overhead_s": per_task[False], "payload_overhead_s": per_payload,
-            "restart_s": _restart(SpinApp(iters, True), tiling, repeats), "wake_s": _wake_latency(),
-            "measured_tasks": int(n), "task_s": task_s}
+            "restart_s": _restart(SpinApp(iters, True), tiling, repeats, Cluster.uniform(nodes, workers)),
+            "wake_s": _wake_latency(), "measured_tasks": int(n), "task_s": task_s, "restart_threads": nodes * workers}
 
 
-def _restart(app, tiling: Tiling, repeats: int) -> float:
+def _restart(app, tiling: Tiling, repeats: int, cluster: Cluster) -> float:
     """The fixed cost of one executor run (starting workers, packing the first halos, collecting
     the result), which every re-balancing step pays: a run of 1 step less the extra of a 3-step one."""
-    executor = LocalExecutor(app, tiling, Cluster.uniform(1, 1), np.zeros(tiling.ntiles, int))
+    executor = LocalExecutor(app, tiling, cluster, np.arange(tiling.ntiles) % cluster.nodes)
 
     def run(steps):
         tic = time.perf_counter()

@@ -68,7 +68,7 @@ def validate(out: Path, quick: bool = False, repeats: int = 3,
         label = placement + (f"/{period}" if period else "")
         if on_case:
             on_case(f"{scenario} {nodes}x{workers} {label}")
-        cal = calibrate(tasks=1500 if quick else 3000)
+        cal = calibrate(tasks=1500 if quick else 3000, nodes=nodes, workers=workers)
         calibrations.append(cal)
         steps = STEPS[group] // (4 if quick else 1)
         measured, predicted = [], []
