@@ -80,7 +80,8 @@ class CellGrid:
         return _cells_of(np.ascontiguousarray(x, dtype=np.float64), self.origin, self.cell, self.counts, self.clamp)
 
     def inside(self, idx: np.ndarray) -> np.ndarray:
-        return np.all((idx >= 0) & (idx < self.counts), axis=1)
+        """Mask of cell coordinates inside the grid."""
+        return in_box({"cell": idx}, None, np.zeros(self.ndim, np.int64), self.counts)
 
     def flat(self, idx: np.ndarray) -> np.ndarray:
         return np.ravel_multi_index(tuple(idx.T), self.shape)
