@@ -175,3 +175,25 @@ def rates_pairs(x, v, rho, m, kind, own, start, nlx, nly, h, rho0, c0, B, gamma,
             acc[i, 0] += gx
             acc[i, 1] += gy
     return acc, drho, de, mu
+
+
+@nb.njit(cache=True, nogil=True)
+def own_rates(own_index, acc, drho, de, mu):
+    """The own particles' rates, in their order, and whether acceleration and density rate
+    are all finite (one compiled pass instead of five array operations holding the lock)."""
+    n = own_index.shape[0]
+    a = np.empty((n, 2))
+    r = np.empty(n)
+    e = np.empty(n)
+    m = np.empty(n)
+    finite = True
+    for k in range(n):
+        i = own_index[k]
+        a[k, 0] = acc[i, 0]
+        a[k, 1] = acc[i, 1]
+        r[k] = drho[i]
+        e[k] = de[i]
+        m[k] = mu[i]
+        finite = finite and math.isfinite(a[k, 0]) and math.isfinite(a[k, 1]) and math.isfinite(r[k])
+    return a, r, e, m, finite
+

@@ -233,13 +233,13 @@ class SPH2DApp:
         acc, drho, de, mu = ctx.kernel(kernels2d.rates_pairs, q["x"], q["v"], q["rho"], q["m"], q["kind"],
                                        nb.is_own, nb.start, nb.shape[0], nb.shape[1], self.h, p.rho0, self.c0,
                                        self.B, p.gamma, p.alpha, p.beta, gx, gy)
-        own = nb.own_index  # own particles come out in their (cell, id) order: the state's order
-        acc, drho, de, mu = acc[own], drho[own], de[own], mu[own]
+        # own particles come out in their (cell, id) order: the state's order
+        acc, drho, de, mu, finite = ctx.kernel(kernels2d.own_rates, nb.own_index, acc, drho, de, mu)
+        if not finite:
+            raise ShoalError("SPH rates are not finite: the simulation blew up (lower app.cfl or app.dx)")
         state.update(acc=acc, drho=drho, de=de)
         dt = ctx.kernel(kernels2d.time_step, state["v"], state["rho"], acc, state["kind"], mu, self.h, p.rho0,
                         self.c0, p.gamma, p.cfl)
-        if not np.isfinite(acc).all() or not np.isfinite(drho).all():
-            raise ShoalError("SPH rates are not finite: the simulation blew up (lower app.cfl or app.dx)")
         return n, float(dt)
 
     def _gravity_factor(self, t: float) -> float:
