@@ -221,7 +221,8 @@ def split_by_boxes(p: dict, los: np.ndarray, his: np.ndarray, fields=None, inner
         p = {f: p[f] for f in fields}
     skip_lo, skip_hi = inner if inner is not None else (los[0], los[0])  # an empty box
     starts, idx = _members(p["cell"], los, his, np.asarray(skip_lo), np.asarray(skip_hi))
-    return [take(p, idx[starts[k]:starts[k + 1]]) if starts[k + 1] > starts[k] else nothing
+    rows = take(p, idx)  # one gather per field for all boxes; each box gets a slice of it
+    return [{f: a[starts[k]:starts[k + 1]] for f, a in rows.items()} if starts[k + 1] > starts[k] else nothing
             for k in range(len(los))]
 
 
