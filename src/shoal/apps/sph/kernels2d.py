@@ -52,22 +52,6 @@ def equation_of_state(rho, rho0, c0, B, gamma, P, c, p_over_rho2):
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
-def time_step(v, rho, acc, kind, mu, h, rho0, c0, gamma, cfl):
-    """Largest stable step for these particles: Courant (with viscosity) and force limits."""
-    dt = np.inf
-    for k in range(kind.shape[0]):
-        if kind[k] != FLUID:
-            continue
-        c = sound_speed(rho[k], rho0, c0, gamma)
-        speed = math.sqrt(v[k, 0] * v[k, 0] + v[k, 1] * v[k, 1])
-        dt = min(dt, cfl * h / (c + speed + mu[k]))
-        a = math.sqrt(acc[k, 0] * acc[k, 0] + acc[k, 1] * acc[k, 1])
-        if a > 0.0:
-            dt = min(dt, cfl * math.sqrt(h / a))
-    return dt
-
-
-@nb.njit(cache=True, nogil=True, error_model="numpy")
 def integrate(x, v, vh, rho, rhoh, e, kind, acc, drho, de, dt, first, rho0):
     """Leapfrog (Monaghan): half-step velocity and density kicked by the rates at step n,
     positions drifted with the half-step velocity, then full-step values predicted for the
@@ -98,7 +82,8 @@ def rates_pairs(x, v, rho, m, kind, own, start, nlx, nly, h, rho0, c0, B, gamma,
     Particles are walked in the global (cell, id) order; the pairs (i, j) with j before i in
     the 3x3 cells around i, one of them owned by this tile, are evaluated. Every particle
     then receives its contributions in one fixed global order, whatever the tiling. Returns
-    (acc, drho, de, mu) for all particles; only the owned ones are complete.
+    (acc, drho, de, mu, c) for all particles (c: sound speeds); only the owned ones are
+    complete.
     """
     n = rho.shape[0]
     P = np.empty(n)
@@ -174,26 +159,32 @@ def rates_pairs(x, v, rho, m, kind, own, start, nlx, nly, h, rho0, c0, B, gamma,
         if kind[i] == FLUID:
             acc[i, 0] += gx
             acc[i, 1] += gy
-    return acc, drho, de, mu
+    return acc, drho, de, mu, c
 
 
-@nb.njit(cache=True, nogil=True)
-def own_rates(own_index, acc, drho, de, mu):
-    """The own particles' rates, in their order, and whether acceleration and density rate
-    are all finite (one compiled pass instead of five array operations holding the lock)."""
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def own_rates(own_index, acc, drho, de, mu, c, v, kind, h, cfl):
+    """The own particles' rates, in their order; whether acceleration and density rate are all
+    finite; and the largest stable step for them: Courant (with viscosity) and force limits.
+    One compiled pass, with the sound speeds the rates already computed."""
     n = own_index.shape[0]
     a = np.empty((n, 2))
     r = np.empty(n)
     e = np.empty(n)
-    m = np.empty(n)
     finite = True
+    dt = np.inf
     for k in range(n):
         i = own_index[k]
         a[k, 0] = acc[i, 0]
         a[k, 1] = acc[i, 1]
         r[k] = drho[i]
         e[k] = de[i]
-        m[k] = mu[i]
         finite = finite and math.isfinite(a[k, 0]) and math.isfinite(a[k, 1]) and math.isfinite(r[k])
-    return a, r, e, m, finite
-
+        if kind[i] != FLUID:
+            continue
+        speed = math.sqrt(v[i, 0] * v[i, 0] + v[i, 1] * v[i, 1])
+        dt = min(dt, cfl * h / (c[i] + speed + mu[i]))
+        size = math.sqrt(a[k, 0] * a[k, 0] + a[k, 1] * a[k, 1])
+        if size > 0.0:
+            dt = min(dt, cfl * math.sqrt(h / size))
+    return a, r, e, finite, dt

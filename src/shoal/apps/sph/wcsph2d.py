@@ -230,16 +230,15 @@ class SPH2DApp:
         gx, gy = ramp * p.gravity[0], ramp * p.gravity[1]
         nb = Neighbourhood(state, ordered, self.cells, tiling.lo[tile], tiling.hi[tile], RATE_FIELDS)
         q = nb.particles
-        acc, drho, de, mu = ctx.kernel(kernels2d.rates_pairs, q["x"], q["v"], q["rho"], q["m"], q["kind"],
-                                       nb.is_own, nb.start, nb.shape[0], nb.shape[1], self.h, p.rho0, self.c0,
-                                       self.B, p.gamma, p.alpha, p.beta, gx, gy)
+        acc, drho, de, mu, c = ctx.kernel(kernels2d.rates_pairs, q["x"], q["v"], q["rho"], q["m"], q["kind"],
+                                          nb.is_own, nb.start, nb.shape[0], nb.shape[1], self.h, p.rho0, self.c0,
+                                          self.B, p.gamma, p.alpha, p.beta, gx, gy)
         # own particles come out in their (cell, id) order: the state's order
-        acc, drho, de, mu, finite = ctx.kernel(kernels2d.own_rates, nb.own_index, acc, drho, de, mu)
+        acc, drho, de, finite, dt = ctx.kernel(kernels2d.own_rates, nb.own_index, acc, drho, de, mu, c, q["v"],
+                                               q["kind"], self.h, p.cfl)
         if not finite:
             raise ShoalError("SPH rates are not finite: the simulation blew up (lower app.cfl or app.dx)")
         state.update(acc=acc, drho=drho, de=de)
-        dt = ctx.kernel(kernels2d.time_step, state["v"], state["rho"], acc, state["kind"], mu, self.h, p.rho0,
-                        self.c0, p.gamma, p.cfl)
         return n, float(dt)
 
     def _gravity_factor(self, t: float) -> float:
