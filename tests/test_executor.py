@@ -211,6 +211,9 @@ def test_lagged_reductions_need_an_initial_value():
         LocalExecutor(app, tiling, Cluster.uniform(1, 1), np.zeros(2, int)).run(1)
     with pytest.raises(ValueError, match="no reduction"):
         Phase("a", lagged=True)
+    app.phases = (Phase("b"), Phase("a", reduction="min", lagged=True))
+    with pytest.raises(ShoalError, match="last phase"):
+        LocalExecutor(app, tiling, Cluster.uniform(1, 1), np.zeros(2, int))
 
 
 class FirstPackApp:

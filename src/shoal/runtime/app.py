@@ -40,7 +40,8 @@ class Phase:
         The reduction is read one step later, and is no barrier: the next phase of step s
         reads the value reduced at step s - 1 (in ``ctx.reduced``), so tiles run on while the
         last ones finish this phase. Step 0 reads the app's ``initial_reductions()``. Only
-        the phase right after this one may read the value.
+        the phase right after this one may read the value, so the last phase of a step
+        cannot be lagged.
     """
 
     name: str

@@ -86,6 +86,10 @@ class LocalExecutor:
         self.cluster = cluster
         self.owner = np.asarray(owner, dtype=np.int64).copy()
         self.phases = tuple(app.phases)
+        if self.phases[-1].lagged:
+            # Its reader would be the first phase two steps on: keep the rule "the next phase,
+            # one step later" within a step.
+            raise ShoalError(f"phase {self.phases[-1].name!r}: the last phase of a step cannot have a lagged reduction")
         self.neighbours = [list(map(int, nb)) for nb in tiling.neighbours]
 
     # ----- public --------------------------------------------------------------------------
