@@ -60,12 +60,13 @@ def sweep(trace_path: str | Path, placements: list[str], tiles_per_core: list[in
           proxy: str | Path | None = None, machine: dict | None = None) -> SweepResult:
     for name in placements:
         get_policy(name)
+    machine = machine or {}
     todo = cases(placements, tiles_per_core, periods, nodes, cores, seed, network or Network(), params or {}, machine)
     extra = []
     if birdshot_seeds:
         n0, t0 = nodes[-1], tiles_per_core[len(tiles_per_core) // 2]
         extra = [dict(nodes=n0, cores=cores, placement="birdshot", period=0, tiles_per_core=t0, seed=k,
-                      network=network or Network(), params={}, **(machine or {})) for k in range(birdshot_seeds)]
+                      network=network or Network(), params={}, **machine) for k in range(birdshot_seeds)]
     jobs = jobs or max(1, min(len(todo) + len(extra), os.cpu_count() or 1))
     rows, seeds = [], []
     init = (str(trace_path), str(proxy) if proxy else None)
