@@ -14,6 +14,7 @@ from shoal.cluster import Cluster
 from shoal.errors import ShoalError
 from shoal.placement import POLICIES, get_policy
 from shoal.runtime import LocalExecutor, Phase
+from shoal.runtime.app import lock_free
 from shoal.tiling import Tiling
 
 STATIC = sorted(n for n, p in POLICIES.items() if not p.dynamic)
@@ -249,6 +250,46 @@ def test_first_halos_are_packed_by_the_workers_and_charged_to_the_first_task(wor
         assert res.states[t]["threads"] and all(n.startswith("shoal-node0-w") for n in res.states[t]["threads"])
     cost = res.task_cost.reshape(3, 4)
     assert np.all(cost[0] >= 0.02) and np.all(cost[1:] < 0.02)  # the burn lands in each tile's first task
+
+
+def _nothing(x):
+    return x
+
+
+class CallCountApp:
+    """Two phases; a task of tile t at step s makes (t + s) % 3 lock-free calls, and packing a
+    halo for the second phase makes one more."""
+
+    name = "call-count-test"
+    phases = (Phase("a"), Phase("b", halo=True))
+
+    def init_tile(self, tile, tiling):
+        return {"tile": tile}
+
+    def pack_halo(self, phase, state, src, dst, tiling):
+        lock_free(_nothing)(0)
+        return np.zeros(1)
+
+    def run_phase(self, phase, tile, state, halos, ctx, tiling):
+        for _ in range((tile + ctx.step) % 3):
+            ctx.kernel(_nothing, 0)
+        return 1
+
+    def gather(self, states, tiling):
+        return {}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_every_task_records_its_lock_free_calls_halo_packing_included(workers):
+    tiling = Tiling.from_count((16, 16), 4)
+    steps = 3
+    res = LocalExecutor(CallCountApp(), tiling, Cluster.uniform(1, workers), np.zeros(4, int)).run(steps)
+    calls = res.task_kernel_calls.reshape(steps, 2, 4)  # rows in (step, phase, tile) order
+    neighbours = np.array([len(n) for n in tiling.neighbours])
+    expected_run = (np.arange(4)[None, :] + np.arange(steps)[:, None]) % 3
+    # phase "a" runs its calls and packs the halos that phase "b" of the same step reads
+    assert np.array_equal(calls[:, 0], expected_run + neighbours)
+    assert np.array_equal(calls[:, 1], expected_run)
 
 
 class FailingApp(ReduceApp):

@@ -187,6 +187,9 @@ def test_aggregation_conserves_cost_and_the_bytes_crossing_coarse_boundaries(rec
     assert agg.tiling.ntiles == 16
     assert agg.tasks["cost"].sum() == pytest.approx(recorded.tasks["cost"].sum(), rel=1e-12)
     assert agg.tasks["work"].sum() == recorded.tasks["work"].sum()
+    assert recorded.tasks["kernel_calls"].sum() > 0  # read back from the file
+    assert agg.tasks["kernel_calls"].dtype == np.int32
+    assert agg.tasks["kernel_calls"].sum() == recorded.tasks["kernel_calls"].sum()
     f2c = recorded.tiling.fine_to_coarse(coarse)
     crossing = f2c[recorded.messages["src"]] != f2c[recorded.messages["dst"]]
     assert agg.messages["bytes"].sum() == recorded.messages["bytes"][crossing].sum()
@@ -250,3 +253,24 @@ def test_the_interpreter_lock_serialises_the_python_share_of_tasks():
     # One lock per node: two nodes do not wait for each other.
     per_node = replay(tr, ReplayConfig(nodes=2, cores=1, placement="strips", network=NET, gil="process"))
     assert per_node.makespan == pytest.approx(0.002)
+
+
+def test_lock_free_calls_hand_the_lock_over_where_threads_share_it():
+    # As above, and each task makes two lock-free calls: each hand-off keeps the lock 0.25 ms.
+    tr = hand_trace(2, [[[0.002, 0.002]]], [], phases=("a",))
+    tr.tasks["kernel"] = np.array([0.001, 0.001])
+    tr.tasks["kernel_calls"] = np.array([2, 2], np.int32)
+    handoff = dict(network=NET, handoff_s=2.5e-4)
+    # The second task waits for 1 ms of Python and two hand-offs of the first.
+    shared = replay(tr, ReplayConfig(nodes=1, cores=2, gil="shared", **handoff))
+    assert shared.makespan == pytest.approx(0.0035)
+    assert shared.summary()["machine"]["handoff_s"] == 2.5e-4
+    # One thread per lock hands nothing over; nor does a compiled executor.
+    assert replay(tr, ReplayConfig(nodes=2, cores=1, placement="strips", gil="process", **handoff)).makespan == \
+        pytest.approx(0.002)
+    assert replay(tr, ReplayConfig(nodes=1, cores=2, **handoff)).makespan == pytest.approx(0.002)
+    # A trace that does not count its calls is charged none.
+    del tr.tasks["kernel_calls"]
+    assert replay(tr, ReplayConfig(nodes=1, cores=2, gil="shared", **handoff)).makespan == pytest.approx(0.003)
+    with pytest.raises(ShoalError, match="hand-off"):
+        replay(tr, ReplayConfig(nodes=1, cores=2, gil="shared", network=NET, handoff_s=-1.0))

@@ -157,8 +157,9 @@ def _cmd_calibrate(args) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(cal, indent=2) + "\n")
     print(f"executor overhead {cal['task_overhead_s'] * 1e6:.1f} us per task and {cal['payload_overhead_s'] * 1e6:.2f} "
-          f"us per halo payload; a worker wakes in {cal['wake_s'] * 1e6:.0f} us; a restart costs "
-          f"{cal['restart_s'] * 1e3:.2f} ms on {args.nodes} x {args.workers} threads")
+          f"us per halo payload; a worker wakes in {cal['wake_s'] * 1e6:.0f} us; on {args.nodes} x {args.workers} "
+          f"threads a restart costs {cal['restart_s'] * 1e3:.2f} ms and a lock hand-off "
+          f"{cal['handoff_s'] * 1e6:.1f} us per lock-free call")
     print(f"wrote {out} (give it to shoal replay or shoal sweep as --calibration)")
     return 0
 
@@ -230,6 +231,7 @@ def _cmd_sweep(args) -> int:
 
 
 def _cmd_validate(args) -> int:
+    import numpy as np
     from rich.console import Console
     from rich.table import Table
 
@@ -239,10 +241,13 @@ def _cmd_validate(args) -> int:
     result = validate(Path(args.out), quick=args.quick, repeats=args.repeats,
                       on_case=lambda c: console.print(f"recording {c}"))
     cal = result.calibration
+    shared = [r["calibration"]["handoff_s"] for r in result.rows if r["nodes"] * r["workers"] > 1]
+    median_handoff = float(np.median(shared)) if shared else 0.0
     table = Table(title=f"predicted vs measured makespan on this machine, medians of {args.repeats} runs "
                         f"(executor overhead {cal['task_overhead_s'] * 1e6:.1f} us/task and "
                         f"{cal['payload_overhead_s'] * 1e6:.2f} us/payload, wake-up {cal['wake_s'] * 1e6:.0f} us, "
-                        f"restart {cal['restart_s'] * 1e3:.2f} ms; first case)")
+                        f"restart {cal['restart_s'] * 1e3:.2f} ms; first case; lock hand-off per lock-free call "
+                        f"{median_handoff * 1e6:.1f} us, median of the cases on several threads)")
     for col in ("scenario", "nodes x workers", "placement", "measured (s)", "spread", "predicted (s)", "error"):
         table.add_column(col, justify="left" if col in ("scenario", "placement") else "right")
     for r in result.rows:

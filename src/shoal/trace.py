@@ -9,7 +9,9 @@ Schema ``shoal-trace`` version 1. Root attributes: ``schema``, ``version``, ``pr
     ``start`` f8 and ``end`` f8 (seconds of wall time since the run began), ``cost`` f8
     (seconds of CPU time of the kernel and of packing the task's halos), ``work`` i8 (the
     app's own count: cells, particles, iterations), and, optional, ``kernel`` f8 (the part of
-    ``cost`` spent in compiled kernels without the interpreter lock; absent means unknown).
+    ``cost`` spent in compiled kernels without the interpreter lock; absent means unknown) and
+    ``kernel_calls`` i4 (how many such calls the task made: each lets go of the lock and
+    takes it back).
 ``/messages`` — one row per halo payload from one tile to another, columns
     ``step`` i4 and ``phase`` i2 (of the task that reads it), ``src`` i4, ``dst`` i4,
     ``bytes`` i8. Messages between tiles of one node are listed too; a replay prices them
@@ -53,7 +55,7 @@ TASK_COLUMNS = {
     "step": np.int32, "phase": np.int16, "tile": np.int32, "node": np.int32, "worker": np.int32,
     "start": np.float64, "end": np.float64, "cost": np.float64, "work": np.int64,
 }
-OPTIONAL_TASK_COLUMNS = {"kernel": np.float64}
+OPTIONAL_TASK_COLUMNS = {"kernel": np.float64, "kernel_calls": np.int32}
 MESSAGE_COLUMNS = {"step": np.int32, "phase": np.int16, "src": np.int32, "dst": np.int32, "bytes": np.int64}
 BALANCE_COLUMNS = {"step": np.int32, "plan_s": np.float64, "moved": np.int32, "bytes": np.int64,
                    "lif_before": np.float64, "lif_after": np.float64}
@@ -103,7 +105,7 @@ class Trace:
             tasks={"step": result.task_step, "phase": result.task_phase, "tile": result.task_tile,
                    "node": result.task_node, "worker": result.task_worker, "start": result.task_start,
                    "end": result.task_end, "cost": result.task_cost, "work": result.task_work,
-                   "kernel": result.task_kernel},
+                   "kernel": result.task_kernel, "kernel_calls": result.task_kernel_calls},
             messages={"step": result.msg_step, "phase": result.msg_phase, "src": result.msg_src,
                       "dst": result.msg_dst, "bytes": result.msg_bytes},
             phases=[p.name for p in phases], tiling=tiling, cluster=cluster,
@@ -263,7 +265,8 @@ def aggregate(trace: Trace, coarse: Tiling) -> Trace:
     n = len(steps) * P * C
     cost = np.bincount(key, weights=t["cost"], minlength=n)
     work = np.bincount(key, weights=t["work"], minlength=n).astype(np.int64)
-    extra = {"kernel": np.bincount(key, weights=t["kernel"], minlength=n)} if "kernel" in t else {}
+    extra = {k: np.bincount(key, weights=t[k], minlength=n).astype(OPTIONAL_TASK_COLUMNS[k])
+             for k in OPTIONAL_TASK_COLUMNS if k in t}
     grid_s, grid_p, grid_t = np.unravel_index(np.arange(n), (len(steps), P, C))
     m = trace.messages
     src, dst = fine_to_coarse[m["src"]], fine_to_coarse[m["dst"]]

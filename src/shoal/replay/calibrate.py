@@ -10,6 +10,12 @@ again: short runs of that app, on as many threads as the modeled runs have (each
 and joined), measure what a restart costs. A worker with nothing to do sleeps
 on its node's condition: how long one takes to wake when notified is timed directly.
 
+Threads of one process share its interpreter lock. Every lock-free call lets go of it and takes
+it back, and when another thread wants it that hand-off costs lock time that the tasks' own
+CPU times do not show. On as many threads as the modeled runs have, the app runs tasks that
+alternate Python and lock-free calls; the hand-off is the lock time per call that makes the
+replay of that run last as long as the run did.
+
 The host's speed drifts over minutes, and the overhead with it: measure close to the runs
 that the calibration will model, at about their task length.
 """
@@ -26,7 +32,7 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
-from ..cluster import Cluster
+from ..cluster import Cluster, Network
 from ..errors import ShoalError
 from ..runtime import LocalExecutor, Phase
 from ..runtime.local import GIL_SWITCH_S
@@ -42,11 +48,29 @@ def spin(x, iters):
     return v
 
 
+@nb.njit(nogil=True, cache=True)
+def spin_lock_free(x, iters):
+    return spin(x, iters)
+
+
+def python_work(iters: int) -> int:
+    """Interpreted work that holds the interpreter lock."""
+    total = 0
+    for i in range(iters):
+        total += i
+    return total
+
+
 class SpinApp:
+    """Tasks that spin in compiled code for ``iters`` iterations, in ``calls`` lock-free calls
+    (none: one plain call), each after ``python_iters`` / ``calls`` iterations of Python."""
+
     name = "calibration"
 
-    def __init__(self, iters, halo: bool = True):
+    def __init__(self, iters, halo: bool = True, calls: int = 0, python_iters: int = 0):
         self.iters = iters
+        self.calls = calls
+        self.python_iters = python_iters
         self.phases = (Phase("spin", halo=halo),)
 
     def init_tile(self, tile, tiling):
@@ -56,7 +80,11 @@ class SpinApp:
         return state[:1].copy()
 
     def run_phase(self, phase, tile, state, halos, ctx, tiling):
-        state[0] = spin(state[0], self.iters)
+        if not self.calls:
+            state[0] = spin(state[0], self.iters)
+        for _ in range(self.calls):
+            python_work(self.python_iters // self.calls)
+            state[0] = ctx.kernel(spin_lock_free, state[0], self.iters // self.calls)
         return self.iters
 
     def gather(self, states, tiling):
@@ -68,14 +96,7 @@ def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3, nodes: 
     repeats, with tasks of about ``task_s`` seconds; its restart on ``nodes`` x ``workers``
     threads (each has to be started and joined), the shape of the runs it will model."""
     spin(0.0, 10)
-    iters = 1000
-    while True:
-        tic = time.perf_counter()
-        spin(0.0, iters)
-        if time.perf_counter() - tic > 0.01:
-            break
-        iters *= 2
-    iters = max(1, int(iters * task_s / (time.perf_counter() - tic)))
+    iters = _iterations_for(lambda n: spin(0.0, n), task_s)
     tiling = Tiling.from_counts((32, 32), (8, 8))
     steps = max(1, tasks // tiling.ntiles)
     n = steps * tiling.ntiles
@@ -89,9 +110,66 @@ def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3, nodes: 
             best = min(best, (res.wall_s - res.task_cost.sum()) / n)
         per_task[halo] = max(0.0, float(best))
     per_payload = max(0.0, (per_task[True] - per_task[False]) * n / payloads) if payloads else 0.0
-    return {"task_overhead_s": per_task[False], "payload_overhead_s": per_payload,
-            "restart_s": _restart(SpinApp(iters, True), tiling, repeats, Cluster.uniform(nodes, workers)),
-            "wake_s": _wake_latency(), "measured_tasks": int(n), "task_s": task_s, "restart_threads": nodes * workers}
+    cal = {"task_overhead_s": per_task[False], "payload_overhead_s": per_payload,
+           "restart_s": _restart(SpinApp(iters, True), tiling, repeats, Cluster.uniform(nodes, workers)),
+           "wake_s": _wake_latency(), "measured_tasks": int(n), "task_s": task_s, "restart_threads": nodes * workers}
+    cal["handoff_s"] = _handoff(iters, _iterations_for(python_work, task_s / 2), tiling, steps, repeats,
+                                nodes, workers, machine_model(cal))
+    return cal
+
+
+def _iterations_for(fn, seconds: float) -> int:
+    """How many iterations ``fn(iters)`` has to run to take about ``seconds``."""
+    iters = 1000
+    while True:
+        tic = time.perf_counter()
+        fn(iters)
+        elapsed = time.perf_counter() - tic
+        if elapsed > 0.01:
+            return max(1, int(iters * seconds / elapsed))
+        iters *= 2
+
+
+IN_PROCESS = Network(latency_s=1e-6, bandwidth_Bps=5e9, overhead_s=0.0)  # nodes in one process: memory
+HANDOFF_CALLS = 4  # lock-free calls per task of the hand-off measurement
+HANDOFF_MAX_S = 1e-4  # a hand-off is at most a thread's wake-up: the search stops well above it
+
+
+def _handoff(iters: int, python_iters: int, tiling: Tiling, steps: int, repeats: int, nodes: int, workers: int,
+             model: dict) -> float:
+    """Interpreter lock time per lock-free call on ``nodes`` x ``workers`` threads of one
+    process (0 on one thread: nothing to hand over): the median over ``repeats`` runs of the
+    value that makes the replay of a run last as long as the run. Its tasks spend about a
+    third of their time in Python, in :data:`HANDOFF_CALLS` pieces between lock-free calls."""
+    if nodes * workers == 1:
+        return 0.0
+    from ..trace import Trace
+    from .run import ReplayConfig, replay
+
+    cluster = Cluster.uniform(nodes, workers)
+    owner = np.arange(tiling.ntiles) % nodes
+    app = SpinApp(iters, halo=False, calls=HANDOFF_CALLS, python_iters=python_iters)
+    fits = []
+    for _ in range(repeats):
+        result = LocalExecutor(app, tiling, cluster, owner).run(steps)
+        result.placements = [(0, owner)]
+        trace = Trace.of_run(result, app.phases, tiling, cluster)
+
+        def predicted(handoff: float, trace=trace) -> float:
+            cfg = ReplayConfig(nodes=nodes, cores=workers, placement="strips", gil="shared",
+                               network=IN_PROCESS,
+                               **{**model, "handoff_s": handoff})
+            return replay(trace, cfg).makespan
+
+        lo, hi = 0.0, HANDOFF_MAX_S
+        if predicted(lo) >= result.wall_s:
+            fits.append(0.0)
+            continue
+        for _ in range(20):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if predicted(mid) < result.wall_s else (lo, mid)
+        fits.append(0.5 * (lo + hi))
+    return float(np.median(fits))
 
 
 def _restart(app, tiling: Tiling, repeats: int, cluster: Cluster) -> float:

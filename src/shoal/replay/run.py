@@ -21,7 +21,7 @@ from ..trace import Trace, aggregate, scaled
 from .engine import simulate
 
 # What ``shoal.replay.calibrate`` measures of the machine the runs use, as ReplayConfig fields.
-MACHINE_FIELDS = ("task_overhead_s", "payload_overhead_s", "restart_s", "wake_s")
+MACHINE_FIELDS = ("task_overhead_s", "payload_overhead_s", "restart_s", "wake_s", "handoff_s")
 
 
 @dataclass
@@ -46,6 +46,9 @@ class ReplayConfig:
     payload_overhead_s: float = 0.0  # and per halo payload, spread over the tasks (ditto)
     restart_s: float = 0.0  # what stopping and restarting the executor adds to a balancing step (ditto)
     wake_s: float = 0.0  # how long an idle core's worker takes to wake for a task that became ready (ditto)
+    # Interpreter lock time per lock-free call of a task, where threads share the lock: letting go
+    # of it and taking it back while another thread wants it (ditto)
+    handoff_s: float = 0.0
     # Interpreter lock: "process" (one per node, a Python executor per rank), "shared" (all nodes
     # in one process, the local executor) or "none" (a compiled executor).
     gil: str = "none"
@@ -229,9 +232,10 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         raise ShoalError("replay needs at least one node with one core")
     if cfg.period < 0:
         raise ShoalError(f"period must be >= 0, got {cfg.period}")
-    if min(cfg.task_overhead_s, cfg.payload_overhead_s, cfg.restart_s, cfg.wake_s) < 0:
+    if min(cfg.task_overhead_s, cfg.payload_overhead_s, cfg.restart_s, cfg.wake_s, cfg.handoff_s) < 0:
         raise ShoalError(f"overheads must be >= 0, got {cfg.task_overhead_s} per task, {cfg.payload_overhead_s} per "
-                         f"payload, {cfg.restart_s} per restart and {cfg.wake_s} per wake-up")
+                         f"payload, {cfg.restart_s} per restart, {cfg.wake_s} per wake-up and {cfg.handoff_s} "
+                         "per lock hand-off")
     cluster = Cluster.uniform(cfg.nodes, cfg.cores, cfg.network)
     if cfg.speed != 1.0:
         trace = scaled(trace, cfg.speed)
@@ -259,7 +263,8 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     overhead = executor_overhead(cfg, cost.size, len(trace.messages["src"]))
     duration = cost + overhead  # what a core spends on a task: its cost and the executor's share
     gil, process_of = _interpreter_lock(cfg, cost, _costs(trace, "kernel") if "kernel" in trace.tasks else None,
-                                        cluster.nodes, overhead)
+                                        _costs(trace, "kernel_calls") if "kernel_calls" in trace.tasks else None,
+                                        cluster, overhead)
     S = cost.shape[0]
     period = cfg.period if (policy.dynamic and cfg.period > 0) else S
     tile_bytes = trace.tile_bytes if trace.tile_bytes is not None else np.zeros(T, np.int64)
@@ -345,14 +350,17 @@ def executor_overhead(cfg: ReplayConfig, tasks: int, payloads: int) -> float:
     return cfg.task_overhead_s + (cfg.payload_overhead_s * payloads / tasks if tasks else 0.0)
 
 
-def _interpreter_lock(cfg: ReplayConfig, cost: np.ndarray, kernel: np.ndarray | None,
-                      nodes: int, overhead: float) -> tuple[np.ndarray, np.ndarray]:
+def _interpreter_lock(cfg: ReplayConfig, cost: np.ndarray, kernel: np.ndarray | None, calls: np.ndarray | None,
+                      cluster: Cluster, overhead: float) -> tuple[np.ndarray, np.ndarray]:
     """The share of each task that holds a Python lock, and which lock each node's tasks take.
 
     A task's Python share is its cost less the time its compiled kernels ran (recorded by real
     runs), plus the executor's own overhead. Traces without kernel times fall back on the
-    cost of the cheapest tasks of each phase (the 5th percentile: nearly all Python).
+    cost of the cheapest tasks of each phase (the 5th percentile: nearly all Python). Where
+    threads share a lock, every lock-free call of a task (recorded by real runs; none where
+    the trace does not say) adds ``handoff_s``: the lock is let go and taken back.
     """
+    nodes = cluster.nodes
     if cfg.gil == "none":
         return np.zeros_like(cost), np.arange(nodes)
     if cfg.gil not in ("process", "shared"):
@@ -362,6 +370,9 @@ def _interpreter_lock(cfg: ReplayConfig, cost: np.ndarray, kernel: np.ndarray | 
     else:
         python = np.minimum(cost, np.percentile(cost, 5, axis=(0, 2))[None, :, None])
     process_of = np.zeros(nodes, np.int64) if cfg.gil == "shared" else np.arange(nodes)
+    threads = cluster.total_cores if cfg.gil == "shared" else int(cluster.core_array.max())
+    if calls is not None and threads > 1:
+        python = python + calls * cfg.handoff_s
     return python + overhead, process_of
 
 

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cluster import Network
 from ..session import run_scenario
-from .calibrate import calibrate, machine_model
+from .calibrate import IN_PROCESS, calibrate, machine_model
 from .run import ReplayConfig, replay
 
 # (app group, scenario, overrides, nodes, workers, placement, period)
@@ -35,7 +34,6 @@ CASES = [
     ("sph", "sph-dam-break", ["app.dx=0.04", "app.frame_every=0"], 2, 1, "refine", 20),
 ]
 STEPS = {"synthetic": 120, "sph": 300}
-IN_PROCESS = Network(latency_s=1e-6, bandwidth_Bps=5e9, overhead_s=0.0)
 
 
 @dataclass

@@ -74,6 +74,12 @@ def lock_free_seconds() -> float:
     return getattr(_clock, "s", 0.0)
 
 
+def lock_free_calls() -> int:
+    """How many calls through :func:`lock_free` this thread has made so far: each one lets go
+    of the interpreter lock and takes it back, a hand-off when other threads want it."""
+    return getattr(_clock, "n", 0)
+
+
 def lock_free(fn):
     """Wrap a compiled function that runs without the interpreter lock (Numba ``nogil``), so
     that its CPU time is counted apart: the executor records it as the task's kernel time, and
@@ -95,6 +101,7 @@ def _call_timed(fn, args):
         return fn(*args)
     finally:
         _clock.s = getattr(_clock, "s", 0.0) + time.thread_time() - tic
+        _clock.n = getattr(_clock, "n", 0) + 1
 
 
 @dataclass

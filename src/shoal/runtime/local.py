@@ -28,7 +28,7 @@ import numpy as np
 from ..cluster import Cluster
 from ..errors import ShoalError
 from ..tiling import Tiling
-from .app import App, StepContext, lock_free_seconds, payload_bytes, reduce_in_order
+from .app import App, StepContext, lock_free_calls, lock_free_seconds, payload_bytes, reduce_in_order
 
 GIL_SWITCH_S = 1e-4
 PACK_FIRST_HALOS = -1  # a queue item that packs a tile's halos for the first task of a run
@@ -49,6 +49,7 @@ class ExecutionResult:
     task_cost: np.ndarray
     task_work: np.ndarray
     task_kernel: np.ndarray
+    task_kernel_calls: np.ndarray
     msg_step: np.ndarray
     msg_phase: np.ndarray
     msg_src: np.ndarray
@@ -155,6 +156,7 @@ class LocalExecutor:
             task_node=self._t_node, task_worker=self._t_worker,
             task_start=self._t_start, task_end=self._t_end,
             task_cost=self._t_cost, task_work=self._t_work, task_kernel=self._t_kernel,
+            task_kernel_calls=self._t_calls,
             msg_step=self._m_step[m], msg_phase=self._m_phase[m], msg_src=self._m_src[m],
             msg_dst=self._m_dst[m], msg_bytes=self._m_bytes[m],
             reductions=self._reduced, wall_s=wall, step_end=self._step_end,
@@ -256,8 +258,10 @@ class LocalExecutor:
         self._t_cost = np.zeros(n)
         self._t_work = np.zeros(n, dtype=np.int64)
         self._t_kernel = np.zeros(n)
+        self._t_calls = np.zeros(n, np.int32)
         self._first_cost = np.zeros(T)  # CPU time of packing each tile's first halos
         self._first_kernel = np.zeros(T)
+        self._first_calls = np.zeros(T, np.int32)
         fanout = np.array([len(nb) for nb in self.neighbours], dtype=np.int64)
         self._msg_base = np.concatenate([[0], np.cumsum(fanout)])  # per-source row offsets
         per_task = int(self._msg_base[-1])
@@ -355,7 +359,7 @@ class LocalExecutor:
                 continue
             phase = task % P
             try:
-                t0, c0, k0 = perf(), cpu(), lock_free_seconds()
+                t0, c0, k0, n0 = perf(), cpu(), lock_free_seconds(), lock_free_calls()
                 out = app.run_phase(phase, tile, state, halos, ctx, tiling)
                 work, value = out if isinstance(out, tuple) else (out, None)
                 if self.phases[phase].reduction and value is None:
@@ -367,7 +371,7 @@ class LocalExecutor:
                     halo_out = None
                 # A task's cost is the CPU time of its kernel and of packing its halos; of that,
                 # the time in lock-free compiled code is its kernel time.
-                c1, t1, k1 = cpu(), perf(), lock_free_seconds()
+                c1, t1, k1, n1 = cpu(), perf(), lock_free_seconds(), lock_free_calls()
             except BaseException as exc:  # stop every worker, report from the main thread
                 self._fail(exc, tile, task)
                 return
@@ -376,6 +380,7 @@ class LocalExecutor:
             self._t_start[row], self._t_end[row] = t0 - self._t0, t1 - self._t0
             self._t_cost[row], self._t_work[row] = c1 - c0 + self._first_cost[tile] * (task == 0), int(work)
             self._t_kernel[row] = k1 - k0 + self._first_kernel[tile] * (task == 0)
+            self._t_calls[row] = n1 - n0 + self._first_calls[tile] * (task == 0)
             with self._lock:
                 if halo_out is not None:
                     self._post_halos(tile, nxt, halo_out)
@@ -389,10 +394,11 @@ class LocalExecutor:
     def _pack_first_halos(self, tile: int, state) -> bool:
         """Pack a tile's halos for the first task, then let it run; False if packing failed."""
         try:
-            c0, k0 = time.thread_time(), lock_free_seconds()
+            c0, k0, n0 = time.thread_time(), lock_free_seconds(), lock_free_calls()
             out = self._pack_all(tile, 0, state)
             self._first_cost[tile] = time.thread_time() - c0
             self._first_kernel[tile] = lock_free_seconds() - k0
+            self._first_calls[tile] = lock_free_calls() - n0
         except BaseException as exc:  # stop every worker, report from the main thread
             self._fail(exc, tile, 0)
             return False
@@ -492,6 +498,7 @@ def merge_results(parts: list[ExecutionResult]) -> ExecutionResult:
         task_worker=cat([r.task_worker for r in parts]), task_start=cat(shifted_start),
         task_end=cat(shifted_end), task_cost=cat([r.task_cost for r in parts]),
         task_work=cat([r.task_work for r in parts]), task_kernel=cat([r.task_kernel for r in parts]),
+        task_kernel_calls=cat([r.task_kernel_calls for r in parts]),
         msg_step=cat([r.msg_step for r in parts]), msg_phase=cat([r.msg_phase for r in parts]),
         msg_src=cat([r.msg_src for r in parts]), msg_dst=cat([r.msg_dst for r in parts]),
         msg_bytes=cat([r.msg_bytes for r in parts]),

@@ -169,7 +169,8 @@ def combine_ranks(parts: list[ExecutionResult]) -> ExecutionResult:
     message from the rank that sent it."""
     base = parts[0]
     columns = {}
-    for name in ("task_node", "task_worker", "task_start", "task_end", "task_cost", "task_work", "task_kernel"):
+    for name in ("task_node", "task_worker", "task_start", "task_end", "task_cost", "task_work", "task_kernel",
+                 "task_kernel_calls"):
         col = getattr(base, name).copy()
         for p in parts[1:]:
             ran = p.task_node >= 0
