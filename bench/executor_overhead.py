@@ -19,21 +19,9 @@ import time
 import numpy as np
 
 from shoal.cluster import Cluster
-from shoal.replay.calibrate import SpinApp, spin
+from shoal.replay.calibrate import SpinApp, iterations_for, spin
 from shoal.runtime import LocalExecutor
 from shoal.tiling import Tiling
-
-
-def calibrate(target_s: float) -> int:
-    spin(0.0, 10)
-    iters = 1000
-    while True:
-        t = time.perf_counter()
-        spin(0.0, iters)
-        dt = time.perf_counter() - t
-        if dt > 0.02:
-            return max(1, int(iters * target_s / dt))
-        iters *= 2
 
 
 def plain_loop(app, tiling, steps) -> float:
@@ -57,7 +45,7 @@ def main() -> None:
     print(f"{'task':>8} {'tasks':>6} {'plain s':>8} {'exec1 s':>8} {'exec2 s':>8} "
           f"{'overhead us/task':>17} {'efficiency 2w':>14}")
     for target_ms, steps in ((0.1, 150), (1.0, 30), (10.0, 4)):
-        app = SpinApp(calibrate(target_ms / 1e3))
+        app = SpinApp(iterations_for(lambda n: spin(0.0, n), target_ms / 1e3))
         executor(app, tiling, 1, 1)  # warm up threads and caches
         plain = min(plain_loop(app, tiling, steps) for _ in range(3))
         one = min(executor(app, tiling, steps, 1) for _ in range(3))

@@ -95,8 +95,7 @@ def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3, nodes: 
     """The executor's overhead per task and per halo payload (s) on one worker, best of a few
     repeats, with tasks of about ``task_s`` seconds; its restart on ``nodes`` x ``workers``
     threads (each has to be started and joined), the shape of the runs it will model."""
-    spin(0.0, 10)
-    iters = _iterations_for(lambda n: spin(0.0, n), task_s)
+    iters = iterations_for(lambda n: spin(0.0, n), task_s)
     tiling = Tiling.from_counts((32, 32), (8, 8))
     steps = max(1, tasks // tiling.ntiles)
     n = steps * tiling.ntiles
@@ -113,13 +112,14 @@ def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3, nodes: 
     cal = {"task_overhead_s": per_task[False], "payload_overhead_s": per_payload,
            "restart_s": _restart(SpinApp(iters, True), tiling, repeats, Cluster.uniform(nodes, workers)),
            "wake_s": _wake_latency(), "measured_tasks": int(n), "task_s": task_s, "restart_threads": nodes * workers}
-    cal["handoff_s"] = _handoff(iters, _iterations_for(python_work, task_s / 2), tiling, steps, repeats,
+    cal["handoff_s"] = _handoff(iters, iterations_for(python_work, task_s / 2), tiling, steps, repeats,
                                 nodes, workers, machine_model(cal))
     return cal
 
 
-def _iterations_for(fn, seconds: float) -> int:
+def iterations_for(fn, seconds: float) -> int:
     """How many iterations ``fn(iters)`` has to run to take about ``seconds``."""
+    fn(1)  # compiled once, not while timed
     iters = 1000
     while True:
         tic = time.perf_counter()
