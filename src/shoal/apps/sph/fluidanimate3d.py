@@ -176,18 +176,17 @@ class FluidAnimate3DApp:
         if phase == 0:
             nb = state["neighbourhood"] = Neighbourhood(state, ordered, self.cells, tiling.lo[tile], tiling.hi[tile],
                                                         ("x",))
-            raw = ctx.kernel(kernels3d.densities, nb.particles["x"], nb.is_own, nb.start, nb.shape, self.h)
-            state["rho"] = (raw[nb.own_index] + self.h**6) * self.density_coeff
+            state["rho"] = ctx.kernel(kernels3d.densities, nb.particles["x"], nb.is_own, nb.start, nb.shape, self.h,
+                                      nb.own_index, self.h**6, self.density_coeff)
             return n
         # Same particles at the same places as in the density phase: reuse its order.
         nb = state.pop("neighbourhood")
         merged = nb.remerge(state, ordered, ("x", "v", "rho"))
         a = ctx.kernel(kernels3d.accelerations, merged["x"], merged["v"], merged["rho"], nb.is_own, nb.start,
                        nb.shape, self.h, self.pressure_coeff, self.viscosity_coeff, DOUBLE_REST_DENSITY, GRAVITY)
-        acc = np.ascontiguousarray(a[nb.own_index])
-        ctx.kernel(kernels3d.advance, state["x"], state["v"], state["vh"], acc, self.p.time_step, DOMAIN_MIN,
-                   DOMAIN_MAX, PAR_SIZE, STIFFNESS_COLLISIONS, DAMPING)
-        if not np.isfinite(state["x"]).all():
+        finite = ctx.kernel(kernels3d.advance, state["x"], state["v"], state["vh"], a, nb.own_index, self.p.time_step,
+                            DOMAIN_MIN, DOMAIN_MAX, PAR_SIZE, STIFFNESS_COLLISIONS, DAMPING)
+        if not finite:
             raise ShoalError("particle positions are not finite: the simulation blew up")
         locate(state, self.cells)
         return n
