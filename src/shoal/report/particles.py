@@ -137,7 +137,8 @@ def dam_break_front(frames, path: Path, width: float, dx: float) -> Path:
     Z = [surge_front(f["x"], f["kind"], dx) / width for f in frames]
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(T, Z, "-", label="shoal SPH")
-    ax.plot(*MARTIN_MOYCE.T, "o", label="Martin & Moyce (1952)")
+    ref_T, ref_Z = MARTIN_MOYCE.T
+    ax.errorbar(ref_T, ref_Z, yerr=0.1 * ref_Z, fmt="o", capsize=2, label="Martin & Moyce (1952), ±10%")
     ax.set_xlabel("T = t √(2g/a)")
     ax.set_ylabel("Z = front / a")
     ax.set_title("Dam-break surge front")
