@@ -327,3 +327,23 @@ def test_message_rows_match_neighbours_and_halo_sizes():
     # A face halo of a 10x10 tile is 10 doubles; a corner one is a single double.
     sizes = sorted(set(res.msg_bytes.tolist()))
     assert sizes == [8, 80]
+
+
+def test_payload_sizes_count_every_array_of_nested_stores_and_shared_payloads_alike():
+    from shoal.runtime.app import payload_bytes
+
+    store = {"x": np.zeros((3, 2)), "id": np.zeros(3, np.int64), "extra": (np.zeros(2, np.int8), [np.zeros(1)])}
+    assert payload_bytes(store) == 48 + 24 + 2 + 8
+    assert payload_bytes(None) == 0 and payload_bytes(3.5) == 8 and payload_bytes([]) == 0
+
+    class SharedPayloadApp(CallCountApp):
+        """Tile 0 sends one shared store to every neighbour, the others a fresh one each."""
+        shared = {"x": np.zeros(5)}
+
+        def pack_halo(self, phase, state, src, dst, tiling):
+            return self.shared if src == 0 else {"x": np.zeros(dst + 1)}
+
+    tiling = Tiling.from_count((16, 16), 4)
+    res = LocalExecutor(SharedPayloadApp(), tiling, Cluster.uniform(1, 1), np.zeros(4, int)).run(2)
+    expected = np.where(res.msg_src == 0, 40, 8 * (res.msg_dst + 1))
+    assert np.array_equal(res.msg_bytes, expected)

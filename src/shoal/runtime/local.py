@@ -417,12 +417,15 @@ class LocalExecutor:
         phase, step = task % P, task // P + self.first_step
         row = task * self._per_task_msgs + int(self._msg_base[tile])
         out = []
+        last, size = None, 0
         for k, dst in enumerate(self.neighbours[tile]):
             payload = self.app.pack_halo(phase, state, tile, dst, self.tiling)
+            if payload is not last:  # apps send one shared empty payload to most neighbours
+                last, size = payload, payload_bytes(payload)
             r = row + k
             self._m_step[r], self._m_phase[r] = step, phase
             self._m_src[r], self._m_dst[r] = tile, dst
-            self._m_bytes[r] = payload_bytes(payload)
+            self._m_bytes[r] = size
             self._msg_used[r] = True
             out.append((dst, payload))
         return out
