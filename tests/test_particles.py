@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from shoal.apps.sph.particles import (
     CellGrid,
     Neighbourhood,
-    gather_parts,
+    gather_fields,
     halos_for_neighbours,
     in_box,
     settle,
@@ -45,16 +45,20 @@ cases = st.tuples(st.integers(0, 2**32 - 1), st.sampled_from([(7, 5), (4, 6, 5)]
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(0, 50), st.integers(0, 20))
-def test_gather_parts_is_concatenate_then_take(seed, n_first, n_rest):
+def test_gather_fields_is_concatenate_then_take_for_every_field(seed, n_first, n_rest):
     rng = np.random.default_rng(seed)
-    for shape, dtype in (((), np.float64), ((3,), np.float64), ((), np.int8), ((2,), np.int64)):
-        first = (rng.random((n_first, *shape)) * 100).astype(dtype)
-        rest = (rng.random((n_rest, *shape)) * 100).astype(dtype)
-        index = rng.integers(0, max(n_first + n_rest, 1), rng.integers(0, 30)) if n_first + n_rest else []
-        index = np.asarray(index, np.int64)
-        expected = np.concatenate([first, rest])[index]
-        got = gather_parts(first, rest, index)
-        assert got.dtype == first.dtype and np.array_equal(got, expected)
+    kinds = {"a": ((), np.float64), "b": ((3,), np.float64), "c": ((), np.int8), "d": ((2,), np.int64)}
+    first = {f: (rng.random((n_first, *shape)) * 100).astype(dtype) for f, (shape, dtype) in kinds.items()}
+    rest = {f: (rng.random((n_rest, *shape)) * 100).astype(dtype) for f, (shape, dtype) in kinds.items()}
+    rest["a"] = rest["a"].astype(np.float32)  # taken as the first part's dtype
+    index = rng.integers(0, max(n_first + n_rest, 1), rng.integers(0, 30)) if n_first + n_rest else []
+    index = np.asarray(index, np.int64)
+    got = gather_fields(first, rest, index, ("d", "a", "c", "b"))
+    assert list(got) == ["d", "a", "c", "b"]
+    for f in kinds:
+        expected = np.concatenate([first[f], rest[f].astype(first[f].dtype)])[index]
+        assert got[f].dtype == first[f].dtype and np.array_equal(got[f], expected)
+    assert gather_fields(first, rest, index, ()) == {}
 
 
 @settings(max_examples=40, deadline=None)

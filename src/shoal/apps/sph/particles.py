@@ -12,6 +12,7 @@ import math
 
 import numba as nb
 import numpy as np
+from numba import literal_unroll
 
 from ...runtime.app import lock_free
 from ...tiling import Tiling
@@ -54,8 +55,9 @@ NOTHING = {2: _nothing(2), 3: _nothing(3)}
 
 def concat(parts: list[dict], ndim: int) -> dict:
     nonempty = [q for q in parts if len(q["id"])]
-    if not nonempty:
-        return take(parts[0], slice(0, 0)) if parts else empty(ndim)
+    if not nonempty:  # fresh, writable arrays: compiled code sees one array type, not a read-only one too
+        return {k: np.empty((0, *parts[0][k].shape[1:]), parts[0][k].dtype) for k in fields_of(parts[0])} \
+            if parts else empty(ndim)
     return {k: np.concatenate([q[k] for q in nonempty]) for k in fields_of(nonempty[0])}
 
 
@@ -217,11 +219,10 @@ def split_by_boxes(p: dict, los: np.ndarray, his: np.ndarray, fields=None, inner
     nothing = NOTHING[los.shape[1]]
     if len(p["id"]) == 0:
         return [nothing] * len(los)
-    if fields is not None:
-        p = {f: p[f] for f in fields}
     skip_lo, skip_hi = inner if inner is not None else (los[0], los[0])  # an empty box
     starts, idx = _members(p["cell"], los, his, np.asarray(skip_lo), np.asarray(skip_hi))
-    rows = take(p, idx)  # one gather per field for all boxes; each box gets a slice of it
+    # One gather of every field for all boxes; each box gets a slice of it.
+    rows = gather_fields(p, p, idx, fields_of(p) if fields is None else fields)
     return [{f: a[starts[k]:starts[k + 1]] for f, a in rows.items()} if starts[k + 1] > starts[k] else nothing
             for k in range(len(los))]
 
@@ -259,7 +260,7 @@ def settle(p: dict, grid: CellGrid, tiling: Tiling, tile: int, immigrants: list[
     """
     rest = concat(immigrants, grid.ndim)
     index, _ = _box_order(p["cell"], p["id"], rest["cell"], rest["id"], tiling.lo[tile], tiling.hi[tile])
-    return {f: gather_parts(p[f], rest[f], index) for f in fields_of(p)}
+    return gather_fields(p, rest, index, fields_of(p))
 
 
 @lock_free
@@ -295,8 +296,7 @@ def _box_order(cell_a, id_a, cell_b, id_b, lo, hi):
     return chosen[:m][order], start
 
 
-@lock_free
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=True, nogil=True, inline="always")
 def _gather_rows(first, rest, index, out):
     nf = first.shape[0]
     for k in range(index.shape[0]):
@@ -309,12 +309,28 @@ def _gather_rows(first, rest, index, out):
                 out[k, a] = rest[i - nf, a]
 
 
-def gather_parts(first: np.ndarray, rest: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """``concatenate([first, rest])[index]`` without building the concatenation."""
-    out = np.empty((len(index), *first.shape[1:]), first.dtype)
-    width = int(np.prod(first.shape[1:]))  # rows as (n, width) views, whatever the field's shape
-    _gather_rows(first.reshape(len(first), width), rest.astype(first.dtype, copy=False).reshape(len(rest), width),
-                 index, out.reshape(len(index), width))
+@lock_free
+@nb.njit(cache=True, nogil=True)
+def _gather_all(triples, index):
+    """Every (first, rest, out) of a tuple, whatever their dtypes: one call for all fields."""
+    for t in literal_unroll(triples):
+        _gather_rows(t[0], t[1], index, t[2])
+
+
+def gather_fields(first: dict, rest: dict, index: np.ndarray, fields) -> dict:
+    """``concatenate([first[f], rest[f]])[index]`` for every field ``f``, without building the
+    concatenations, in one compiled call (a call per field costs more than a small tile's gather).
+    With indices below ``len(first)`` only, ``rest`` is never read: ``first[f][index]``."""
+    out, triples = {}, []
+    n = len(index)
+    for f in fields:
+        a = first[f]
+        o = out[f] = np.empty((n, *a.shape[1:]), a.dtype)
+        width = o.size // n if n else int(np.prod(a.shape[1:]))  # rows as (n, width) views
+        triples.append((a.reshape(len(a), width), rest[f].astype(a.dtype, copy=False).reshape(len(rest[f]), width),
+                        o.reshape(n, width)))
+    if triples:
+        _gather_all(tuple(triples), index)
     return out
 
 
@@ -345,7 +361,7 @@ class Neighbourhood:
         self.particles = self._gather(own, rest, fields)
 
     def _gather(self, own: dict, rest: dict, fields) -> dict:
-        return {f: gather_parts(own[f], rest[f], self.index) for f in fields}
+        return gather_fields(own, rest, self.index, fields)
 
     def remerge(self, own: dict, halos: list[dict], fields) -> dict:
         """The same particles with fresher values, in this neighbourhood's order."""
