@@ -9,6 +9,7 @@ whatever the tiling, placement or worker count.
 from __future__ import annotations
 
 import math
+import weakref
 
 import numba as nb
 import numpy as np
@@ -227,14 +228,28 @@ def split_by_boxes(p: dict, los: np.ndarray, his: np.ndarray, fields=None, inner
             for k in range(len(los))]
 
 
+_BOXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def neighbour_boxes(tiling: Tiling, src: int, width: int):
+    """The cell boxes of ``src``'s neighbours widened by ``width`` (lows, highs), and the box
+    of ``src``'s cells that none of them reaches, worked out once per tiling: every task that
+    packs a halo asks for them."""
+    cache = _BOXES.setdefault(tiling, {})
+    key = (src, width)
+    if key not in cache:
+        nbrs = tiling.neighbours[src]
+        # Neighbours' boxes lie outside src's: widened by ``width`` they reach that deep into it.
+        cache[key] = (tiling.lo[nbrs] - width, tiling.hi[nbrs] + width,
+                      (tiling.lo[src] + width, tiling.hi[src] - width), list(map(int, nbrs)))
+    return cache[key]
+
+
 def halos_for_neighbours(p: dict, tiling: Tiling, src: int, width: int = 1, fields=None) -> dict[int, dict]:
     """What every neighbour of ``src`` needs: the particles in the ring of cells around it
     (only ``fields`` of them, if given: ``id`` and ``cell`` are always needed to merge)."""
-    nbrs = tiling.neighbours[src]
-    # Neighbours' boxes lie outside src's: widened by ``width`` they reach that deep into it.
-    inner = (tiling.lo[src] + width, tiling.hi[src] - width)
-    parts = split_by_boxes(p, tiling.lo[nbrs] - width, tiling.hi[nbrs] + width, fields, inner)
-    return dict(zip(map(int, nbrs), parts, strict=True))
+    los, his, inner, nbrs = neighbour_boxes(tiling, src, width)
+    return dict(zip(nbrs, split_by_boxes(p, los, his, fields, inner), strict=True))
 
 
 def emigrants_for_neighbours(p: dict, tiling: Tiling, src: int) -> dict[int, dict]:
@@ -243,13 +258,11 @@ def emigrants_for_neighbours(p: dict, tiling: Tiling, src: int) -> dict[int, dic
     Uses ``p["outside"]`` (the particles outside the tile's box, set when they moved) when
     the store has it.
     """
-    nbrs = tiling.neighbours[src]
+    los, his, _, nbrs = neighbour_boxes(tiling, src, 0)
     out = p["outside"] if "outside" in p else ~in_box(p, None, tiling.lo[src], tiling.hi[src])
     if not out.any():
-        return dict.fromkeys(map(int, nbrs), NOTHING[p["cell"].shape[1]])
-    leaving = take(p, out)
-    parts = split_by_boxes(leaving, tiling.lo[nbrs], tiling.hi[nbrs])
-    return dict(zip(map(int, nbrs), parts, strict=True))
+        return dict.fromkeys(nbrs, NOTHING[p["cell"].shape[1]])
+    return dict(zip(nbrs, split_by_boxes(take(p, out), los, his), strict=True))
 
 
 def settle(p: dict, grid: CellGrid, tiling: Tiling, tile: int, immigrants: list[dict]) -> dict:
@@ -324,11 +337,13 @@ def gather_fields(first: dict, rest: dict, index: np.ndarray, fields) -> dict:
     out, triples = {}, []
     n = len(index)
     for f in fields:
-        a = first[f]
-        o = out[f] = np.empty((n, *a.shape[1:]), a.dtype)
-        width = o.size // n if n else int(np.prod(a.shape[1:]))  # rows as (n, width) views
-        triples.append((a.reshape(len(a), width), rest[f].astype(a.dtype, copy=False).reshape(len(rest[f]), width),
-                        o.reshape(n, width)))
+        a, r = first[f], rest[f]
+        row = a.shape[1:]
+        width = math.prod(row)  # every field as rows of (n, width), whatever its shape
+        o = out[f] = np.empty((n, *row), a.dtype)
+        if r.dtype != a.dtype:
+            r = r.astype(a.dtype)
+        triples.append((a.reshape(len(a), width), r.reshape(len(r), width), o.reshape(n, width)))
     if triples:
         _gather_all(tuple(triples), index)
     return out
