@@ -143,11 +143,12 @@ def _handoff(iters: int, python_iters: int, tiling: Tiling, steps: int, repeats:
     third of their time in Python, in :data:`HANDOFF_CALLS` pieces between lock-free calls."""
     if nodes * workers == 1:
         return 0.0
+    from ..placement import get_policy
     from ..trace import Trace
     from .run import ReplayConfig, replay
 
     cluster = Cluster.uniform(nodes, workers)
-    owner = np.arange(tiling.ntiles) % nodes
+    owner = get_policy("strips").place(tiling, cluster, 0)  # as the replay will place them
     app = SpinApp(iters, halo=False, calls=HANDOFF_CALLS, python_iters=python_iters)
     fits = []
     for _ in range(repeats):
@@ -156,8 +157,7 @@ def _handoff(iters: int, python_iters: int, tiling: Tiling, steps: int, repeats:
         trace = Trace.of_run(result, app.phases, tiling, cluster)
 
         def predicted(handoff: float, trace=trace) -> float:
-            cfg = ReplayConfig(nodes=nodes, cores=workers, placement="strips", gil="shared",
-                               network=IN_PROCESS,
+            cfg = ReplayConfig(nodes=nodes, cores=workers, placement="strips", gil="shared", network=IN_PROCESS,
                                **{**model, "handoff_s": handoff})
             return replay(trace, cfg).makespan
 

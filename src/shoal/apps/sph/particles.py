@@ -56,9 +56,10 @@ NOTHING = {2: _nothing(2), 3: _nothing(3)}
 
 def concat(parts: list[dict], ndim: int) -> dict:
     nonempty = [q for q in parts if len(q["id"])]
+    if not parts:
+        return empty(ndim)
     if not nonempty:  # fresh, writable arrays: compiled code sees one array type, not a read-only one too
-        return {k: np.empty((0, *parts[0][k].shape[1:]), parts[0][k].dtype) for k in fields_of(parts[0])} \
-            if parts else empty(ndim)
+        return {k: np.empty((0, *parts[0][k].shape[1:]), parts[0][k].dtype) for k in fields_of(parts[0])}
     return {k: np.concatenate([q[k] for q in nonempty]) for k in fields_of(nonempty[0])}
 
 
