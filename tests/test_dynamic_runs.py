@@ -9,6 +9,7 @@ import pytest
 from shoal.cli import main
 from shoal.compare import compare_runs
 from shoal.errors import ShoalError
+from shoal.replay.calibrate import HANDOFF_MAX_S
 from shoal.session import run_scenario
 from shoal.trace import Trace
 
@@ -102,6 +103,7 @@ def test_calibrate_then_replay_and_sweep_on_the_calibrated_machine(runs, tmp_pat
     assert main(["calibrate", "--out", str(cal_file), "--tasks", "300", "--task-us", "20", "--nodes", "2"]) == 0
     cal = json.loads(cal_file.read_text())
     assert cal["task_overhead_s"] > 0 and cal["wake_s"] > 0 and cal["restart_threads"] == 2
+    assert 0 <= cal["handoff_s"] <= HANDOFF_MAX_S  # two threads share the lock
     common = [str(runs["static"]), "--nodes", "2", "--cores", "2", "--tiles-per-core", "4"]
     assert main(["replay", *common, "--placement", "greedy", "--period", "4", "--out", str(tmp_path / "bare")]) == 0
     assert main(["replay", *common, "--placement", "greedy", "--period", "4", "--calibration", str(cal_file),
@@ -109,6 +111,7 @@ def test_calibrate_then_replay_and_sweep_on_the_calibrated_machine(runs, tmp_pat
     assert "executor model:" in capsys.readouterr().out
     bare, calibrated = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("bare", "cal"))
     assert calibrated["machine"]["restart_s"] == pytest.approx(cal["restart_s"])
+    assert calibrated["machine"]["handoff_s"] == pytest.approx(cal["handoff_s"])
     # 2 balancing steps each pay a restart, and every task its overhead
     assert calibrated["makespan_s"] > bare["makespan_s"] + 2 * cal["restart_s"]
     assert main(["sweep", *common[:5], "--placements", "sfc", "--tiles-per-core", "4", "--calibration", str(cal_file),
@@ -218,6 +221,7 @@ def test_replay_on_its_own_recording_platform_predicts_the_run(tmp_path):
     rec = run_scenario("synthetic-ramp", steps=30, tiles=16, nodes=1, workers=1, set=["app.grid=[128,64]"],
                        out=tmp_path / "ramp")
     model = machine_model(calibrate(tasks=1000))
+    assert model["handoff_s"] == 0.0  # one thread has nobody to hand the lock to
     predicted = replay(rec.trace, ReplayConfig(nodes=1, cores=1, placement="sfc", network=Network(1e-6, 5e9, 0.0),
                                                **model))
     assert predicted.makespan == pytest.approx(rec.summary["wall_s"], rel=0.15)
