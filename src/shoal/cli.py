@@ -385,7 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="calibration.json")
     p.add_argument("--task-us", type=float, default=50.0, help="length of the timed tasks (us): about your runs'")
     p.add_argument("--tasks", type=int, default=3000)
-    p.add_argument("--nodes", type=int, default=1, help="nodes of the runs to model, for the restart's cost")
+    p.add_argument("--nodes", type=int, default=1,
+                   help="nodes of the runs to model (in one process), for the restart and the lock hand-off")
     p.add_argument("--workers", type=int, default=1, help="workers per node of those runs")
     p.set_defaults(func=_cmd_calibrate)
 
