@@ -48,11 +48,6 @@ def spin(x, iters):
     return v
 
 
-@nb.njit(nogil=True, cache=True)
-def spin_lock_free(x, iters):
-    return spin(x, iters)
-
-
 def python_work(iters: int) -> int:
     """Interpreted work that holds the interpreter lock."""
     total = 0
@@ -84,7 +79,7 @@ class SpinApp:
             state[0] = spin(state[0], self.iters)
         for _ in range(self.calls):
             python_work(self.python_iters // self.calls)
-            state[0] = ctx.kernel(spin_lock_free, state[0], self.iters // self.calls)
+            state[0] = ctx.kernel(spin, state[0], self.iters // self.calls)
         return self.iters
 
     def gather(self, states, tiling):
