@@ -295,16 +295,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run a scenario and write a run folder")
     p.add_argument("scenario", nargs="?", help="built-in scenario name or path to a TOML file")
-    p.add_argument("--steps", type=int)
+    p.add_argument("--steps", type=int, help="time steps (default: the scenario's)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--tiles", type=int, help="total number of tiles")
     g.add_argument("--tiles-per-core", type=int, help="tiles per core (total = this x cores)")
-    p.add_argument("--nodes", type=int, help="nodes (inside this process)")
-    p.add_argument("--workers", type=int, help="worker threads per node")
-    p.add_argument("--placement", help="placement policy name")
+    p.add_argument("--nodes", type=int, help="nodes (inside this process; default: the scenario's)")
+    p.add_argument("--workers", type=int, help="worker threads per node (default: the scenario's)")
+    p.add_argument("--placement", help="placement policy name (default: the scenario's)")
     p.add_argument("--period", type=int, help="steps between rebalancing (dynamic policies)")
     p.add_argument("--initial", help="static placement a dynamic policy starts from (default sfc)")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=int, help="seed of random placements and balancers (default: the scenario's)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override any scenario field, e.g. app.grid=[128,128] (repeatable)")
     p.add_argument("--out", help="run folder (default runs/<scenario>-<placement>-<time>)")
@@ -314,12 +314,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("compare", help="compare two runs' final states (exit 0 same, 1 different, 2 error)")
-    p.add_argument("run_a")
-    p.add_argument("run_b")
+    p.add_argument("run_a", help="a run folder")
+    p.add_argument("run_b", help="another run folder")
     p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("report", help="draw a run's load heatmap, timeline and fields as PNG")
-    p.add_argument("run")
+    p.add_argument("run", help="a run folder")
     p.set_defaults(func=_cmd_report)
 
     def network_flags(p):
@@ -356,33 +356,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_replay)
 
     p = sub.add_parser("sweep", help="replay a trace over placements, tiles per core, periods and cluster sizes")
-    p.add_argument("trace")
+    p.add_argument("trace", help="a trace.h5 or a run folder")
     p.add_argument("--placements", default="geometric,strips,sfc,birdshot,greedy,refine,swap,speculative",
                    help="comma-separated policies, or 'all'")
-    p.add_argument("--tiles-per-core", default="1,2,4,8,16,32")
-    p.add_argument("--periods", default="10,20,30,40")
-    p.add_argument("--nodes", default="8,32,64")
+    p.add_argument("--tiles-per-core", default="1,2,4,8,16,32", help="comma-separated tiles per core")
+    p.add_argument("--periods", default="10,20,30,40", help="comma-separated periods of the dynamic policies")
+    p.add_argument("--nodes", default="8,32,64", help="comma-separated cluster sizes (nodes)")
     p.add_argument("--cores", type=int, default=8, help="cores per node")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--birdshot-seeds", type=int, default=0, help="also replay birdshot over this many seeds")
     p.add_argument("--jobs", type=int, help="parallel processes (default: all cores)")
     p.add_argument("--top", type=int, default=25, help="rows of the table")
     p.add_argument("--proxy", help="trace of a low-resolution run of the same scenario (for speculative)")
-    p.add_argument("--out", default="runs/sweep")
+    p.add_argument("--out", default="runs/sweep", help="folder for sweep.json and the plots")
     network_flags(p)
     machine_flags(p)
     p.set_defaults(func=_cmd_sweep)
 
     p = sub.add_parser("export-tit", help="export a trace as SimGrid time-independent traces (smpirun -replay)")
-    p.add_argument("trace")
-    p.add_argument("--out", required=True)
+    p.add_argument("trace", help="a trace.h5 or a run folder")
+    p.add_argument("--out", required=True, help="folder for the per-rank trace files")
     p.add_argument("--ranks", type=int, help="aggregate to about this many ranks (one tile per rank)")
     p.add_argument("--sampi", action="store_true", help="add SAMPI's iteration_in/iteration_out/migrate")
     network_flags(p)
     p.set_defaults(func=_cmd_export_tit, overhead=0.0)
 
     p = sub.add_parser("calibrate", help="time this machine's executor overheads for replays (--calibration)")
-    p.add_argument("--out", default="calibration.json")
+    p.add_argument("--out", default="calibration.json", help="file for the measured overheads")
     p.add_argument("--task-us", type=float, default=50.0, help="length of the timed tasks (us): about your runs'")
     p.add_argument("--tasks", type=int, default=3000)
     p.add_argument("--nodes", type=int, default=1,
@@ -391,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_calibrate)
 
     p = sub.add_parser("validate", help="record runs here, replay them on a model of this machine, compare")
-    p.add_argument("--out", default="runs/validate")
+    p.add_argument("--out", default="runs/validate", help="folder for the runs, table and figure")
     p.add_argument("--quick", action="store_true", help="a quarter of the steps")
     p.add_argument("--repeats", type=int, default=3, help="runs per case; medians are compared")
     p.set_defaults(func=_cmd_validate)
@@ -408,10 +408,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_lif)
 
     p = sub.add_parser("demo", help="the main job: Monaghan's breaking dam on 4 in-process nodes")
-    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--steps", type=int, default=None, help="time steps of the main run (default: the scenario's)")
     p.add_argument("--placements", action="store_true",
                    help="instead: the synthetic hot spot under every static placement, side by side")
-    p.add_argument("--out", default="runs/demo")
+    p.add_argument("--out", default="runs/demo", help="folder for the demo's run and pictures")
     p.set_defaults(func=_cmd_demo)
     return ap
 
