@@ -10,6 +10,7 @@ from shoal.apps.sph.particles import (
     gather_fields,
     halos_for_neighbours,
     in_box,
+    in_cell_order,
     settle,
     take,
 )
@@ -61,6 +62,23 @@ def test_gather_fields_is_concatenate_then_take_for_every_field(seed, n_first, n
     assert gather_fields(first, rest, index, ()) == {}
 
 
+@settings(max_examples=60, deadline=None)
+@given(cases, st.booleans(), st.booleans())
+def test_box_mask_and_cell_order_check_against_numpy(case, sort, tie):
+    rng, grid_shape, tiling, grid, tile = scene(case)
+    p = random_particles(rng, int(rng.integers(0, 60)), grid_shape)
+    lo, hi = tiling.lo[tile], tiling.hi[tile]
+    expected = np.all((p["cell"] >= lo) & (p["cell"] < hi), axis=1)
+    assert np.array_equal(in_box(p, lo, hi), expected)
+    if sort:
+        p = take(p, lexorder(p["cell"], p["id"], p["cell"].min(axis=0, initial=0)))
+    if tie and len(p["id"]) > 1:  # a repeated (cell, id) is not in strictly increasing order
+        p["cell"][1], p["id"][1] = p["cell"][0], p["id"][0]
+    key = np.column_stack([p["cell"], p["id"]])
+    increasing = all(tuple(a) < tuple(b) for a, b in zip(key[:-1], key[1:], strict=True))
+    assert in_cell_order(p) == increasing
+
+
 @settings(max_examples=40, deadline=None)
 @given(cases)
 def test_settle_keeps_the_tiles_particles_in_cell_id_order(case):
@@ -71,7 +89,7 @@ def test_settle_keeps_the_tiles_particles_in_cell_id_order(case):
     immigrants = [take(arrivals, slice(0, 5)), take(arrivals, slice(5, None))]
     got = settle(own, grid, tiling, tile, immigrants)
     lo, hi = tiling.lo[tile], tiling.hi[tile]
-    mine = take(allp, in_box(allp, None, lo, hi))
+    mine = take(allp, in_box(allp, lo, hi))
     expected = take(mine, lexorder(mine["cell"], mine["id"], lo))
     for f in ("id", "x", "rho", "kind", "cell"):
         assert got[f].dtype == allp[f].dtype and np.array_equal(got[f], expected[f])
@@ -83,7 +101,7 @@ def test_neighbourhood_merges_in_local_cell_id_order_and_drops_far_halos(case):
     rng, grid_shape, tiling, grid, tile = scene(case)
     lo, hi = tiling.lo[tile], tiling.hi[tile]
     allp = random_particles(rng, 300, grid_shape)
-    inside = in_box(allp, None, lo, hi)
+    inside = in_box(allp, lo, hi)
     own = take(allp, inside)
     own = take(own, lexorder(own["cell"], own["id"], lo))
     others = take(allp, ~inside)
@@ -91,7 +109,7 @@ def test_neighbourhood_merges_in_local_cell_id_order_and_drops_far_halos(case):
     nb = Neighbourhood(own, halos, grid, lo, hi, ("x", "rho"))
 
     pool = {f: np.concatenate([own[f], others[f]]) for f in ("id", "cell", "x", "rho")}
-    near = in_box(pool, None, lo - 1, hi + 1)
+    near = in_box(pool, lo - 1, hi + 1)
     near[: len(own["id"])] = True
     kept = np.flatnonzero(near)
     expected = kept[lexorder(pool["cell"][kept], pool["id"][kept], lo - 1)]
@@ -109,9 +127,9 @@ def test_neighbourhood_merges_in_local_cell_id_order_and_drops_far_halos(case):
 def test_halos_are_exactly_the_ring_particles_of_each_neighbour(case):
     rng, grid_shape, tiling, _, src = scene(case)
     p = random_particles(rng, 300, grid_shape)
-    p = take(p, in_box(p, None, tiling.lo[src] - 1, tiling.hi[src] + 1))  # some drifted out of the box
+    p = take(p, in_box(p, tiling.lo[src] - 1, tiling.hi[src] + 1))  # some drifted out of the box
     halos = halos_for_neighbours(p, tiling, src)
     assert sorted(halos) == sorted(map(int, tiling.neighbours[src]))
     for n, h in halos.items():
-        mask = in_box(p, None, tiling.lo[n] - 1, tiling.hi[n] + 1)
+        mask = in_box(p, tiling.lo[n] - 1, tiling.hi[n] + 1)
         assert np.array_equal(h["id"], p["id"][mask]) and np.array_equal(h["x"], p["x"][mask])

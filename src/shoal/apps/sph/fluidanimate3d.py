@@ -141,7 +141,7 @@ class FluidAnimate3DApp:
             raise ShoalError(f"tiling grid {tiling.grid} differs from the SPH cell grid {self.grid}")
 
     def init_tile(self, tile: int, tiling: Tiling) -> dict:
-        return {**take(self._initial, in_box(self._initial, None, tiling.lo[tile], tiling.hi[tile])), "step": 0}
+        return {**take(self._initial, in_box(self._initial, tiling.lo[tile], tiling.hi[tile])), "step": 0}
 
     def initial_count(self) -> int:
         return len(self._initial["id"])

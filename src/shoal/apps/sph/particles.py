@@ -85,7 +85,7 @@ class CellGrid:
 
     def inside(self, idx: np.ndarray) -> np.ndarray:
         """Mask of cell coordinates inside the grid."""
-        return in_box({"cell": idx}, None, np.zeros(self.ndim, np.int64), self.counts)
+        return in_box({"cell": idx}, np.zeros(self.ndim, np.int64), self.counts)
 
     def flat(self, idx: np.ndarray) -> np.ndarray:
         return np.ravel_multi_index(tuple(idx.T), self.shape)
@@ -140,16 +140,26 @@ def cell_order(cell, ids, ncells):
     return order, start
 
 
-def in_cell_order(p: dict, grid: CellGrid) -> bool:
+def in_cell_order(p: dict) -> bool:
     """Whether particles are (still) sorted by (global cell, id)."""
-    n = len(p["id"])
-    if n < 2:
-        return True
-    flat = p["cell"][:, 0].astype(np.int64)
-    for a in range(1, grid.ndim):
-        flat = flat * int(grid.counts[a] + 2) + (p["cell"][:, a] + 1)
-    key = flat * (1 << 32) + p["id"]
-    return bool(np.all(key[1:] > key[:-1]))
+    return len(p["id"]) < 2 or _cell_id_increasing(p["cell"], p["id"])
+
+
+@lock_free
+@nb.njit(cache=True, nogil=True)
+def _cell_id_increasing(cell, ids):
+    """Whether (cell coordinates row-major, id) strictly increase from particle to particle."""
+    ndim = cell.shape[1]
+    for i in range(1, cell.shape[0]):
+        a = 0
+        while a < ndim and cell[i, a] == cell[i - 1, a]:
+            a += 1
+        if a < ndim:
+            if cell[i, a] < cell[i - 1, a]:
+                return False
+        elif ids[i] <= ids[i - 1]:
+            return False
+    return True
 
 
 def sort_by_cell(p: dict, grid: CellGrid) -> dict:
@@ -165,13 +175,9 @@ def sort_by_cell(p: dict, grid: CellGrid) -> dict:
     return take(p, order)
 
 
-def in_box(p: dict, grid: CellGrid | None, lo, hi) -> np.ndarray:
+def in_box(p: dict, lo, hi) -> np.ndarray:
     """Mask of particles whose cell lies in the half-open cell box [lo, hi)."""
-    c = p["cell"]
-    mask = (c[:, 0] >= lo[0]) & (c[:, 0] < hi[0])
-    for a in range(1, c.shape[1]):
-        mask &= (c[:, a] >= lo[a]) & (c[:, a] < hi[a])
-    return mask
+    return _box_mask(p["cell"], np.asarray(lo, np.int64), np.asarray(hi, np.int64))
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -180,6 +186,15 @@ def _in(cell, i, lo, hi):
         if cell[i, a] < lo[a] or cell[i, a] >= hi[a]:
             return False
     return True
+
+
+@lock_free
+@nb.njit(cache=True, nogil=True)
+def _box_mask(cell, lo, hi):
+    mask = np.empty(cell.shape[0], np.bool_)
+    for i in range(cell.shape[0]):
+        mask[i] = _in(cell, i, lo, hi)
+    return mask
 
 
 @lock_free
@@ -260,7 +275,7 @@ def emigrants_for_neighbours(p: dict, tiling: Tiling, src: int) -> dict[int, dic
     the store has it.
     """
     los, his, _, nbrs = neighbour_boxes(tiling, src, 0)
-    out = p["outside"] if "outside" in p else ~in_box(p, None, tiling.lo[src], tiling.hi[src])
+    out = p["outside"] if "outside" in p else ~in_box(p, tiling.lo[src], tiling.hi[src])
     if not out.any():
         return dict.fromkeys(nbrs, NOTHING[p["cell"].shape[1]])
     return dict(zip(nbrs, split_by_boxes(take(p, out), los, his), strict=True))

@@ -177,14 +177,14 @@ class SPH2DApp:
             raise ShoalError(f"tiling grid {tiling.grid} differs from the SPH cell grid {self.grid}")
 
     def init_tile(self, tile: int, tiling: Tiling) -> dict:
-        mine = take(self._initial, in_box(self._initial, self.cells, tiling.lo[tile], tiling.hi[tile]))
+        mine = take(self._initial, in_box(self._initial, tiling.lo[tile], tiling.hi[tile]))
         n = len(mine["id"])
         return {**mine, "acc": np.zeros((n, 2)), "drho": np.zeros(n), "de": np.zeros(n),
                 "t": 0.0, "created": 0, "deleted": 0}
 
     def prepare(self, tiling: Tiling) -> None:
         """Compile the kernels before the timed run, on a copy of the fullest tile."""
-        sizes = [int(in_box(self._initial, self.cells, tiling.lo[t], tiling.hi[t]).sum())
+        sizes = [int(in_box(self._initial, tiling.lo[t], tiling.hi[t]).sum())
                  for t in range(tiling.ntiles)]
         tile = int(np.argmax(sizes))
         state = self.init_tile(tile, tiling)
@@ -273,7 +273,7 @@ class SPH2DApp:
             self._keep(state, ~gone)
         if p.layout == "channel":
             self._create_inflow(tile, state, t0, state["t"], tiling)
-        state["outside"] = ~in_box(state, self.cells, tiling.lo[tile], tiling.hi[tile])
+        state["outside"] = ~in_box(state, tiling.lo[tile], tiling.hi[tile])
         return len(state["id"])
 
     def _keep(self, state, mask):
@@ -306,7 +306,7 @@ class SPH2DApp:
                "v": np.tile([U, 0.0], (n, 1)), "vh": np.tile([U, 0.0], (n, 1)), "rho": np.full(n, p.rho0),
                "rhoh": np.full(n, p.rho0), "e": np.zeros(n), "m": np.full(n, self.mass)}
         locate(new, self.cells)
-        mine = in_box(new, self.cells, tiling.lo[tile], tiling.hi[tile])
+        mine = in_box(new, tiling.lo[tile], tiling.hi[tile])
         if not mine.any():
             return
         new = take(new, mine)
@@ -327,14 +327,14 @@ class SPH2DApp:
         incoming = [halos[k] for k in sorted(halos) if len(halos[k]["id"])]
         out = state.pop("outside", None)
         if out is None:
-            out = ~in_box(state, self.cells, tiling.lo[tile], tiling.hi[tile])
-        if not incoming and not out.any() and in_cell_order(state, self.cells):
+            out = ~in_box(state, tiling.lo[tile], tiling.hi[tile])
+        if not incoming and not out.any() and in_cell_order(state):
             return  # nobody came, nobody left, nobody changed cell: nothing to do
         if out.any():  # a particle that jumped past every neighbour is lost (Vertanen deletes it)
             near = np.zeros(int(out.sum()), bool)
             leaving = take(state, out)
             for n in tiling.neighbours[tile]:
-                near |= in_box(leaving, self.cells, tiling.lo[n], tiling.hi[n])
+                near |= in_box(leaving, tiling.lo[n], tiling.hi[n])
             state["deleted"] += int((~near).sum())
         state.update(settle(take(state, slice(None)), self.cells, tiling, tile, incoming))
 
