@@ -139,8 +139,10 @@ def prediction(out: Path = Path("runs/demo"), steps: int = 60, period: int = 20)
         step_time_over_time(rows, folder / f"step-time-{nodes}x{cores}.png")
         lif = {s["placement"]: s["lif_mean"] for s in rows}
         per_core = geo["busy_s"] / (nodes * cores) / geo["steps"]
+        gain = speedups[(nodes, cores)]["birdshot"]
+        verdict = f"{gain:.2f}x faster than" if gain >= 1 else f"{1 / gain:.2f}x slower than"
         console.print(
-            f"birdshot is predicted {speedups[(nodes, cores)]['birdshot']:.2f}x faster than geometric here "
+            f"birdshot is predicted {verdict} geometric here "
             f"(Birdshot reported 2.0-3.4x); LIF {lif['geometric']:.2f} under geometric, {lif['birdshot']:.2f} "
             f"under birdshot; each core has {per_core * 1e3:.2f} ms of work per step against a predicted step of "
             f"{geo['step_time_mean_s'] * 1e3:.2f} ms" + (
