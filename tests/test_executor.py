@@ -108,8 +108,8 @@ class ReduceApp:
     def init_tile(self, tile, tiling):
         return {"seen_sum": [], "seen_min": [], "x": float(tile)}
 
-    def pack_halo(self, phase, state, src, dst, tiling):
-        return np.array([state["x"]])
+    def pack_halos(self, phase, state, src, tiling):
+        return dict.fromkeys(tiling.neighbours[src], np.array([state["x"]]))
 
     def run_phase(self, phase, tile, state, halos, ctx, tiling):
         if phase == 0:
@@ -162,8 +162,8 @@ class LaggedApp:
     def init_tile(self, tile, tiling):
         return {"seen": []}
 
-    def pack_halo(self, phase, state, src, dst, tiling):
-        return None
+    def pack_halos(self, phase, state, src, tiling):
+        return dict.fromkeys(tiling.neighbours[src])
 
     def run_phase(self, phase, tile, state, halos, ctx, tiling):
         if phase == 0:
@@ -226,14 +226,14 @@ class FirstPackApp:
     def init_tile(self, tile, tiling):
         return {"packs": 0, "threads": set()}
 
-    def pack_halo(self, phase, state, src, dst, tiling):
+    def pack_halos(self, phase, state, src, tiling):
         state["threads"].add(threading.current_thread().name)
         if state["packs"] == 0:
             tic = time.thread_time()
             while time.thread_time() - tic < 0.02:
                 pass
         state["packs"] += 1
-        return np.zeros(1)
+        return dict.fromkeys(tiling.neighbours[src], np.zeros(1))
 
     def run_phase(self, phase, tile, state, halos, ctx, tiling):
         return 1
@@ -257,8 +257,8 @@ def _nothing(x):
 
 
 class CallCountApp:
-    """Two phases; a task of tile t at step s makes (t + s) % 3 lock-free calls, and packing a
-    halo for the second phase makes one more."""
+    """Two phases; a task of tile t at step s makes (t + s) % 3 lock-free calls, and packing
+    the halos for the second phase makes one more per neighbour."""
 
     name = "call-count-test"
     phases = (Phase("a"), Phase("b", halo=True))
@@ -266,9 +266,10 @@ class CallCountApp:
     def init_tile(self, tile, tiling):
         return {"tile": tile}
 
-    def pack_halo(self, phase, state, src, dst, tiling):
-        lock_free(_nothing)(0)
-        return np.zeros(1)
+    def pack_halos(self, phase, state, src, tiling):
+        for _ in tiling.neighbours[src]:
+            lock_free(_nothing)(0)
+        return dict.fromkeys(tiling.neighbours[src], np.zeros(1))
 
     def run_phase(self, phase, tile, state, halos, ctx, tiling):
         for _ in range((tile + ctx.step) % 3):
@@ -340,8 +341,8 @@ def test_payload_sizes_count_every_array_of_nested_stores_and_shared_payloads_al
         """Tile 0 sends one shared store to every neighbour, the others a fresh one each."""
         shared = {"x": np.zeros(5)}
 
-        def pack_halo(self, phase, state, src, dst, tiling):
-            return self.shared if src == 0 else {"x": np.zeros(dst + 1)}
+        def pack_halos(self, phase, state, src, tiling):
+            return {int(dst): self.shared if src == 0 else {"x": np.zeros(dst + 1)} for dst in tiling.neighbours[src]}
 
     tiling = Tiling.from_count((16, 16), 4)
     res = LocalExecutor(SharedPayloadApp(), tiling, Cluster.uniform(1, 1), np.zeros(4, int)).run(2)

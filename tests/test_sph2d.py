@@ -100,7 +100,7 @@ def test_pairwise_internal_forces_sum_to_zero():
         s["rho"][fluid] *= 1 + rng.normal(0, 0.01, fluid.sum())
     total, scale = np.zeros(2), 0.0
     for t in range(tiling.ntiles):
-        halos = {int(n): app.pack_halo(0, states[int(n)], int(n), t, tiling) for n in tiling.neighbours[t]}
+        halos = {int(n): app.pack_halos(0, states[int(n)], int(n), tiling)[t] for n in tiling.neighbours[t]}
         app.run_phase(0, t, states[t], halos, StepContext(0), tiling)
         f = states[t]["m"][:, None] * states[t]["acc"]
         keep = states[t]["kind"] == 0

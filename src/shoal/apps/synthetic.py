@@ -204,7 +204,7 @@ class SyntheticApp:
     def prepare(self, tiling: Tiling) -> None:
         """Load (or compile) the kernels once, so the first step's timings are not skewed."""
         state = self.init_tile(0, tiling)
-        halos = {int(n): self.pack_halo(1, self.init_tile(int(n), tiling), int(n), 0, tiling)
+        halos = {int(n): self.pack_halos(1, self.init_tile(int(n), tiling), int(n), tiling)[0]
                  for n in tiling.neighbours[0]}
         for phase in range(len(self.phases)):
             self.run_phase(phase, 0, state, halos, StepContext(0), tiling)
@@ -244,8 +244,8 @@ class SyntheticApp:
                     mirrors.append((tuple(face), tuple(inner)))
         return places, mirrors
 
-    def pack_halo(self, phase: int, state: dict, src: int, dst: int, tiling: Tiling):
-        return state["u"][self._send_slices(tiling, src, dst)].copy()
+    def pack_halos(self, phase: int, state: dict, src: int, tiling: Tiling) -> dict[int, np.ndarray]:
+        return {int(dst): state["u"][self._send_slices(tiling, src, int(dst))].copy() for dst in tiling.neighbours[src]}
 
     def run_phase(self, phase: int, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling):
         if phase == 0:

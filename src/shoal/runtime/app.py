@@ -141,8 +141,10 @@ class App(Protocol):
 
     # Optional: ``prepare(tiling)`` compiles or loads kernels before the timed run.
 
-    def pack_halo(self, phase: int, state: Any, src: int, dst: int, tiling: Tiling) -> Any:
-        """What tile ``src`` sends to neighbour ``dst`` for ``dst``'s phase ``phase``."""
+    def pack_halos(self, phase: int, state: Any, src: int, tiling: Tiling) -> dict[int, Any]:
+        """What tile ``src`` sends each of its neighbours for their phase ``phase``:
+        ``{neighbour: payload}`` for every neighbour in ``tiling.neighbours[src]``. One call
+        per tile, so that an app can find all its neighbours' particles in one pass."""
         ...
 
     def run_phase(

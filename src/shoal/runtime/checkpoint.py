@@ -22,7 +22,7 @@ from ..errors import ShoalError
 from ..tiling import Tiling
 
 VERSION = 1
-TRANSIENT = ("packed", "neighbourhood", "outside")  # recomputed by the next task
+TRANSIENT = ("neighbourhood", "outside")  # recomputed by the next task
 
 
 def portable(state: Any) -> Any:

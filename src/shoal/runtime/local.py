@@ -244,6 +244,7 @@ class LocalExecutor:
         self._tokens: list[dict[int, int]] = [dict() for _ in range(T)]
         self._halo_wanted = getattr(self.app, "halo_wanted", None)
         self._values: dict[int, list] = {}
+        self._missing: dict[int, int] = {}  # per reduction, the tiles whose value has not come
         self._reduced: dict[tuple[int, str], float] = dict(self._reduced_before)
         self._ctx_reduced: dict[str, float] = {}
         self._lagged = [p.name for p in self.phases if p.lagged]
@@ -263,18 +264,24 @@ class LocalExecutor:
         self._first_kernel = np.zeros(T)
         self._first_calls = np.zeros(T, np.int32)
         fanout = np.array([len(nb) for nb in self.neighbours], dtype=np.int64)
-        self._msg_base = np.concatenate([[0], np.cumsum(fanout)])  # per-source row offsets
-        per_task = int(self._msg_base[-1])
+        self._msg_base = [0, *np.cumsum(fanout).tolist()]  # per-source row offsets
+        per_task = self._msg_base[-1]
         m = steps * P * per_task
-        self._m_step = np.zeros(m, dtype=np.int32)
-        self._m_phase = np.zeros(m, dtype=np.int16)
-        self._m_src = np.zeros(m, dtype=np.int32)
-        self._m_dst = np.zeros(m, dtype=np.int32)
+        # Rows in (task, source, neighbour) order: all but the sizes are known beforehand.
+        tasks = np.arange(steps * P)
+        self._m_step = np.repeat((tasks // P + first_step).astype(np.int32), per_task)
+        self._m_phase = np.repeat((tasks % P).astype(np.int16), per_task)
+        self._m_src = np.tile(np.repeat(np.arange(T, dtype=np.int32), fanout), steps * P)
+        self._m_dst = np.tile(np.array([d for nb in self.neighbours for d in nb], dtype=np.int32), steps * P)
         self._m_bytes = np.zeros(m, dtype=np.int64)
         self._msg_used = np.zeros(m, dtype=bool)
         self._per_task_msgs = per_task
+        # What each task waits on, worked out once: readiness is checked several times per task.
+        self._fanout = fanout.tolist()
+        self._halo_tasks = [self._reads_halos(task) for task in range(self._ntasks)]
+        self._token_tasks = [self._reads_token(task) for task in range(self._ntasks)]
 
-    def _halo_at(self, task: int) -> bool:
+    def _reads_halos(self, task: int) -> bool:
         """Whether a task reads halos: its phase declares one and the app wants it this step.
 
         Apps may skip halo exchanges on some steps (lazy updates) through ``halo_wanted``.
@@ -286,14 +293,16 @@ class LocalExecutor:
             return True
         return bool(self._halo_wanted(phase, task // len(self.phases) + self.first_step))
 
+    def _reads_token(self, task: int) -> int:
+        """1 if a task waits on a reduction token: the previous phase reduces, and the reduction
+        it reads (the previous task's, or a step earlier when lagged) is not from before this run."""
+        prev = self.phases[task % len(self.phases) - 1]  # phase 0 follows the previous step's last
+        source = task - 1 - (len(self.phases) if prev.lagged else 0)
+        return 1 if prev.reduction and source >= 0 else 0
+
     def _inputs_needed(self, task: int, tile: int) -> int:
         """Halo payloads (plus a reduction token, if the previous phase reduces) a task waits on."""
-        prev = self.phases[task % len(self.phases) - 1]  # phase 0 follows the previous step's last
-        need = len(self.neighbours[tile]) if self._halo_at(task) else 0
-        # The reduction it reads: the previous task's, or a step earlier when lagged; one
-        # from before this run is already known.
-        source = task - 1 - (len(self.phases) if prev.lagged else 0)
-        return need + (1 if prev.reduction and source >= 0 else 0)
+        return (self._fanout[tile] if self._halo_tasks[task] else 0) + self._token_tasks[task]
 
     def _context(self, task: int) -> StepContext:
         """The step and the reductions a task reads (caller holds the lock)."""
@@ -313,7 +322,7 @@ class LocalExecutor:
         repeats, packs in parallel and is measured like the packing that follows a task.
         """
         mine = np.flatnonzero(self._here)
-        first_halos = self._halo_at(0)
+        first_halos = self._ntasks > 0 and self._halo_tasks[0]
         for t in mine:
             if first_halos:
                 self._idle[t] = False  # the tile waits for its own packing before it runs
@@ -365,7 +374,7 @@ class LocalExecutor:
                 if self.phases[phase].reduction and value is None:
                     raise ShoalError("a phase with a reduction must return a value to reduce")
                 nxt = task + 1
-                if nxt < self._ntasks and self._halo_at(nxt):
+                if nxt < self._ntasks and self._halo_tasks[nxt]:
                     halo_out = self._pack_all(tile, nxt, state)
                 else:
                     halo_out = None
@@ -413,30 +422,33 @@ class LocalExecutor:
 
         Called outside the lock: only this tile's worker touches its rows and its state.
         """
-        P = len(self.phases)
-        phase, step = task % P, task // P + self.first_step
-        row = task * self._per_task_msgs + int(self._msg_base[tile])
-        out = []
+        payloads = self.app.pack_halos(task % len(self.phases), state, tile, self.tiling)
+        out, sizes = [], []
         last, size = None, 0
-        for k, dst in enumerate(self.neighbours[tile]):
-            payload = self.app.pack_halo(phase, state, tile, dst, self.tiling)
+        for dst in self.neighbours[tile]:
+            payload = payloads[dst]
             if payload is not last:  # apps send one shared empty payload to most neighbours
                 last, size = payload, payload_bytes(payload)
-            r = row + k
-            self._m_step[r], self._m_phase[r] = step, phase
-            self._m_src[r], self._m_dst[r] = tile, dst
-            self._m_bytes[r] = size
-            self._msg_used[r] = True
+            sizes.append(size)
             out.append((dst, payload))
+        row = task * self._per_task_msgs + self._msg_base[tile]
+        self._m_bytes[row:row + len(sizes)] = sizes
+        self._msg_used[row:row + len(sizes)] = True
         return out
 
     def _collect(self, values: dict[int, float], task: int) -> None:
         """Gather tiles' reduction values; when all tiles are in, reduce in tile order and release."""
-        vals = self._values.setdefault(task, [None] * self.tiling.ntiles)
+        if task not in self._values:
+            self._values[task] = [None] * self.tiling.ntiles
+            self._missing[task] = self.tiling.ntiles
+        vals = self._values[task]
         for tile, value in values.items():
             vals[tile] = value
-        if any(v is None for v in vals):
+        # A count, not a scan: with thousands of tiles a scan per tile's value is quadratic.
+        self._missing[task] -= len(values)
+        if self._missing[task]:
             return
+        del self._missing[task]
         phase = self.phases[task % len(self.phases)]
         result = reduce_in_order(phase.reduction, vals)
         del self._values[task]

@@ -31,9 +31,10 @@ from .particles import (
     CellGrid,
     Neighbourhood,
     concat,
+    emigrants_for_neighbours,
+    halos_for_neighbours,
     in_box,
     locate,
-    pack_for_neighbour,
     settle,
     sort_by_cell,
     take,
@@ -154,16 +155,17 @@ class FluidAnimate3DApp:
         for nb in neighbours.values():
             nb["rho"][:] = 0.5 * DOUBLE_REST_DENSITY  # stand-in densities for the compile run
         for phase in range(2):
-            halos = {n: self.pack_halo(phase, st, n, tile, tiling) for n, st in neighbours.items()}
+            halos = {n: self.pack_halos(phase, st, n, tiling)[tile] for n, st in neighbours.items()}
             self.run_phase(phase, tile, state, halos, StepContext(0), tiling)
         self.run_phase(2, tile, state, {}, StepContext(0), tiling)
 
     # ----- phases ---------------------------------------------------------------------------
-    def pack_halo(self, phase: int, state: dict, src: int, dst: int, tiling: Tiling):
-        return pack_for_neighbour(state, tiling, src, dst, phase, migrate=phase == 2, fields=HALO_FIELDS.get(phase))
+    def pack_halos(self, phase: int, state: dict, src: int, tiling: Tiling) -> dict[int, dict]:
+        if phase == 2:
+            return emigrants_for_neighbours(state, tiling, src)
+        return halos_for_neighbours(state, tiling, src, fields=HALO_FIELDS.get(phase))
 
     def run_phase(self, phase: int, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling):
-        state["packed"] = None
         n = len(state["id"])
         if phase == 2:
             state.update(settle(take(state, slice(None)), self.cells, tiling, tile,

@@ -414,21 +414,3 @@ def _overhang(cell, lo, hi):
             elif cell[i, a] - (hi[a] - 1) > most:
                 most = cell[i, a] - (hi[a] - 1)
     return most
-
-
-def pack_for_neighbour(state: dict, tiling: Tiling, src: int, dst: int, phase: int, migrate: bool,
-                       fields=None) -> dict:
-    """What tile ``src`` sends ``dst``: its ring particles (``fields`` of them), or
-    (``migrate``) its emigrants, whole.
-
-    The executor asks neighbour by neighbour; all neighbours are packed in one pass and kept
-    in ``state["packed"]`` until the tile's next task (apps clear it when a task starts).
-    """
-    packed = state.get("packed")
-    if packed is None or packed[0] != phase:
-        if migrate:
-            out = emigrants_for_neighbours(state, tiling, src)
-        else:
-            out = halos_for_neighbours(state, tiling, src, fields=fields)
-        packed = state["packed"] = (phase, out)
-    return packed[1][dst]

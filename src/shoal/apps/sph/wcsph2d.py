@@ -29,11 +29,12 @@ from .particles import (
     CellGrid,
     Neighbourhood,
     concat,
+    emigrants_for_neighbours,
     fields_of,
+    halos_for_neighbours,
     in_box,
     in_cell_order,
     locate,
-    pack_for_neighbour,
     settle,
     sort_by_cell,
     take,
@@ -188,12 +189,11 @@ class SPH2DApp:
                  for t in range(tiling.ntiles)]
         tile = int(np.argmax(sizes))
         state = self.init_tile(tile, tiling)
-        halos = {int(n): self.pack_halo(0, self.init_tile(int(n), tiling), int(n), tile, tiling)
+        halos = {int(n): self.pack_halos(0, self.init_tile(int(n), tiling), int(n), tiling)[tile]
                  for n in tiling.neighbours[tile]}
         _, dt = self.run_phase(0, tile, state, halos, StepContext(0), tiling)
         self.run_phase(1, tile, state, {}, StepContext(0, {"rates": dt}), tiling)
-        for n in tiling.neighbours[tile][:1]:  # compile the emigrant packing too
-            self.pack_halo(2, state, tile, int(n), tiling)
+        self.pack_halos(2, state, tile, tiling)  # compile the emigrant packing too
         self.run_phase(2, tile, state, {}, StepContext(0), tiling)
         settle(take(state, slice(None)), self.cells, tiling, tile, [])  # which a still tile skips
 
@@ -203,12 +203,13 @@ class SPH2DApp:
         k = self.p.halo_every
         return step % k == 0 if phase == 0 else (step + 1) % k == 0
 
-    def pack_halo(self, phase: int, state: dict, src: int, dst: int, tiling: Tiling):
-        return pack_for_neighbour(state, tiling, src, dst, phase, migrate=phase == 2,
-                                  fields=("id", "cell", *RATE_FIELDS))
+    def pack_halos(self, phase: int, state: dict, src: int, tiling: Tiling) -> dict[int, dict]:
+        """Emigrants, whole, for the migrate phase; the ring particles the rates read otherwise."""
+        if phase == 2:
+            return emigrants_for_neighbours(state, tiling, src)
+        return halos_for_neighbours(state, tiling, src, fields=("id", "cell", *RATE_FIELDS))
 
     def run_phase(self, phase: int, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling):
-        state["packed"] = None  # what was packed for the neighbours is stale from here on
         if phase == 0:
             return self._rates(tile, state, halos, ctx, tiling)
         if phase == 1:
