@@ -234,10 +234,11 @@ class LocalExecutor:
         self._finished = threading.Event()
         self._error: BaseException | None = None
         self._ntasks = steps * P
-        self._next = np.zeros(T, dtype=np.int64)  # next task index of every tile
+        # Lists, not arrays: read and written several times per task, one element at a time.
+        self._next = [0] * T  # next task index of every tile
         here = self._tiles_here()
         self._here = here
-        self._idle = here.copy()  # not running, not queued (tiles elsewhere never run here)
+        self._idle = here.tolist()  # not running, not queued (tiles elsewhere never run here)
         self._tasks_per_step = P * int(here.sum())
         self._reductions_left = steps * sum(1 for p in self.phases if p.reduction)
         self._inbox: list[dict[int, dict[int, Any]]] = [dict() for _ in range(T)]
@@ -331,7 +332,7 @@ class LocalExecutor:
                 self._try_ready(int(t))
 
     def _try_ready(self, tile: int) -> None:
-        task = int(self._next[tile])
+        task = self._next[tile]
         if not self._idle[tile] or task >= self._ntasks:
             return
         got = len(self._inbox[tile].get(task, ())) + self._tokens[tile].get(task, 0)

@@ -290,7 +290,7 @@ class MPIExecutor(LocalExecutor):
     def _release(self, out: list) -> list:
         """Without overlap: the messages whose producing task every local tile has finished."""
         self._held.extend(out)
-        finished = int(self._next[self._here].min()) if self._n_here else self._ntasks
+        finished = int(np.asarray(self._next)[self._here].min()) if self._n_here else self._ntasks
         ready = [m for m in self._held if m[1] != HALO or m[2][0] <= finished]
         self._held = [m for m in self._held if m[1] == HALO and m[2][0] > finished]
         return ready
