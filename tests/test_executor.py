@@ -84,19 +84,41 @@ def test_tasks_start_only_after_their_halo_inputs_and_run_on_their_owner():
                     assert start[task, t] >= end[task - 1, n]
 
 
-def test_no_barrier_between_phases_tiles_run_ahead():
-    """With a hot spot on one node, tiles far from it finish steps before the slow ones."""
+class RunAheadApp:
+    """One halo phase on a row of 8 tiles. Tile 0's first task blocks its node's only worker
+    until tile 7 has finished step 2, which needs nothing from tile 0: only an executor with no
+    barrier between steps gets there."""
+
+    name = "run-ahead-test"
+    phases = (Phase("a", halo=True),)
+
+    def __init__(self):
+        self.far_tile_done = threading.Event()
+
+    def init_tile(self, tile, tiling):
+        return {}
+
+    def pack_halos(self, phase, state, src, tiling):
+        return dict.fromkeys(tiling.neighbours[src])
+
+    def run_phase(self, phase, tile, state, halos, ctx, tiling):
+        if tile == 0 and ctx.step == 0:
+            state["far_tile_ran_ahead"] = self.far_tile_done.wait(timeout=60)
+        if tile == 7 and ctx.step == 2:
+            self.far_tile_done.set()
+        return 1
+
+    def gather(self, states, tiling):
+        return {}
+
+
+def test_no_barrier_between_steps_tiles_run_ahead():
     tiling = Tiling.from_counts((64, 16), (8, 1))
-    app = synthetic((64, 16), 6, work_per_cell=3000.0, base_work=0.0, sigma=0.05, start=[0.05, 0.5],
-                    velocity=[0.0, 0.0])
-    cluster = Cluster.uniform(2, 1)
-    owner = get_policy("strips").place(tiling, cluster, 0)
-    owner[:] = np.arange(8) // 4  # node 0 holds the hot left half
-    res = LocalExecutor(app, tiling, cluster, owner).run(6)
-    end = res.task_end.reshape(-1, 8)
-    # The far-right tile finished step 0's last phase before the hot tile finished its first burn
-    # of step 2: no global barrier held it back.
-    assert end[1, 7] < end[4, 0]
+    owner = np.arange(8) // 4  # tiles 0-3 on node 0, 4-7 on node 1
+    res = LocalExecutor(RunAheadApp(), tiling, Cluster.uniform(2, 1), owner).run(3)
+    assert res.states[0]["far_tile_ran_ahead"]
+    end = res.task_end.reshape(3, 8)
+    assert end[2, 7] < end[0, 0]  # recorded as it happened: tile 7 ended step 2 first
 
 
 class ReduceApp:
