@@ -14,6 +14,7 @@ import weakref
 import numba as nb
 import numpy as np
 from numba import literal_unroll
+from numba.extending import overload
 
 from ...runtime.app import lock_free
 from ...tiling import Tiling
@@ -325,17 +326,31 @@ def _box_order(cell_a, id_a, cell_b, id_b, lo, hi):
     return chosen[:m][order], start
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
 def _gather_rows(first, rest, index, out):
-    nf = first.shape[0]
-    for k in range(index.shape[0]):
-        i = index[k]
-        if i < nf:
-            for a in range(out.shape[1]):
-                out[k, a] = first[i, a]
-        else:
-            for a in range(out.shape[1]):
-                out[k, a] = rest[i - nf, a]
+    """``out[k] = concatenate([first, rest])[index[k]]`` for one field (compiled code only)."""
+
+
+@overload(_gather_rows, inline="always")
+def _gather_rows_for(first, rest, index, out):
+    # Fields of one or two dimensions: the loop is chosen by the field's type when compiling.
+    if out.ndim == 1:
+        def rows(first, rest, index, out):
+            nf = first.shape[0]
+            for k in range(index.shape[0]):
+                i = index[k]
+                out[k] = first[i] if i < nf else rest[i - nf]
+    else:
+        def rows(first, rest, index, out):
+            nf = first.shape[0]
+            for k in range(index.shape[0]):
+                i = index[k]
+                if i < nf:
+                    for a in range(out.shape[1]):
+                        out[k, a] = first[i, a]
+                else:
+                    for a in range(out.shape[1]):
+                        out[k, a] = rest[i - nf, a]
+    return rows
 
 
 @lock_free
@@ -354,12 +369,10 @@ def gather_fields(first: dict, rest: dict, index: np.ndarray, fields) -> dict:
     n = len(index)
     for f in fields:
         a, r = first[f], rest[f]
-        row = a.shape[1:]
-        width = math.prod(row)  # every field as rows of (n, width), whatever its shape
-        o = out[f] = np.empty((n, *row), a.dtype)
+        o = out[f] = np.empty((n, *a.shape[1:]), a.dtype)
         if r.dtype != a.dtype:
             r = r.astype(a.dtype)
-        triples.append((a.reshape(len(a), width), r.reshape(len(r), width), o.reshape(n, width)))
+        triples.append((a, r, o))
     if triples:
         _gather_all(tuple(triples), index)
     return out
