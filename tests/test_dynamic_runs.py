@@ -220,21 +220,20 @@ def test_replay_on_its_own_recording_platform_predicts_the_run(tmp_path):
     from shoal.replay.calibrate import calibrate, machine_model
 
     # This host is shared. While another process takes a core, the run's wall time grows and
-    # its CPU time does not: such an attempt says nothing of the model and is taken again.
-    errors = []
-    for attempt in range(3):
+    # its CPU time does not: an undisturbed attempt within 15% ends the test; otherwise the
+    # least disturbed of five attempts (most CPU time per wall second) is judged.
+    attempts = []
+    for attempt in range(5):
         cpu, wall = time.process_time(), time.perf_counter()
         rec = run_scenario("synthetic-ramp", steps=30, tiles=16, nodes=1, workers=1, set=["app.grid=[128,64]"],
                            out=tmp_path / f"ramp-{attempt}")
         model = machine_model(calibrate(tasks=1000))
-        if (time.process_time() - cpu) < 0.85 * (time.perf_counter() - wall):
-            continue
+        on_cpu = (time.process_time() - cpu) / (time.perf_counter() - wall)
         assert model["handoff_s"] == 0.0  # one thread has nobody to hand the lock to
         predicted = replay(rec.trace, ReplayConfig(nodes=1, cores=1, placement="sfc",
                                                    network=Network(1e-6, 5e9, 0.0), **model))
-        errors.append(predicted.makespan / rec.summary["wall_s"] - 1)
-        if abs(errors[-1]) <= 0.15:
-            return
-    if not errors:
-        pytest.skip("another process took a core in every attempt: nothing to time")
-    raise AssertionError(f"prediction errors of the undisturbed attempts: {errors}")
+        attempts.append((on_cpu, predicted.makespan / rec.summary["wall_s"] - 1))
+        if on_cpu >= 0.85 and abs(attempts[-1][1]) <= 0.15:
+            break
+    on_cpu, error = max(attempts)
+    assert abs(error) <= 0.15, attempts
