@@ -29,14 +29,15 @@ def plain_loop(app, tiling, steps) -> float:
     t0 = time.perf_counter()
     for _ in range(steps):
         for t in range(tiling.ntiles):
-            app.run_phase(0, t, states[t], {}, None, tiling)
+            app.run_spin(t, states[t], {}, None, tiling)
     return time.perf_counter() - t0
 
 
 def executor(app, tiling, steps, workers) -> float:
     cluster = Cluster.uniform(1, workers)
     owner = np.zeros(tiling.ntiles, dtype=np.int64)
-    return LocalExecutor(app, tiling, cluster, owner).run(steps).wall_s
+    with LocalExecutor(app, tiling, cluster, owner) as ex:
+        return ex.run(steps).wall_s
 
 
 def main() -> None:

@@ -35,7 +35,7 @@ CASES = {
     "synthetic": ["synthetic-hotspot", "--steps", "60", "--tiles", "32", "--set", "app.grid=[192,192]",
                   "--set", "app.work_per_cell=2000.0"],
     "sph2d": ["sph-dam-break", "--steps", "60", "--tiles", "32", "--set", "app.dx=0.007",
-              "--set", "app.frame_every=0"],
+              "--set", "run.frame_every=0"],
 }
 # The water and the hot spot sit in one part of the domain: a static split would leave one rank
 # idle, so the ranks start from a random placement and re-balance greedily every 10 steps.

@@ -36,11 +36,12 @@ def shoal_rate(app, ntiles: int, workers: int, frames: int) -> tuple[float, dict
     app.prepare(tiling)
     states = {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
     n = sum(len(s["id"]) for s in states.values())
-    res = LocalExecutor(app, tiling, Cluster.uniform(1, workers), np.zeros(tiling.ntiles, int)).run(
-        frames + 1, states=states)
+    with LocalExecutor(app, tiling, Cluster.uniform(1, workers), np.zeros(tiling.ntiles, int)) as ex:
+        res = ex.run(frames + 1, states=states)
     seconds = res.step_end[-1] - res.step_end[0]
-    later = res.task_step >= 1
-    phases = {p.name: float(res.task_cost[later & (res.task_phase == k)].sum()) for k, p in enumerate(app.phases)}
+    t = res.tasks
+    later = t["step"] >= 1
+    phases = {p.name: float(t["cost"][later & (t["phase"] == k)].sum()) for k, p in enumerate(app.phases)}
     return n * frames / seconds, phases
 
 

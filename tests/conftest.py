@@ -13,6 +13,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}  # containers may run as root
@@ -73,3 +74,30 @@ def mpirun():
         return done
 
     return run
+
+
+# ----- shared helpers ---------------------------------------------------------------------
+def assert_same_state(a: dict, b: dict) -> None:
+    """Two gathered states hold the same fields, bit for bit."""
+    assert a is not None and b is not None
+    assert sorted(a) == sorted(b)
+    for name in a:
+        x, y = np.asarray(a[name]), np.asarray(b[name])
+        assert x.dtype == y.dtype and x.shape == y.shape, name
+        assert x.tobytes() == y.tobytes(), f"{name} differs"
+
+
+def tiny_scenario(app: str = "synthetic", **run):
+    """A scenario of an app's tiny parameter set (what every app registers for tests)."""
+    from shoal.apps import get_app
+    from shoal.config import scenario_from_dict
+
+    spec = get_app(app)
+    return scenario_from_dict({"name": f"{app}-tiny", "app": {"name": app, **spec.tiny}, "run": run})
+
+
+def tiny_run(out, app: str = "synthetic", **options):
+    """``run_scenario`` of an app's tiny scenario into ``out``."""
+    from shoal.session import run_scenario
+
+    return run_scenario(tiny_scenario(app), out=out, **options)

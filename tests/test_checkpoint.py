@@ -13,7 +13,7 @@ from shoal.cli import main
 from shoal.compare import compare_runs
 from shoal.session import run_scenario
 
-SPH = ["app.dx=0.05", "app.tank=[2.0, 1.2]", "app.fluid=[[0.0, 0.0, 0.5, 1.0]]", "app.frame_every=0"]
+SPH = ["app.dx=0.05", "app.tank=[2.0, 1.2]", "app.fluid=[[0.0, 0.0, 0.5, 1.0]]", "run.frame_every=0"]
 
 
 @pytest.mark.parametrize("scenario, overrides, resume_as", [

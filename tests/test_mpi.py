@@ -20,7 +20,7 @@ from shoal.trace import Trace
 
 SYNTHETIC = ["synthetic-hotspot", "--steps", "24", "--tiles", "24", "--set", "app.grid=[48,48]"]
 SPH2D = ["sph-dam-break", "--steps", "30", "--tiles", "16", "--set", "app.dx=0.05", "--set", "app.tank=[2.0, 1.2]",
-         "--set", "app.fluid=[[0.0, 0.0, 0.5, 1.0]]", "--set", "app.frame_every=10"]
+         "--set", "app.fluid=[[0.0, 0.0, 0.5, 1.0]]", "--set", "run.frame_every=10"]
 CHANNEL = ["sph-cylinder", "--steps", "30", "--tiles", "12", "--set", "app.dx=0.06"]
 SPH3D = ["sph3d-dam-break", "--steps", "12", "--tiles", "8", "--set", "app.particles=3000"]
 

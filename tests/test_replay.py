@@ -151,8 +151,7 @@ def test_balancing_moves_state_over_the_network_and_records_it():
     costs = [[[0.004, 0.004, 0.0, 0.0]] for _ in range(4)]
     tr = hand_trace(4, costs, [], phases=("a",))
     tr.tile_bytes = np.full(4, 2000)
-    r = replay(tr, ReplayConfig(nodes=2, cores=1, placement="greedy", period=2, initial="strips", network=NET,
-                                params={"initial": "strips"}))
+    r = replay(tr, ReplayConfig(nodes=2, cores=1, placement="greedy", period=2, initial="strips", network=NET))
     bal = r.trace.balance
     # GreedyLB ignores where tiles are: owner (0, 0, 1, 1) becomes (0, 1, 0, 0), three moves.
     assert bal["moved"].tolist() == [3] and bal["lif_before"][0] == pytest.approx(1.0)
@@ -168,7 +167,7 @@ def test_balancing_moves_state_over_the_network_and_records_it():
         replay(tr, ReplayConfig(nodes=2, cores=1, placement="greedy", period=2, restart_s=-1.0))
     # Restarting the executor at the balancing step adds its time once.
     r = replay(tr, ReplayConfig(nodes=2, cores=1, placement="greedy", period=2, initial="strips", network=NET,
-                                params={"initial": "strips"}, restart_s=0.003))
+                                restart_s=0.003))
     expected = 0.016 + 2 * L + float(r.trace.balance["plan_s"][0]) + 0.003 + migration + 0.008
     assert r.makespan == pytest.approx(expected, rel=1e-9)
 

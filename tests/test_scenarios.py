@@ -21,7 +21,7 @@ SHRINK = {
 @pytest.mark.parametrize("name", sorted(builtin_scenarios()))
 def test_every_scenario_runs_a_few_steps(name, tmp_path):
     rec = run_scenario(name, steps=3, nodes=2, workers=1, tiles=8, out=tmp_path / name,
-                       set=SHRINK.get(name, []) + (["app.frame_every=0"] if name.startswith("sph") else []))
+                       set=SHRINK.get(name, []) + (["run.frame_every=0"] if name.startswith("sph") else []))
     summary = json.loads((rec.path / "summary.json").read_text())
     assert summary["steps"] == 3 and summary["scenario"] == name
     for arr in rec.state().values():

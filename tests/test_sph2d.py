@@ -100,8 +100,8 @@ def test_pairwise_internal_forces_sum_to_zero():
         s["rho"][fluid] *= 1 + rng.normal(0, 0.01, fluid.sum())
     total, scale = np.zeros(2), 0.0
     for t in range(tiling.ntiles):
-        halos = {int(n): app.pack_halos(0, states[int(n)], int(n), tiling)[t] for n in tiling.neighbours[t]}
-        app.run_phase(0, t, states[t], halos, StepContext(0), tiling)
+        halos = {int(n): app.pack_ring(states[int(n)], int(n), tiling)[t] for n in tiling.neighbours[t]}
+        app.rates(t, states[t], halos, StepContext(0), tiling)
         f = states[t]["m"][:, None] * states[t]["acc"]
         keep = states[t]["kind"] == 0
         total += f[keep].sum(axis=0)
@@ -151,7 +151,7 @@ def surge_fronts(out, *overrides, steps=None):
     from shoal.session import run_scenario
 
     rec = run_scenario("sph-dam-break", nodes=1, workers=2, tiles=8, out=out, steps=steps,
-                       set=["app.frame_every=100", *overrides])
+                       set=["run.frame_every=100", *overrides])
     T, Z = [], []
     for frame in sorted((rec.path / "frames").glob("state-*.npz")):
         with np.load(frame) as z:

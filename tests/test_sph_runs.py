@@ -6,7 +6,7 @@ import pytest
 from shoal.cli import main
 from shoal.session import run_scenario
 
-SMALL = ["app.dx=0.05", "app.tank=[2.0, 1.2]", "app.fluid=[[0.0, 0.0, 0.5, 1.0]]", "app.frame_every=10"]
+SMALL = ["app.dx=0.05", "app.tank=[2.0, 1.2]", "app.fluid=[[0.0, 0.0, 0.5, 1.0]]", "run.frame_every=10"]
 
 
 @pytest.fixture(scope="module")

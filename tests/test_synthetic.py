@@ -16,7 +16,8 @@ def make(steps=10, **kw):
 
 
 def run(app, tiling, steps):
-    res = LocalExecutor(app, tiling, Cluster.uniform(2, 1), np.arange(tiling.ntiles) % 2).run(steps)
+    with LocalExecutor(app, tiling, Cluster.uniform(2, 1), np.arange(tiling.ntiles) % 2) as executor:
+        res = executor.run(steps)
     return res, app.gather(res.states, tiling)
 
 
@@ -55,7 +56,7 @@ def test_ramp_follows_the_two_rank_workload_of_the_invasive_paper():
     app = make(steps=steps, grid=[32, 8], load="ramp", work_per_cell=100.0, base_work=0.0, ramp_exponent=1.0)
     tiling = Tiling.from_counts((32, 8), (2, 1))  # tile 0 = left half (rank 0), tile 1 = right half
     res, _ = run(app, tiling, steps)
-    work = res.task_work.reshape(steps, 2, 2)[:, 0, :]  # burn phase, per tile
+    work = res.tasks["work"].reshape(steps, 2, 2)[:, 0, :]  # burn phase, per tile
     cells = 16 * 8
     t = np.arange(steps)
     assert np.array_equal(work[:, 0], cells * np.floor(100 * (steps - t) / steps + 0.5).astype(int))
@@ -68,10 +69,11 @@ def test_measured_cost_follows_the_work():
     tiling = Tiling.from_counts((64, 64), (2, 2))
     app.prepare(tiling)  # kernels loaded before timing
     res, _ = run(app, tiling, 4)
-    burn = res.task_phase == 0
-    hot = res.task_tile[burn] == 0
+    t = res.tasks
+    burn = t["phase"] == 0
+    hot = t["tile"][burn] == 0
     # The tile under the hot spot costs far more than the others.
-    assert np.median(res.task_cost[burn][hot]) > 5 * np.median(res.task_cost[burn][~hot])
+    assert np.median(t["cost"][burn][hot]) > 5 * np.median(t["cost"][burn][~hot])
 
 
 @pytest.mark.parametrize("field, value, match", [

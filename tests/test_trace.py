@@ -1,10 +1,13 @@
+from pathlib import Path
+
 import h5py
 import numpy as np
 import pytest
 
 from shoal.errors import ShoalError
+from shoal.records import TASKS
 from shoal.session import run_scenario
-from shoal.trace import TASK_COLUMNS, Trace
+from shoal.trace import Trace
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +21,7 @@ def test_round_trip_keeps_every_column_and_the_setup(run, tmp_path):
     a = run.trace
     path = a.write(tmp_path / "copy.h5")
     b = Trace.read(path)
-    for k in TASK_COLUMNS:
+    for k in TASKS.names:
         assert np.array_equal(a.tasks[k], b.tasks[k]) and a.tasks[k].dtype == b.tasks[k].dtype
     for k in a.messages:
         assert np.array_equal(a.messages[k], b.messages[k])
@@ -78,3 +81,39 @@ def test_communication_is_kept_and_gives_the_cpu_time_per_message(run, tmp_path)
     assert np.array_equal(b.communication["cpu_s"], [0.3, 0.1])
     assert np.array_equal(b.communication["messages"], [1000, 1000])
     assert b.message_cpu_s == pytest.approx(0.4 / 2000)
+
+
+def test_every_dataset_of_a_table_says_its_units_and_what_it_holds(run, tmp_path):
+    path = run.trace.write(tmp_path / "units.h5")
+    with h5py.File(path, "r") as f:
+        assert f["tasks"]["cost"].attrs["units"] == "s"
+        assert f["messages"]["bytes"].attrs["units"] == "B"
+        assert all(f["tasks"][k].attrs["description"] for k in f["tasks"])
+
+
+def test_a_trace_written_before_optional_groups_had_versions_still_reads():
+    """A trace from the previous release: no version on its groups, no worker history."""
+    t = Trace.read(Path(__file__).parent / "data" / "trace-before-groups.h5")
+    assert t.phases == ["burn", "diffuse"] and t.balance["step"].tolist() == [2]
+    assert t.cores_per_step().tolist() == [[1, 1]] * 4 and not t.resized
+    assert t.node_load().shape == (4, 2)
+
+
+def test_an_optional_group_newer_than_this_shoal_is_refused_by_name(run, tmp_path):
+    t = run.trace
+    t.balance = {"step": [2], "plan_s": [0.1], "moved": [1], "bytes": [8], "lif_before": [0.5], "lif_after": [0.1]}
+    path = t.write(tmp_path / "newer.h5")
+    with h5py.File(path, "r+") as f:
+        assert f["balance"].attrs["version"] == 1
+        f["balance"].attrs["version"] = 7
+    with pytest.raises(ShoalError, match="/balance has version 7"):
+        Trace.read(path)
+
+
+def test_worker_history_round_trips_and_sets_the_cores_of_every_step(run, tmp_path):
+    t = run.trace
+    t.worker_steps, t.worker_cores = np.array([0, 2]), np.array([[1, 1], [3, 1]])
+    b = Trace.read(t.write(tmp_path / "resized.h5"))
+    assert b.resized and b.cores_per_step().tolist() == [[1, 1], [1, 1], [3, 1], [3, 1]]
+    # load per core: the steps where node 0 held three threads divide its CPU time by three
+    assert np.allclose(b.node_load()[2:, 0] * 3, run.trace.node_load()[2:, 0])

@@ -62,12 +62,16 @@ def _run(args, team) -> int:
         rec = run_scenario(
             sc, steps=args.steps, tiles=args.tiles, tiles_per_core=args.tiles_per_core,
             nodes=args.nodes, workers=args.workers, placement=args.placement, period=args.period,
-            seed=args.seed, initial=args.initial, set=args.set or [], out=args.out,
+            seed=args.seed, initial=args.initial, set=args.set or [], lb=args.lb or [], out=args.out,
             checkpoint_every=args.checkpoint_every, resume=args.resume, team=team,
             on_step=lambda k: progress.update(bar, completed=k + 1),
         )
     if not team.is_root:
         return 0
+    if rec.stopped_at is not None:
+        print(f"stopped at step {rec.stopped_at} with a checkpoint: continue with shoal run --resume {rec.path}",
+              file=sys.stderr)
+        return 130
     s = rec.summary
     ranks = f" ({s['ranks']} MPI ranks)" if team.distributed else ""
     print(f"run folder: {rec.path}")
@@ -164,6 +168,13 @@ def _cmd_calibrate(args) -> int:
     return 0
 
 
+def _balance(args, trace) -> dict:
+    """Policy parameters: the recorded scenario's ``[balance]`` table, then ``--lb``."""
+    from .config import balance_table
+
+    return balance_table(trace.config.get("balance", {}), args.lb or [])
+
+
 def _cmd_replay(args) -> int:
     from .replay import ReplayConfig, replay
     from .replay.run import write_replay
@@ -172,15 +183,15 @@ def _cmd_replay(args) -> int:
     trace = Trace.read(args.trace)
     cfg = ReplayConfig(nodes=args.nodes, cores=args.cores, placement=args.placement, period=args.period,
                        tiles_per_core=args.tiles_per_core, initial=args.initial, seed=args.seed, speed=args.speed,
-                       network=_network(args), mpi_reference=args.mpi_reference,
-                       params={"tolerance": args.tolerance, "initial": args.initial},
+                       network=_network(args), mpi_reference=args.mpi_reference, balance=_balance(args, trace),
                        proxy=Trace.read(args.proxy) if args.proxy else None, gil=args.gil,
                        message_cpu_s=args.message_cpu, **_machine(args))
     result = replay(trace, cfg)
     out = Path(args.out) if args.out else Path("runs") / f"replay-{trace.scenario}-{result.summary()['placement']}"
     s = write_replay(result, out)
     print(f"predicted run folder: {out}")
-    print(f"{s['steps']} steps, {s['tiles']} tiles on {s['nodes']} nodes x {s['workers']} cores ({s['placement']}"
+    cores = "x".join(map(str, sorted(set(s["cores"])))) if len(set(s["cores"])) > 1 else str(s["cores"][0])
+    print(f"{s['steps']} steps, {s['tiles']} tiles on {s['nodes']} nodes x {cores} cores ({s['placement']}"
           + (f", every {s['period']} steps" if s["period"] else "") + f"): makespan {s['makespan_s']:.4g} s, "
           f"step {s['step_time_mean_s'] * 1e3:.3f} ms, LIF {s['lif_mean']:.3f}, idle {s['idle_fraction']:.1%}, "
           f"migrated {s['migrated_bytes'] / 1e6:.2f} MB; {s['events']:,} events in {s['replay_wall_s']:.2f} s"
@@ -199,18 +210,19 @@ def _cmd_sweep(args) -> int:
 
     from .replay.sweep import cases, known_placements, parse_list, sweep
     from .report.sweep_plots import draw_sweep
+    from .trace import Trace
 
     placements = known_placements(args.placements)
     tpc, periods, nodes = parse_list(args.tiles_per_core), parse_list(args.periods), parse_list(args.nodes)
-    total = len(cases(placements, tpc, periods, nodes, args.cores, args.seed, None, {})) + args.birdshot_seeds
+    total = len(cases(placements, tpc, periods, nodes, args.cores, args.seed, None)) + args.birdshot_seeds
+    model = {"balance": _balance(args, Trace.read(args.trace)), "gil": args.gil, "message_cpu_s": args.message_cpu,
+             **_machine(args)}
     console = Console(width=max(Console().width, 110))
     with Progress(console=console, transient=True) as progress:
         bar = progress.add_task("replaying", total=total)
         result = sweep(args.trace, placements, tpc, periods, nodes, args.cores, seed=args.seed,
-                       birdshot_seeds=args.birdshot_seeds, jobs=args.jobs, network=_network(args),
-                       params={"tolerance": args.tolerance, "gil": args.gil, "message_cpu": args.message_cpu},
-                       proxy=args.proxy, machine=_machine(args),
-                       on_done=lambda k: progress.update(bar, completed=k + 1))
+                       birdshot_seeds=args.birdshot_seeds, jobs=args.jobs, network=_network(args), model=model,
+                       proxy=args.proxy, on_done=lambda k: progress.update(bar, completed=k + 1))
     table = Table(title=f"predicted, ranked by makespan ({len(result.rows)} cases)")
     for col in ("rank", "placement", "period", "nodes", "tiles/core", "makespan (s)", "step (ms)", "LIF",
                 "idle", "migrated (MB)"):
@@ -286,6 +298,12 @@ def _cmd_demo(args) -> int:
     return run(steps=args.steps, out=Path(args.out))
 
 
+def lb_flag(p) -> None:
+    p.add_argument("--lb", action="append", metavar="POLICY.KEY=VALUE",
+                   help="a balancing policy's parameter, e.g. refine.tolerance=1.02 (repeatable; wins over the "
+                        "scenario's [balance] table)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="shoal", description=__doc__.splitlines()[0] if __doc__ else None)
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -307,6 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="seed of random placements and balancers (default: the scenario's)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override any scenario field, e.g. app.grid=[128,128] (repeatable)")
+    lb_flag(p)
     p.add_argument("--out", help="run folder (default runs/<scenario>-<placement>-<time>)")
     p.add_argument("--checkpoint-every", type=int, help="write a checkpoint every this many steps")
     p.add_argument("--resume", metavar="RUN_DIR",
@@ -326,7 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--latency", type=float, default=5e-6, help="network latency (s)")
         p.add_argument("--bandwidth", type=float, default=1.25e9, help="network bandwidth (bytes/s)")
         p.add_argument("--overhead", type=float, default=1e-6, help="per-message overhead (s)")
-        p.add_argument("--tolerance", type=float, default=1.05, help="overload tolerance of refine policies")
+
+    def model_flags(p):
+        lb_flag(p)
         p.add_argument("--gil", choices=("none", "process", "shared"), default="none",
                        help="model Python's interpreter lock: none (compiled executor), one per node "
                             "(process), or one for all nodes (shared, the local executor)")
@@ -340,8 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("replay", help="replay a trace on a modeled cluster under a placement policy")
     p.add_argument("trace", help="a trace.h5 or a run folder")
-    p.add_argument("--nodes", type=int, required=True)
-    p.add_argument("--cores", type=int, required=True, help="cores per node")
+    p.add_argument("--nodes", type=int, help="nodes (default: the recorded run's)")
+    p.add_argument("--cores", type=int,
+                   help="cores per node (default: the recorded run's, with every change of worker threads it made)")
     p.add_argument("--placement", default="sfc", help="any policy of the registry")
     p.add_argument("--period", type=int, default=0, help="steps between rebalancing (dynamic policies)")
     p.add_argument("--tiles-per-core", type=int, help="aggregate the trace to about this many tiles per core")
@@ -352,6 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--proxy", help="trace of a low-resolution run of the same scenario (for speculative)")
     p.add_argument("--out", help="predicted run folder (default runs/replay-<scenario>-<placement>)")
     network_flags(p)
+    model_flags(p)
     machine_flags(p)
     p.set_defaults(func=_cmd_replay)
 
@@ -370,6 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--proxy", help="trace of a low-resolution run of the same scenario (for speculative)")
     p.add_argument("--out", default="runs/sweep", help="folder for sweep.json and the plots")
     network_flags(p)
+    model_flags(p)
     machine_flags(p)
     p.set_defaults(func=_cmd_sweep)
 

@@ -9,10 +9,13 @@ A scenario is a TOML file::
     [app]            # `name` picks the app; the other keys fill the app's parameter dataclass
     name = "synthetic"
     grid = [256, 256]
+    [balance]        # optional: parameters of balancing policies, by policy name
+    refine.tolerance = 1.02
 
 ``--set section.key=value`` (for example ``--set run.steps=10`` or ``--set app.grid=[64,64]``)
-overrides any field; an unknown key is an error that names the valid ones. The resolved
-configuration is saved in the run folder as ``config.toml``, itself a valid scenario.
+overrides any field, and ``--lb policy.key=value`` any policy parameter; an unknown key is an
+error that names the valid ones. The resolved configuration is saved in the run folder as
+``config.toml``, itself a valid scenario.
 """
 
 from __future__ import annotations
@@ -47,19 +50,36 @@ class RunParams:
     seed: int = 0
     halo: int = 1
     checkpoint_every: int = 0  # write a checkpoint every this many steps (0: never)
+    frame_every: int = 0  # write the app's frame every this many steps (0: only the last)
     overlap: bool = True  # MPI: send halos the moment they are packed (False: once the rank ends the phase)
+    resize: list[list[int]] = field(default_factory=list)  # [[step, node, workers], ...]: worker threads from a step
 
     def validate(self) -> None:
         for name in ("steps", "nodes", "workers", "tiles_per_core"):
             if getattr(self, name) < 1:
                 raise ShoalError(f"run.{name} must be positive, got {getattr(self, name)}")
-        for name in ("tiles", "period", "halo", "checkpoint_every"):
+        for name in ("tiles", "period", "halo", "checkpoint_every", "frame_every"):
             if getattr(self, name) < 0:
                 raise ShoalError(f"run.{name} must be >= 0, got {getattr(self, name)}")
+        for entry in self.resize:
+            if len(entry) != 3 or not all(isinstance(v, int) for v in entry):
+                raise ShoalError(f"every run.resize entry is [step, node, workers], got {entry}")
+            step, node, workers = entry
+            if not 0 < step < self.steps or not 0 <= node < self.nodes or workers < 1:
+                raise ShoalError(f"run.resize entry {entry}: the step must lie in 1..{self.steps - 1}, the node in "
+                                 f"0..{self.nodes - 1}, and a node keeps at least one worker")
         from .placement import get_policy
 
         get_policy(self.placement)
         get_policy(self.initial)
+
+    def workers_from(self, step: int) -> list[tuple[int, dict[int, int]]]:
+        """The resize schedule after ``step``: ``[(step, {node: workers})]`` in step order."""
+        at: dict[int, dict[int, int]] = {}
+        for s, node, workers in self.resize:
+            if s > step:
+                at.setdefault(s, {})[node] = workers
+        return sorted(at.items())
 
 
 @dataclass
@@ -71,14 +91,18 @@ class Scenario:
     app: str
     run: RunParams
     params: Any
+    balance: dict[str, dict[str, Any]] = field(default_factory=dict)  # policy -> its parameters
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "name": self.name,
             "description": self.description,
             "run": dataclasses.asdict(self.run),
             "app": {"name": self.app, **dataclasses.asdict(self.params)},
         }
+        if self.balance:
+            out["balance"] = {k: dict(v) for k, v in self.balance.items()}
+        return out
 
     def to_toml(self) -> str:
         return tomli_w.dumps(self.to_dict())
@@ -93,6 +117,11 @@ class Scenario:
             _assign(target, name, _parse_value(raw), key)
         self.run.validate()
         self.params.validate()
+        return self
+
+    def override_balance(self, assignments: list[str] | tuple[str, ...]) -> Scenario:
+        """Apply ``policy.key=value`` assignments to the balancing policies' parameters."""
+        self.balance = balance_table(self.balance, assignments)
         return self
 
     def _resolve(self, key: str):
@@ -142,10 +171,45 @@ def _from_table(cls, table: dict, section: str):
     return obj
 
 
+def balance_table(table: dict, assignments: list[str] | tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    """Policy parameters from a scenario's ``[balance]`` table, then ``policy.key=value``
+    assignments (TOML values; the command line wins), each checked against the policy's typed
+    parameters. Returns plain values by policy name."""
+    from .placement import get_policy
+
+    out: dict[str, dict[str, Any]] = {}
+    items = []
+    if not isinstance(table, dict):
+        raise ShoalError(f"[balance] must be a table of policy parameters, got {table!r}")
+    for name, params in table.items():
+        if not isinstance(params, dict):
+            raise ShoalError(f"balance.{name} must be a table (for example balance.{name}.tolerance = 1.05)")
+        items += [(name, k, v, f"balance.{name}.{k}") for k, v in params.items()]
+    for text in assignments:
+        key, sep, raw = text.partition("=")
+        name, dot, param = key.strip().rpartition(".")
+        if not sep or not dot:
+            raise ShoalError(f"--lb expects policy.key=value (for example refine.tolerance=1.02), got {text!r}")
+        items.append((name, param, _parse_value(raw.strip()), f"--lb {key.strip()}"))
+    for name, param, value, where in items:
+        kind = get_policy(name).params
+        names = [f.name for f in dataclasses.fields(kind)]
+        if param not in names:
+            valid = ", ".join(f"{name}.{n}" for n in names) or "none"
+            raise ShoalError(f"{where}: unknown parameter of {name!r}; its parameters: {valid}")
+        values = out.setdefault(name, {})
+        holder = kind(**values)
+        _assign(holder, param, value, where)
+        holder.validate()
+        values[param] = getattr(holder, param)
+    return out
+
+
 def scenario_from_dict(d: dict, source: str = "scenario") -> Scenario:
-    unknown = set(d) - {"name", "description", "run", "app"}
+    unknown = set(d) - {"name", "description", "run", "app", "balance"}
     if unknown:
-        raise ShoalError(f"{source}: unknown top-level keys {sorted(unknown)}; valid: name, description, run, app")
+        raise ShoalError(f"{source}: unknown top-level keys {sorted(unknown)}; valid: name, description, run, app, "
+                         "balance")
     app_table = dict(d.get("app", {}))
     if "name" not in app_table:
         raise ShoalError(f"{source}: [app] needs a name")
@@ -156,6 +220,7 @@ def scenario_from_dict(d: dict, source: str = "scenario") -> Scenario:
         app=spec.name,
         run=_from_table(RunParams, d.get("run", {}), "run"),
         params=_from_table(spec.params, app_table, "app"),
+        balance=balance_table(d.get("balance", {})),
     )
     sc.run.validate()
     sc.params.validate()

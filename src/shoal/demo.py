@@ -112,7 +112,7 @@ def prediction(out: Path = Path("runs/demo"), steps: int = 60, period: int = 20)
     with Progress(*COLUMNS, console=console) as progress:
         bar = progress.add_task("recording", total=steps)
         rec = run_scenario("sph-dam-break", steps=steps, tiles=tiles, nodes=1, workers=1, out=folder,
-                           set=["app.frame_every=0"], on_step=lambda k: progress.update(bar, completed=k + 1))
+                           set=["run.frame_every=0"], on_step=lambda k: progress.update(bar, completed=k + 1))
     trace = rec.trace
     speedups = {}
     for nodes, cores in CLUSTERS:

@@ -1,13 +1,15 @@
 """Apps (physics models), in a registry keyed by name.
 
 Each app module registers an ``AppSpec``: the dataclass of its parameters (filled from a
-scenario's ``[app]`` table) and a constructor taking those parameters and the run's length.
+scenario's ``[app]`` table), a constructor taking those parameters and the run's length, and
+a tiny parameter set that runs in a fraction of a second, with which the conformance tests
+exercise every registered app.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ShoalError
@@ -15,18 +17,48 @@ from ..errors import ShoalError
 
 @dataclass(frozen=True)
 class AppSpec:
+    """An app in the registry.
+
+    Attributes
+    ----------
+    name : str
+        Registry key, named by a scenario's ``[app]`` table.
+    params : type
+        Dataclass of the app's parameters (with a ``validate()`` method).
+    build : callable
+        ``build(params, steps) -> App``.
+    summary : str
+        One line for listings.
+    tiny : dict
+        Parameter overrides for a run of a few steps that takes well under a second: what the
+        conformance tests run.
+    """
+
     name: str
     params: type
     build: Callable[[Any, int], Any]
     summary: str
+    tiny: dict = field(default_factory=dict)
+
+    def tiny_app(self, steps: int = 4):
+        """The app with its tiny parameter set."""
+        return self.build(self.params(**self.tiny), steps)
 
 
 APPS: dict[str, AppSpec] = {}
 
 
 def register_app(spec: AppSpec) -> AppSpec:
+    if spec.name in APPS and APPS[spec.name] is not spec:
+        raise ValueError(f"app {spec.name!r} registered twice")
     APPS[spec.name] = spec
     return spec
+
+
+def all_apps() -> dict[str, AppSpec]:
+    """Every registered app, built-in ones included."""
+    _load_builtin()
+    return dict(APPS)
 
 
 def get_app(name: str) -> AppSpec:

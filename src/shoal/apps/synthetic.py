@@ -26,7 +26,7 @@ import numba as nb
 import numpy as np
 
 from ..errors import ShoalError
-from ..runtime.app import Phase, StepContext
+from ..runtime.app import App, Phase, StepContext
 from ..tiling import Tiling
 from . import AppSpec, register_app
 
@@ -162,7 +162,7 @@ def _as3(v, fill):
     return np.array((v + [fill] * 3)[:3])
 
 
-class SyntheticApp:
+class SyntheticApp(App):
     """See the module docstring."""
 
     name = "synthetic"
@@ -196,18 +196,17 @@ class SyntheticApp:
         return tuple((ext + [1])[:3])
 
     def check_tiling(self, tiling: Tiling) -> None:
-        if tuple(tiling.grid) != tuple(int(n) for n in self.p.grid):
-            raise ShoalError(f"tiling grid {tiling.grid} differs from app.grid {self.p.grid}")
+        super().check_tiling(tiling)
         if tiling.halo < 1:
             raise ShoalError("the synthetic app needs a halo of at least one cell")
 
     def prepare(self, tiling: Tiling) -> None:
         """Load (or compile) the kernels once, so the first step's timings are not skewed."""
         state = self.init_tile(0, tiling)
-        halos = {int(n): self.pack_halos(1, self.init_tile(int(n), tiling), int(n), tiling)[0]
+        halos = {int(n): self.pack_halos(self.init_tile(int(n), tiling), int(n), tiling)[0]
                  for n in tiling.neighbours[0]}
-        for phase in range(len(self.phases)):
-            self.run_phase(phase, 0, state, halos, StepContext(0), tiling)
+        self.burn(0, state, {}, StepContext(0), tiling)
+        self.diffuse(0, state, halos, StepContext(0), tiling)
 
     def init_tile(self, tile: int, tiling: Tiling) -> dict:
         shape = self._shape3(tile, tiling)
@@ -244,17 +243,20 @@ class SyntheticApp:
                     mirrors.append((tuple(face), tuple(inner)))
         return places, mirrors
 
-    def pack_halos(self, phase: int, state: dict, src: int, tiling: Tiling) -> dict[int, np.ndarray]:
+    def pack_halos(self, state: dict, src: int, tiling: Tiling) -> dict[int, np.ndarray]:
         return {int(dst): state["u"][self._send_slices(tiling, src, int(dst))].copy() for dst in tiling.neighbours[src]}
 
-    def run_phase(self, phase: int, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling):
-        if phase == 0:
-            if ctx.step == self.p.fail_at_step and tile == 0:
-                raise ShoalError(f"injected fault (app.fail_at_step = {ctx.step})")
-            centre = self.start + self.velocity * ctx.step
-            return ctx.kernel(burn_tile, state["burn"], self._lo3(tile, tiling), ctx.step, self.mode, self.grid3,
-                              centre, self.inv_two_sigma2, self.ramp_T, self.p.ramp_exponent,
-                              self.p.base_work, self.p.work_per_cell)
+    def burn(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
+        """Each cell's share of the moving load: dependent square roots."""
+        if ctx.step == self.p.fail_at_step and tile == 0:
+            raise ShoalError(f"injected fault (app.fail_at_step = {ctx.step})")
+        centre = self.start + self.velocity * ctx.step
+        return ctx.kernel(burn_tile, state["burn"], self._lo3(tile, tiling), ctx.step, self.mode, self.grid3,
+                          centre, self.inv_two_sigma2, self.ramp_T, self.p.ramp_exponent,
+                          self.p.base_work, self.p.work_per_cell)
+
+    def diffuse(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
+        """One explicit diffusion step of ``u`` with the neighbours' one-cell halos."""
         u = state["u"]
         padded = self._padded(u, tile, halos, tiling)
         ctx.kernel(diffuse_tile, u, padded, self.p.diffusivity, self.ndim)
@@ -289,4 +291,5 @@ class SyntheticApp:
 
 
 register_app(AppSpec("synthetic", SyntheticParams, SyntheticApp,
-                     "moving load field (hot spot or two-rank ramp) over a diffusing field"))
+                     "moving load field (hot spot or two-rank ramp) over a diffusing field",
+                     tiny={"grid": [24, 20], "work_per_cell": 8.0}))

@@ -2,11 +2,14 @@
 
 Every policy lives in one registry keyed by name, so tests and commands run over all of
 them. A policy returns ``owner[tile] -> node``; within a node nothing is fixed, any free core
-takes the next ready tile.
+takes the next ready tile. Dynamic policies re-place every K steps through the one balancing
+step of :mod:`shoal.placement.balancing`.
 """
 
-from .dynamic import BalanceContext, node_loads  # noqa: E402  (registers after the static ones)
-from .registry import POLICIES, PlacementPolicy, get_policy, register
-from .static import node_quotas
+from .static import node_quotas  # isort: skip  (registers the static policies first)
+from .balancing import BalanceContext, Balancer, node_loads
+from .dynamic import GreedyPhase  # noqa: F401  (registers the dynamic policies)
+from .registry import POLICIES, PlacementPolicy, get_policy, policy_params, register
 
-__all__ = ["POLICIES", "PlacementPolicy", "get_policy", "register", "node_quotas", "BalanceContext", "node_loads"]
+__all__ = ["POLICIES", "PlacementPolicy", "get_policy", "policy_params", "register", "node_quotas",
+           "BalanceContext", "Balancer", "node_loads"]

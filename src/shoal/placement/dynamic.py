@@ -1,75 +1,70 @@
-"""Dynamic placements: re-placed every K steps from measured (or predicted) per-tile loads.
+"""Dynamic placements: re-placed every K steps from measured (or predicted) loads.
 
 Every policy starts from a static placement (``initial``, default ``sfc``) and, at each
-balancing step, returns a new ``owner[tile] -> node`` from a :class:`BalanceContext`. Loads
-are per tile (seconds per step) and a node's load is the sum of its tiles divided by its
-cores. Policies keep whatever they need between calls in ``memory`` (a dict owned by the
-caller, one per run), so one policy object serves the executor and the replay alike.
+balancing step, returns a new ``owner[tile] -> node`` from a
+:class:`~shoal.placement.balancing.BalanceContext`. Policies keep whatever they need between
+calls in ``memory`` (a dict owned by the caller, one per run), so one policy object serves
+the executor and the replay alike. ``greedy`` and ``refine`` are Charm++'s GreedyLB and
+RefineLB as Charm++ runs them (:mod:`shoal.placement.charm`).
 """
 
 from __future__ import annotations
 
-import heapq
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..cluster import Cluster
+from ..errors import ShoalError
 from ..tiling import Tiling
-from .registry import get_policy, register
+from .balancing import BalanceContext, node_loads
+from .charm import charm_greedy, charm_refine
+from .registry import NoParams, get_policy, register
 
 
 @dataclass
-class BalanceContext:
-    """What a balancer may look at.
+class ToleranceParams:
+    """``tolerance``: how far over the average load a node may be (1.05: 5%)."""
 
-    Attributes
-    ----------
-    loads : ndarray
-        Measured load per tile over the last period (seconds per step).
-    owner : ndarray
-        Current owner of every tile.
-    future_loads : ndarray or None
-        True loads of the coming period (only the ``oracle`` may use them).
-    proxy_loads : ndarray or None
-        Loads of the coming period as predicted by a low-resolution proxy (``speculative``).
-    tile_bytes : ndarray or None
-        Bytes of state per tile (what a migration moves).
-    """
+    tolerance: float = 1.05
 
-    tiling: Tiling
-    cluster: Cluster
-    owner: np.ndarray
-    loads: np.ndarray
-    step: int = 0
-    future_loads: np.ndarray | None = None
-    proxy_loads: np.ndarray | None = None
-    tile_bytes: np.ndarray | None = None
-    params: dict = field(default_factory=dict)
+    def validate(self) -> None:
+        if not np.isfinite(self.tolerance) or self.tolerance < 1.0:
+            raise ShoalError(f"tolerance must be a finite number >= 1, got {self.tolerance}")
 
 
-def node_loads(owner: np.ndarray, loads: np.ndarray, cluster: Cluster) -> np.ndarray:
-    """Per-node load per core."""
-    return np.bincount(owner, weights=loads, minlength=cluster.nodes) / cluster.core_array
+@dataclass
+class RefineParams(ToleranceParams):
+    """``tolerance`` as above; ``faithful``: scan light processors and a donor's objects in
+    the order Charm++ 6's linked lists hold them, and keep its stale load on processors left
+    empty by a reset, as Charm++ does (false: ascending order and clean resets)."""
+
+    faithful: bool = True
 
 
-def greedy_assign(loads: np.ndarray, cluster: Cluster) -> np.ndarray:
-    """Charm++ GreedyLB: heaviest tile first onto the least loaded node (per core); ties to the
-    lower node and, among equal tiles, the lower tile id."""
-    order = np.lexsort((np.arange(len(loads)), -loads))
-    heap = [(0.0, node) for node in range(cluster.nodes)]
-    owner = np.empty(len(loads), dtype=np.int64)
-    cores = cluster.core_array
-    for t in order:
-        load, node = heapq.heappop(heap)
-        owner[t] = node
-        heapq.heappush(heap, (load + loads[t] / cores[node], node))
-    return owner
+@dataclass
+class SwapParams:
+    """``smoothing``: weight of the newest loads in the running average (1: no memory);
+    ``threshold``: how far over the mean the busiest node must be to swap; ``interval``: steps
+    between two swaps at least."""
+
+    smoothing: float = 0.5
+    threshold: float = 0.10
+    interval: int = 0
+
+    def validate(self) -> None:
+        if not 0 < self.smoothing <= 1:
+            raise ShoalError(f"smoothing must lie in (0, 1], got {self.smoothing}")
+        if not self.threshold >= 0:
+            raise ShoalError(f"threshold must be >= 0, got {self.threshold}")
+        if self.interval < 0:
+            raise ShoalError(f"interval must be >= 0, got {self.interval}")
 
 
-def refine_moves(owner: np.ndarray, loads: np.ndarray, cluster: Cluster, threshold: float) -> np.ndarray:
-    """Charm++ RefineLB: move tiles off nodes above ``threshold`` (load per core) onto the least
-    loaded nodes, biggest tile that fits first, never lifting a receiver above the threshold."""
+def shed_overload(owner: np.ndarray, loads: np.ndarray, cluster: Cluster, threshold: float) -> np.ndarray:
+    """Move tiles off nodes above ``threshold`` (load per core) onto the least loaded nodes,
+    biggest tile that fits first, never lifting a receiver above the threshold (a shoal
+    heuristic; Charm++'s RefineLB is :func:`~shoal.placement.charm.charm_refine`)."""
     owner = owner.copy()
     cores = cluster.core_array
     load = node_loads(owner, loads, cluster)
@@ -95,14 +90,47 @@ def refine_moves(owner: np.ndarray, loads: np.ndarray, cluster: Cluster, thresho
             return owner
 
 
+def phase_greedy(segments: np.ndarray, cluster: Cluster, background: np.ndarray) -> np.ndarray:
+    """Place tiles so that the sum over barrier-separated segments of the busiest node's
+    share is small (the step's lower bound), not just the summed load.
+
+    ``segments`` has shape ``(segments, tiles)``. Tiles go heaviest first, by their largest
+    share of any segment's total, each to the node that raises ``sum_s max_n load[n, s]`` the
+    least; ties go to the node with the least total load, then the lower index. A node's
+    background load is spread over the segments in proportion to their total loads. With one
+    segment this is GreedyLB on per-core loads.
+    """
+    S, T = segments.shape
+    cores = cluster.core_array.astype(np.float64)
+    totals = segments.sum(axis=1)
+    share = totals / totals.sum() if totals.sum() > 0 else np.full(S, 1.0 / S)
+    load = (background[:, None] * share[None, :]) / cores[:, None]  # (nodes, segments), per core
+    weight = (segments / np.where(totals > 0, totals, 1.0)[:, None]).max(axis=0)
+    order = np.lexsort((np.arange(T), -segments.sum(axis=0), -weight))
+    owner = np.empty(T, dtype=np.int64)
+    for t in order:
+        peak = load.max(axis=0)
+        after = load + segments[:, t][None, :] / cores[:, None]
+        cost = np.maximum(after, peak[None, :]).sum(axis=1)
+        node = int(np.lexsort((np.arange(len(cores)), after.sum(axis=1), cost))[0])
+        owner[t] = node
+        load[node] = after[node]
+    return owner
+
+
 @dataclass(frozen=True)
 class _Dynamic:
     name: str = ""
     dynamic: bool = True
     summary: str = ""
+    params: type = NoParams
 
     def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0, initial: str = "sfc") -> np.ndarray:
         return get_policy(initial).place(tiling, cluster, seed)
+
+    def settings(self, ctx: BalanceContext):
+        """The context's parameters of this policy, or its defaults."""
+        return ctx.params if isinstance(ctx.params, self.params) else self.params()
 
 
 @dataclass(frozen=True)
@@ -117,32 +145,47 @@ class NoBalancing(_Dynamic):
 @dataclass(frozen=True)
 class Greedy(_Dynamic):
     name: str = "greedy"
-    summary: str = "Charm++ GreedyLB: heaviest tile first onto the least loaded node"
+    summary: str = "Charm++ GreedyLB: heaviest tile first onto the least loaded core (background counted)"
 
     def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
-        return greedy_assign(ctx.loads, ctx.cluster)
+        return charm_greedy(ctx.tile_loads, ctx.cluster, ctx.background)
 
 
 @dataclass(frozen=True)
 class Refine(_Dynamic):
     name: str = "refine"
-    summary: str = "Charm++ RefineLB: move tiles off nodes above tolerance x average"
+    summary: str = "Charm++ RefineLB: move tiles off cores above tolerance x average (multirefine)"
+    params: type = RefineParams
 
     def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
-        tol = float(ctx.params.get("tolerance", 1.05))
-        avg = ctx.loads.sum() / ctx.cluster.total_cores
-        return refine_moves(ctx.owner, ctx.loads, ctx.cluster, tol * avg)
+        p = self.settings(ctx)
+        owner, _ = charm_refine(ctx.tile_loads, ctx.owner, ctx.cluster, ctx.background, p.tolerance,
+                                charm_order=p.faithful, stale_reset=p.faithful)
+        return owner
+
+
+@dataclass(frozen=True)
+class GreedyPhase(_Dynamic):
+    """Balances the phases a barrier separates, not their sum: a step whose barrier phase is
+    imbalanced waits at the barrier however balanced the sum looks."""
+
+    name: str = "greedy-phase"
+    summary: str = "greedy on every barrier-separated phase at once (the phase that bounds the step)"
+
+    def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
+        return phase_greedy(ctx.segment_loads(), ctx.cluster, ctx.background)
 
 
 @dataclass(frozen=True)
 class GreedyRefine(_Dynamic):
     name: str = "greedy-refine"
-    summary: str = "RefineLB with its threshold at tolerance x GreedyLB's maximum load"
+    summary: str = "shed tiles off nodes above tolerance x GreedyLB's maximum load (a shoal variant)"
+    params: type = ToleranceParams
 
     def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
-        tol = float(ctx.params.get("tolerance", 1.05))
-        greedy_max = node_loads(greedy_assign(ctx.loads, ctx.cluster), ctx.loads, ctx.cluster).max()
-        return refine_moves(ctx.owner, ctx.loads, ctx.cluster, tol * greedy_max)
+        loads = ctx.tile_loads
+        greedy_max = node_loads(charm_greedy(loads, ctx.cluster, np.zeros(ctx.cluster.nodes)), loads, ctx.cluster).max()
+        return shed_overload(ctx.owner, loads, ctx.cluster, self.settings(ctx).tolerance * greedy_max)
 
 
 @dataclass(frozen=True)
@@ -153,25 +196,25 @@ class Swap(_Dynamic):
 
     name: str = "swap"
     summary: str = "Birdshot's dynamic variant: swap busiest/idlest tiles when overloaded"
+    params: type = SwapParams
 
     def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0, initial: str = "birdshot") -> np.ndarray:
         return get_policy(initial).place(tiling, cluster, seed)
 
     def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
-        alpha = float(ctx.params.get("smoothing", 0.5))
-        threshold = float(ctx.params.get("threshold", 0.10))
-        interval = int(ctx.params.get("interval", 0))
+        p = self.settings(ctx)
         smooth = memory.get("tile_cost")
-        smooth = ctx.loads.copy() if smooth is None else alpha * ctx.loads + (1 - alpha) * smooth
+        loads = ctx.tile_loads
+        smooth = loads.copy() if smooth is None else p.smoothing * loads + (1 - p.smoothing) * smooth
         memory["tile_cost"] = smooth
         owner = ctx.owner.copy()
         util = node_loads(owner, smooth, ctx.cluster)
         last = memory.get("last_swap")
-        if last is not None and ctx.step - last < interval:
+        if last is not None and ctx.step - last < p.interval:
             return owner
         mean = util.mean()
         hot, cold = int(np.argmax(util)), int(np.argmin(util))
-        if mean <= 0 or util[hot] <= (1 + threshold) * mean or hot == cold:
+        if mean <= 0 or util[hot] <= (1 + p.threshold) * mean or hot == cold:
             return owner
         hot_tiles, cold_tiles = np.flatnonzero(owner == hot), np.flatnonzero(owner == cold)
         if len(hot_tiles) == 0 or len(cold_tiles) == 0:
@@ -194,8 +237,8 @@ class Speculative(_Dynamic):
     summary: str = "GreedyLB on the loads a low-resolution proxy predicts for the next period"
 
     def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
-        predicted = ctx.proxy_loads if ctx.proxy_loads is not None else ctx.loads
-        return greedy_assign(predicted, ctx.cluster)
+        predicted = ctx.proxy_loads if ctx.proxy_loads is not None else ctx.tile_loads
+        return charm_greedy(predicted, ctx.cluster, ctx.background)
 
 
 @dataclass(frozen=True)
@@ -210,24 +253,25 @@ class Locality(_Dynamic):
 
     def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
         cores = ctx.cluster.core_array
-        avg = ctx.loads.sum() / ctx.cluster.total_cores * (1 + 1e-12)
+        loads = ctx.tile_loads
+        avg = loads.sum() / ctx.cluster.total_cores * (1 + 1e-12)
         load = np.zeros(ctx.cluster.nodes)
-        owner = np.full(len(ctx.loads), -1, dtype=np.int64)
+        owner = np.full(len(loads), -1, dtype=np.int64)
         pending = []
-        for t in np.lexsort((np.arange(len(ctx.loads)), -ctx.loads)):
+        for t in np.lexsort((np.arange(len(loads)), -loads)):
             homes = [int(ctx.owner[t])] + sorted({int(ctx.owner[n]) for n in ctx.tiling.neighbours[t]} -
                                                  {int(ctx.owner[t])})
             for node in homes:
-                if load[node] + ctx.loads[t] / cores[node] <= avg:
+                if load[node] + loads[t] / cores[node] <= avg:
                     owner[t] = node
-                    load[node] += ctx.loads[t] / cores[node]
+                    load[node] += loads[t] / cores[node]
                     break
             else:
                 pending.append(t)
-        for t in sorted(pending, key=lambda t: (-ctx.loads[t], t)):
+        for t in sorted(pending, key=lambda t: (-loads[t], t)):
             node = int(np.argmin(load))
             owner[t] = node
-            load[node] += ctx.loads[t] / cores[node]
+            load[node] += loads[t] / cores[node]
         return owner
 
 
@@ -237,9 +281,10 @@ class Oracle(_Dynamic):
     summary: str = "GreedyLB on the true loads of the coming period (a bound, for reports)"
 
     def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
-        loads = ctx.future_loads if ctx.future_loads is not None else ctx.loads
-        return greedy_assign(loads, ctx.cluster)
+        loads = ctx.future_loads if ctx.future_loads is not None else ctx.tile_loads
+        return charm_greedy(loads, ctx.cluster, ctx.background)
 
 
-for _policy in (Greedy(), Refine(), GreedyRefine(), Swap(), Speculative(), Locality(), Oracle(), NoBalancing()):
+for _policy in (Greedy(), Refine(), GreedyPhase(), GreedyRefine(), Swap(), Speculative(), Locality(), Oracle(),
+                NoBalancing()):
     register(_policy)

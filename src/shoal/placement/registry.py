@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -11,20 +12,36 @@ from ..errors import ShoalError
 from ..tiling import Tiling
 
 
+@dataclass
+class NoParams:
+    """The parameters of a policy that has none."""
+
+    def validate(self) -> None:
+        return None
+
+
 class PlacementPolicy(Protocol):
     """What a placement policy provides.
 
-    ``dynamic`` policies are asked again every ``period`` steps (see the balancing issue);
-    static ones place once.
+    ``dynamic`` policies are asked again every ``period`` steps through
+    ``rebalance(ctx: BalanceContext, memory: dict) -> owner``; static ones place once.
+    ``params`` is the dataclass of the policy's typed parameters (``--lb name.key=value`` or
+    a scenario's ``[balance]`` table fill it), with a ``validate()`` method.
     """
 
     name: str
     dynamic: bool
     summary: str
+    params: type
 
     def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0) -> np.ndarray:
         """Initial ``owner[tile] -> node`` (int64 array of length ``tiling.ntiles``)."""
         ...
+
+
+def policy_params(policy: PlacementPolicy, balance: dict[str, dict[str, Any]] | None) -> Any:
+    """The policy's typed parameters from a ``[balance]`` table (its defaults where silent)."""
+    return policy.params(**(balance or {}).get(policy.name, {}))
 
 
 POLICIES: dict[str, PlacementPolicy] = {}

@@ -9,7 +9,7 @@ import numpy as np
 from ..cluster import Cluster
 from ..errors import ShoalError
 from ..tiling import Tiling
-from .registry import register
+from .registry import NoParams, register
 
 
 def node_quotas(ntiles: int, cores) -> np.ndarray:
@@ -47,6 +47,7 @@ class Geometric:
 
     name: str = "geometric"
     dynamic: bool = False
+    params: type = NoParams
     summary: str = "one contiguous box of tiles per node, sized by cores (recursive bisection)"
 
     def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0) -> np.ndarray:
@@ -90,6 +91,7 @@ class Strips:
 
     name: str = "strips"
     dynamic: bool = False
+    params: type = NoParams
     summary: str = "horizontal bands of tiles stacked along y, sized by cores"
 
     def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0) -> np.ndarray:
@@ -107,6 +109,7 @@ class SpaceFillingCurve:
 
     name: str = "sfc"
     dynamic: bool = False
+    params: type = NoParams
     summary: str = "contiguous chunks along the Hilbert curve, sized by cores"
 
     def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0) -> np.ndarray:
@@ -120,6 +123,7 @@ class Birdshot:
 
     name: str = "birdshot"
     dynamic: bool = False
+    params: type = NoParams
     summary: str = "random tiles per node (Birdshot), counts proportional to cores, seeded"
 
     def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0) -> np.ndarray:

@@ -6,8 +6,8 @@ it to every task. It is measured the way the executor benchmark does: a tiny app
 spins for a known time runs under the executor, once exchanging halos and once not; wall time
 less the tasks' own CPU time, per task, is the overhead, and the difference between the two
 runs, per payload, the cost of a payload. A re-balancing step stops the executor and starts it
-again: short runs of that app, on as many threads as the modeled runs have (each is started
-and joined), measure what a restart costs. A worker with nothing to do sleeps
+again: short runs of that app, on as many threads as the modeled runs have (the threads sleep
+between runs and are woken for the next), measure what a restart costs. A worker with nothing to do sleeps
 on its node's condition: how long one takes to wake when notified is timed directly.
 
 Threads of one process share its interpreter lock. Every lock-free call lets go of it and takes
@@ -34,7 +34,7 @@ import numpy as np
 
 from ..cluster import Cluster, Network
 from ..errors import ShoalError
-from ..runtime import LocalExecutor, Phase
+from ..runtime import App, LocalExecutor, Phase
 from ..runtime.local import GIL_SWITCH_S
 from ..tiling import Tiling
 from .run import MACHINE_FIELDS
@@ -56,7 +56,7 @@ def python_work(iters: int) -> int:
     return total
 
 
-class SpinApp:
+class SpinApp(App):
     """Tasks that spin in compiled code for ``iters`` iterations, in ``calls`` lock-free calls
     (none: one plain call), each after ``python_iters`` / ``calls`` iterations of Python."""
 
@@ -66,15 +66,15 @@ class SpinApp:
         self.iters = iters
         self.calls = calls
         self.python_iters = python_iters
-        self.phases = (Phase("spin", halo=halo),)
+        self.phases = (Phase("spin", halo=halo, method="run_spin"),)
 
     def init_tile(self, tile, tiling):
         return np.zeros(1)
 
-    def pack_halos(self, phase, state, src, tiling):
+    def pack_halos(self, state, src, tiling):
         return {int(dst): state[:1].copy() for dst in tiling.neighbours[src]}
 
-    def run_phase(self, phase, tile, state, halos, ctx, tiling):
+    def run_spin(self, tile, state, halos, ctx, tiling):
         if not self.calls:
             state[0] = spin(state[0], self.iters)
         for _ in range(self.calls):
@@ -89,7 +89,7 @@ class SpinApp:
 def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3, nodes: int = 1, workers: int = 1) -> dict:
     """The executor's overhead per task and per halo payload (s) on one worker, best of a few
     repeats, with tasks of about ``task_s`` seconds; its restart on ``nodes`` x ``workers``
-    threads (each has to be started and joined), the shape of the runs it will model."""
+    threads (each woken for the run and waited for), the shape of the runs it will model."""
     iters = iterations_for(lambda n: spin(0.0, n), task_s)
     tiling = Tiling.from_counts((32, 32), (8, 8))
     steps = max(1, tasks // tiling.ntiles)
@@ -99,9 +99,10 @@ def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3, nodes: 
     for halo in (False, True):
         best = np.inf
         for _ in range(repeats):
-            res = LocalExecutor(SpinApp(iters, halo), tiling, Cluster.uniform(1, 1),
-                                np.zeros(tiling.ntiles, int)).run(steps)
-            best = min(best, (res.wall_s - res.task_cost.sum()) / n)
+            with LocalExecutor(SpinApp(iters, halo), tiling, Cluster.uniform(1, 1),
+                               np.zeros(tiling.ntiles, int)) as executor:
+                res = executor.run(steps)
+            best = min(best, (res.wall_s - res.tasks["cost"].sum()) / n)
         per_task[halo] = max(0.0, float(best))
     per_payload = max(0.0, (per_task[True] - per_task[False]) * n / payloads) if payloads else 0.0
     cal = {"task_overhead_s": per_task[False], "payload_overhead_s": per_payload,
@@ -147,9 +148,9 @@ def _handoff(iters: int, python_iters: int, tiling: Tiling, steps: int, repeats:
     app = SpinApp(iters, halo=False, calls=HANDOFF_CALLS, python_iters=python_iters)
     fits = []
     for _ in range(repeats):
-        result = LocalExecutor(app, tiling, cluster, owner).run(steps)
-        result.placements = [(0, owner)]
-        trace = Trace.of_run(result, app.phases, tiling, cluster)
+        with LocalExecutor(app, tiling, cluster, owner) as executor:
+            result = executor.run(steps)
+        trace = Trace.of_run(result, app.phases, tiling, cluster, placements=[(0, owner)])
 
         def predicted(handoff: float, trace=trace) -> float:
             cfg = ReplayConfig(nodes=nodes, cores=workers, placement="strips", gil="shared", network=IN_PROCESS,
@@ -168,17 +169,18 @@ def _handoff(iters: int, python_iters: int, tiling: Tiling, steps: int, repeats:
 
 
 def _restart(app, tiling: Tiling, repeats: int, cluster: Cluster) -> float:
-    """The fixed cost of one executor run (starting workers, packing the first halos, collecting
-    the result), which every re-balancing step pays: a run of 1 step less the extra of a 3-step one."""
-    executor = LocalExecutor(app, tiling, cluster, np.arange(tiling.ntiles) % cluster.nodes)
+    """The fixed cost of one executor run (waking the workers, packing the first halos,
+    collecting the result), which every re-balancing step pays: a run of 1 step less the extra
+    of a 3-step one."""
+    with LocalExecutor(app, tiling, cluster, np.arange(tiling.ntiles) % cluster.nodes) as executor:
 
-    def run(steps):
-        tic = time.perf_counter()
-        executor.run(steps)
-        return time.perf_counter() - tic
+        def run(steps):
+            tic = time.perf_counter()
+            executor.run(steps)
+            return time.perf_counter() - tic
 
-    one = min(run(1) for _ in range(5 * repeats))
-    three = min(run(3) for _ in range(5 * repeats))
+        one = min(run(1) for _ in range(5 * repeats))
+        three = min(run(3) for _ in range(5 * repeats))
     return max(0.0, one - (three - one) / 2)
 
 

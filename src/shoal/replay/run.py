@@ -13,9 +13,9 @@ import numpy as np
 
 from ..cluster import Cluster, Network
 from ..errors import ShoalError
-from ..imbalance import lif
-from ..placement import BalanceContext, get_policy, node_loads
+from ..placement import Balancer, get_policy, policy_params
 from ..placement.registry import check_owner
+from ..summary import summarize
 from ..tiling import Tiling
 from ..trace import Trace, aggregate, scaled
 from .engine import simulate
@@ -28,12 +28,16 @@ MACHINE_FIELDS = ("task_overhead_s", "payload_overhead_s", "restart_s", "wake_s"
 class ReplayConfig:
     """A modeled cluster and a placement to replay a trace under.
 
-    ``mpi_reference`` replays the classic MPI code instead: one tile per core, a block
-    (geometric) placement and a barrier after every phase.
+    Without ``nodes`` and ``cores`` the cluster is the recorded one, every node holding the
+    worker threads it held at every step of the run (a resized run is replayed resized);
+    with them, ``nodes`` nodes of ``cores`` cores each. ``balance`` holds the balancing
+    policies' parameters by policy name (a scenario's ``[balance]`` table). ``mpi_reference``
+    replays the classic MPI code instead: one tile per core, a block (geometric) placement
+    and a barrier after every phase.
     """
 
-    nodes: int
-    cores: int
+    nodes: int | None = None
+    cores: int | None = None
     placement: str = "sfc"
     period: int = 0
     tiles_per_core: int | None = None
@@ -56,7 +60,7 @@ class ReplayConfig:
     # producing and the reading task (the communication thread competes for the node's cores
     # and, in Python, for its interpreter lock). None: as measured by the trace's run.
     message_cpu_s: float | None = None
-    params: dict = field(default_factory=dict)
+    balance: dict = field(default_factory=dict)
     mpi_reference: bool = False
     proxy: Trace | None = None  # a low-resolution run of the same scenario, for ``speculative``
 
@@ -70,27 +74,14 @@ class ReplayResult:
     config: ReplayConfig
 
     def summary(self) -> dict:
-        t = self.trace
-        load = t.node_load()
-        cores = t.cluster.total_cores
-        busy = float(t.tasks["cost"].sum())
-        bal = t.balance
+        t, cfg = self.trace, self.config
         return {
             "app": t.app, "scenario": t.scenario, "predicted": True,
-            "placement": "mpi-reference" if self.config.mpi_reference else self.config.placement,
-            "period": self.config.period, "steps": int(len(t.steps)), "tiles": int(t.tiling.ntiles),
-            "nodes": int(t.cluster.nodes), "workers": int(self.config.cores), "cores": list(t.cluster.cores),
-            "tiles_per_core": t.tiling.ntiles / cores,
-            "wall_s": self.makespan, "makespan_s": self.makespan,
-            "step_time_mean_s": self.makespan / len(t.steps),
-            "lif_mean": float(np.mean(lif(load))), "lif_max": float(np.max(lif(load))),
-            "efficiency": busy / (self.makespan * cores) if self.makespan > 0 else 0.0,
-            "efficiency_basis": "model", "idle_fraction": 1 - busy / (self.makespan * cores),
-            "busy_s": busy, "migrated_bytes": int(bal["bytes"].sum()) if bal is not None else 0,
-            "migrated_tiles": int(bal["moved"].sum()) if bal is not None else 0,
-            "balance_steps": int(len(bal["step"])) if bal is not None else 0,
-            "message_cpu_s": self.config.message_cpu_s,
-            "machine": {k: getattr(self.config, k) for k in MACHINE_FIELDS},
+            "placement": "mpi-reference" if cfg.mpi_reference else cfg.placement,
+            "period": cfg.period, "workers": int(max(t.cluster.cores)),
+            **summarize(t, self.makespan, "model"),
+            "makespan_s": self.makespan, "message_cpu_s": cfg.message_cpu_s,
+            "machine": {k: getattr(cfg, k) for k in MACHINE_FIELDS},
             "events": int(self.events), "replay_wall_s": self.sim_wall_s,
             "events_per_s": self.events / self.sim_wall_s if self.sim_wall_s > 0 else 0.0,
         }
@@ -228,7 +219,7 @@ class ProxyLoads:
 
 def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     """Replay ``trace`` on ``cfg``'s modeled cluster; returns a predicted trace and its makespan."""
-    if cfg.nodes < 1 or cfg.cores < 1:
+    if (cfg.nodes is not None and cfg.nodes < 1) or (cfg.cores is not None and cfg.cores < 1):
         raise ShoalError("replay needs at least one node with one core")
     if cfg.period < 0:
         raise ShoalError(f"period must be >= 0, got {cfg.period}")
@@ -236,7 +227,7 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         raise ShoalError(f"overheads must be >= 0, got {cfg.task_overhead_s} per task, {cfg.payload_overhead_s} per "
                          f"payload, {cfg.restart_s} per restart, {cfg.wake_s} per wake-up and {cfg.handoff_s} "
                          "per lock hand-off")
-    cluster = Cluster.uniform(cfg.nodes, cfg.cores, cfg.network)
+    cluster, schedule = _modeled_cluster(trace, cfg)
     if cfg.speed != 1.0:
         trace = scaled(trace, cfg.speed)
     if cfg.message_cpu_s is None:  # the result says what was charged
@@ -253,7 +244,7 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     P, T = len(trace.phases), tiling.ntiles
     policy = get_policy("geometric" if cfg.mpi_reference else cfg.placement)
     if policy.dynamic:
-        owner = policy.place(tiling, cluster, cfg.seed, initial=cfg.params.get("initial", cfg.initial))
+        owner = policy.place(tiling, cluster, cfg.seed, initial=cfg.initial)
     else:
         owner = policy.place(tiling, cluster, cfg.seed)
     owner = check_owner(owner, tiling, cluster)
@@ -266,28 +257,37 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
                                         _costs(trace, "kernel_calls") if "kernel_calls" in trace.tasks else None,
                                         cluster, overhead)
     S = cost.shape[0]
+    steps = trace.steps
     period = cfg.period if (policy.dynamic and cfg.period > 0) else S
+    balancer = None
+    if policy.dynamic and cfg.period > 0:
+        ends_barrier = tuple(bool(b and not lg) for b, lg in zip(barrier, lag, strict=True))
+        balancer = Balancer(policy, period, tiling, ends_barrier, policy_params(policy, cfg.balance),
+                            ProxyLoads(cfg.proxy, tiling, S) if cfg.proxy is not None else None)
+    # Segments end at balancing steps and where a node's worker threads change: all tiles
+    # stop there and start again together.
+    cuts = sorted({s for s in range(period, S, period)} | {int(i) for i in np.searchsorted(steps, schedule[0])
+                                                             if 0 < i < S} | {S})
     tile_bytes = trace.tile_bytes if trace.tile_bytes is not None else np.zeros(T, np.int64)
     net = cluster.network
     tx_free, rx_free = np.zeros(cluster.nodes), np.zeros(cluster.nodes)
     gil_free = np.zeros(cluster.nodes)
-    cores = cluster.core_array
     out = {k: np.zeros(S * P * T) for k in ("start", "end")}
     core_col = np.zeros(S * P * T, np.int64)
     node_col = np.zeros(S * P * T, np.int64)
-    owners, owner_steps, balance = [owner.copy()], [int(trace.steps[0])], []
-    memory: dict = {}
-    proxy = ProxyLoads(cfg.proxy, tiling, S) if cfg.proxy is not None else None
+    owners, owner_steps = [owner.copy()], [int(steps[0])]
     messages = _MessagesByStep(trace)
-    t0, events, wall = 0.0, 0, 0.0
+    t0, events, wall, s0 = 0.0, 0, 0.0, 0
+    background = np.zeros(cluster.nodes)  # message CPU time per node since the last balancing step
     log_nodes = math.ceil(math.log2(cluster.nodes)) if cluster.nodes > 1 else 0
-    for s0 in range(0, S, period):
-        s1 = min(S, s0 + period)
+    for s1 in cuts:
+        cores = schedule[1][np.searchsorted(schedule[0], steps[s0], side="right") - 1]
         csr, mdst, mbytes, fsrc, fdst, fbytes = _segment_messages(messages, s0, s1, P, T)
         seg_duration, seg_gil = duration[s0:s1], gil[s0:s1]
         if message_cpu:
             comm = _communication_cpu(messages, s0, s1, P, T, owner, message_cpu)
             seg_duration = seg_duration + comm
+            background += np.bincount(owner, weights=comm.sum(axis=(0, 1)), minlength=cluster.nodes)
             if cfg.gil != "none":  # pickling messages holds the interpreter lock
                 seg_gil = seg_gil + comm
         tic = time.perf_counter()
@@ -300,36 +300,26 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         sl = slice(s0 * P * T, s1 * P * T)
         out["start"][sl], out["end"][sl], core_col[sl] = start, end, core
         node_col[sl] = np.tile(owner, (s1 - s0) * P)
-        t_end = float(end.max())
+        t0 = float(end.max())
         if s1 >= S:
             break
-        # A balancing step: barrier, plan, migrate.
-        loads = cost[s0:s1].sum(axis=1).mean(axis=0)
-        future = cost[s1:min(S, s1 + period)].sum(axis=1).mean(axis=0)
-        ahead = proxy.loads(s1, min(S, s1 + period)) if proxy else _smoothed(future, tiling)
-        ctx = BalanceContext(tiling, cluster, owner, loads, step=int(trace.steps[s1]), future_loads=future,
-                             proxy_loads=ahead, tile_bytes=tile_bytes, params=cfg.params)
-        tic = time.perf_counter()
-        new = check_owner(policy.rebalance(ctx, memory), tiling, cluster)
-        plan = time.perf_counter() - tic
-        barrier_done = t_end + 2.0 * log_nodes * (net.latency_s + net.overhead_s) + plan + cfg.restart_s
-        t0 = _migrate(owner, new, tile_bytes, cluster, barrier_done, tx_free, rx_free)
-        moved = new != owner
-        balance.append((int(trace.steps[s1]), plan, int(moved.sum()), int(tile_bytes[moved].sum()),
-                        float(lif(node_loads(owner, loads, cluster))), float(lif(node_loads(new, loads, cluster)))))
-        owner = new
-        owners.append(owner.copy())
-        owner_steps.append(int(trace.steps[s1]))
-    steps = trace.steps
-    task_step = np.repeat(steps, P * T)
+        # Every tile stops; a barrier across the nodes, then the executors restart.
+        t0 += 2.0 * log_nodes * (net.latency_s + net.overhead_s) + cfg.restart_s
+        if balancer is not None and s1 % period == 0:
+            future = cost[s1:min(S, s1 + period)].sum(axis=1).mean(axis=0)
+            ahead = None if balancer.proxy is not None else _smoothed(future, tiling)
+            at = dataclasses.replace(cluster, cores=tuple(int(c) for c in cores))
+            new = balancer.plan(int(steps[s1]), owner, at, cost[s1 - period:s1].mean(axis=0), background / period,
+                                tile_bytes, future_loads=future, proxy_loads=ahead)
+            background = np.zeros(cluster.nodes)
+            t0 = _migrate(owner, new, tile_bytes, cluster, t0 + balancer.rows[-1][1], tx_free, rx_free)
+            owner = new
+            owners.append(owner.copy())
+            owner_steps.append(int(steps[s1]))
+        s0 = s1
     step_end = out["end"].reshape(S, P * T).max(axis=1)
-    bal = None
-    if policy.dynamic and cfg.period > 0:
-        cols = ("step", "plan_s", "moved", "bytes", "lif_before", "lif_after")
-        bal = {c: np.array([row[i] for row in balance]) for i, c in enumerate(cols)} if balance else \
-            {c: np.zeros(0) for c in cols}
     predicted = Trace(
-        tasks={"step": task_step, "phase": np.tile(np.repeat(np.arange(P), T), S),
+        tasks={"step": np.repeat(steps, P * T), "phase": np.tile(np.repeat(np.arange(P), T), S),
                "tile": np.tile(np.arange(T), S * P), "node": node_col, "worker": core_col,
                "start": out["start"], "end": out["end"], "cost": cost.reshape(-1),
                "work": _work(trace), **({"kernel": _costs(trace, "kernel").reshape(-1)}
@@ -339,9 +329,22 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         app=trace.app, scenario=trace.scenario, predicted=True,
         config={**trace.config, "replay": {k: v for k, v in cfg.__dict__.items() if k not in ("network", "proxy")}
                 | {"network": cluster.to_dict(), "proxy": cfg.proxy.scenario if cfg.proxy else None}},
-        barrier_phases=list(barrier), lagged_phases=[bool(v) for v in lag], tile_bytes=tile_bytes, balance=bal,
+        barrier_phases=list(barrier), lagged_phases=[bool(v) for v in lag], tile_bytes=tile_bytes,
+        balance=balancer.records() if balancer is not None else None,
+        worker_steps=schedule[0], worker_cores=schedule[1],
     )
     return ReplayResult(predicted, float(out["end"].max()), events, wall, cfg)
+
+
+def _modeled_cluster(trace: Trace, cfg: ReplayConfig) -> tuple[Cluster, tuple[np.ndarray, np.ndarray]]:
+    """The cluster to replay on and its worker threads over steps: ``(from steps, cores per node)``."""
+    if cfg.nodes is None and cfg.cores is None:
+        cluster = Cluster(trace.cluster.cores, cfg.network)
+        return cluster, (trace.worker_steps, trace.worker_cores)
+    nodes = cfg.nodes if cfg.nodes is not None else trace.cluster.nodes
+    cores = cfg.cores if cfg.cores is not None else max(trace.cluster.cores)
+    cluster = Cluster.uniform(nodes, cores, cfg.network)
+    return cluster, (trace.steps[:1].astype(np.int64), cluster.core_array[None, :])
 
 
 def executor_overhead(cfg: ReplayConfig, tasks: int, payloads: int) -> float:
@@ -397,10 +400,9 @@ def write_replay(result: ReplayResult, out) -> dict:
         raise ShoalError(f"{out} already holds a finished run; choose another --out")
     out.mkdir(parents=True, exist_ok=True)
     cfg = {k: v for k, v in result.config.__dict__.items()
-           if k not in ("network", "params", "tiles_per_core", "proxy")}
+           if k not in ("network", "tiles_per_core", "proxy", "nodes", "cores") and v is not None}
     cfg["tiles_per_core"] = result.config.tiles_per_core or 0
     cfg["network"] = result.trace.cluster.to_dict()
-    cfg["params"] = {k: str(v) for k, v in result.config.params.items()}
     (out / "config.toml").write_text(tomli_w.dumps({"replay": cfg}))
     result.trace.write(out / "trace.h5")
     summary = result.summary()

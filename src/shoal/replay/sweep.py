@@ -41,32 +41,33 @@ class SweepResult:
     seeds: list[float]  # predicted step time of birdshot over many seeds (Figure 13)
 
 
-def cases(placements, tiles_per_core, periods, nodes, cores, seed, network, params, machine=None) -> list[dict]:
-    """One ReplayConfig's fields per case; ``machine`` adds a calibrated model of the machine
-    (``shoal.replay.calibrate.machine_model``)."""
+def cases(placements, tiles_per_core, periods, nodes, cores, seed, network, model: dict | None = None) -> list[dict]:
+    """One ReplayConfig's fields per case; ``model`` adds the fields every case shares (the
+    balancing parameters, the interpreter lock, the message CPU time, a calibrated model of
+    the machine from ``shoal.replay.calibrate.machine_model``)."""
     out = []
     for name, tpc, n in itertools.product(placements, tiles_per_core, nodes):
         policy = get_policy(name)
         for period in (periods if policy.dynamic else [0]):
             out.append(dict(nodes=n, cores=cores, placement=name, period=period, tiles_per_core=tpc, seed=seed,
-                            network=network, params=params, gil=params.get("gil", "none"),
-                            message_cpu_s=params.get("message_cpu"), **(machine or {})))
+                            network=network, **(model or {})))
     return out
 
 
 def sweep(trace_path: str | Path, placements: list[str], tiles_per_core: list[int], periods: list[int],
           nodes: list[int], cores: int, seed: int = 0, birdshot_seeds: int = 0, jobs: int | None = None,
-          network: Network | None = None, params: dict | None = None, on_done=None,
-          proxy: str | Path | None = None, machine: dict | None = None) -> SweepResult:
+          network: Network | None = None, model: dict | None = None, on_done=None,
+          proxy: str | Path | None = None) -> SweepResult:
+    """Replay the trace at ``trace_path`` for every combination, in ``jobs`` processes; ``model``
+    holds the ``ReplayConfig`` fields every case shares."""
     for name in placements:
         get_policy(name)
-    machine = machine or {}
-    todo = cases(placements, tiles_per_core, periods, nodes, cores, seed, network or Network(), params or {}, machine)
+    todo = cases(placements, tiles_per_core, periods, nodes, cores, seed, network or Network(), model)
     extra = []
     if birdshot_seeds:
         n0, t0 = nodes[-1], tiles_per_core[len(tiles_per_core) // 2]
         extra = [dict(nodes=n0, cores=cores, placement="birdshot", period=0, tiles_per_core=t0, seed=k,
-                      network=network or Network(), params={}, **machine) for k in range(birdshot_seeds)]
+                      network=network or Network(), **(model or {})) for k in range(birdshot_seeds)]
     jobs = jobs or max(1, min(len(todo) + len(extra), os.cpu_count() or 1))
     rows, seeds = [], []
     init = (str(trace_path), str(proxy) if proxy else None)

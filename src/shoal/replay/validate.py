@@ -29,9 +29,9 @@ CASES = [
     ("synthetic", "synthetic-hotspot", ["app.grid=[128,128]", "app.work_per_cell=400.0"], 2, 1, "geometric", 0),
     ("synthetic", "synthetic-hotspot", ["app.grid=[128,128]", "app.work_per_cell=400.0"], 2, 1, "birdshot", 0),
     ("synthetic", "synthetic-hotspot", ["app.grid=[128,128]", "app.work_per_cell=400.0"], 2, 1, "greedy", 5),
-    ("sph", "sph-dam-break", ["app.dx=0.04", "app.frame_every=0"], 1, 1, "sfc", 0),
-    ("sph", "sph-dam-break", ["app.dx=0.04", "app.frame_every=0"], 2, 1, "strips", 0),
-    ("sph", "sph-dam-break", ["app.dx=0.04", "app.frame_every=0"], 2, 1, "refine", 20),
+    ("sph", "sph-dam-break", ["app.dx=0.04", "run.frame_every=0"], 1, 1, "sfc", 0),
+    ("sph", "sph-dam-break", ["app.dx=0.04", "run.frame_every=0"], 2, 1, "strips", 0),
+    ("sph", "sph-dam-break", ["app.dx=0.04", "run.frame_every=0"], 2, 1, "refine", 20),
 ]
 STEPS = {"synthetic": 120, "sph": 300}
 

@@ -1,22 +1,26 @@
-"""What an app (a physics model) provides to the executors.
+"""The app contract: what a physics model provides to the runtime.
 
 An app owns the numerics only. It never knows where a tile lives: the executor hands it one
-tile's state and the halo payloads that the tile's neighbours packed for it, and the app
-returns how much work it did. Tile state is whatever the app wants (usually a dict of NumPy
-arrays) and may change size from step to step.
+tile's state and the halo payloads its neighbours packed for it, and the app returns how
+much work it did. Tile state is whatever the app wants (usually a dict of NumPy arrays) and
+may change size from step to step; the set of tiles is fixed for the whole run.
+
+Read :class:`App` from top to bottom to learn the whole contract: what every app must
+provide first, then each optional hook with what it does when an app does not override it.
 """
 
 from __future__ import annotations
 
-import functools
-import threading
-import time
+import abc
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar
 
 import numpy as np
 
+from ..errors import ShoalError
 from ..tiling import Tiling
+from .packing import flatten, unflatten
+from .timing import call_timed
 
 REDUCTIONS = {"min": min, "max": max, "sum": None}
 
@@ -28,10 +32,11 @@ class Phase:
     Parameters
     ----------
     name : str
-        Shown in traces and timelines.
+        Shown in traces and timelines; also the name of the app's method that runs the phase,
+        unless ``method`` names another.
     halo : bool
         Whether the phase reads its neighbours' halos, packed from their state right after
-        their previous task.
+        their previous task by the app's method named ``pack``.
     reduction : {"min", "max", "sum"} or None
         Combine the value every tile returns, in tile-id order, into one global value (for
         example the minimum time step). This is a barrier: no tile starts its next phase until
@@ -42,18 +47,31 @@ class Phase:
         last ones finish this phase. Step 0 reads the app's ``initial_reductions()``. Only
         the phase right after this one may read the value, so the last phase of a step
         cannot be lagged.
+    method : str
+        The app's method that runs the phase (default: ``name``).
+    pack : str
+        The app's method that packs the halos this phase reads (default ``pack_halos``).
     """
 
     name: str
     halo: bool = False
     reduction: str | None = None
     lagged: bool = False
+    method: str = ""
+    pack: str = "pack_halos"
 
     def __post_init__(self):
         if self.reduction not in REDUCTIONS and self.reduction is not None:
             raise ValueError(f"unknown reduction {self.reduction!r}; known: {', '.join(REDUCTIONS)}")
         if self.lagged and self.reduction is None:
             raise ValueError(f"phase {self.name!r} is lagged but has no reduction")
+        if not self.method:
+            object.__setattr__(self, "method", self.name)
+
+    @property
+    def barrier(self) -> bool:
+        """Whether every tile waits for every other at the end of this phase."""
+        return self.reduction is not None and not self.lagged
 
 
 def reduce_in_order(kind: str, values: list[float]) -> float:
@@ -66,51 +84,13 @@ def reduce_in_order(kind: str, values: list[float]) -> float:
     return REDUCTIONS[kind](values)
 
 
-_clock = threading.local()
-
-
-def lock_free_seconds() -> float:
-    """CPU seconds this thread has spent so far in calls made through :func:`lock_free`."""
-    return getattr(_clock, "s", 0.0)
-
-
-def lock_free_calls() -> int:
-    """How many calls through :func:`lock_free` this thread has made so far: each one lets go
-    of the interpreter lock and takes it back, a hand-off when other threads want it."""
-    return getattr(_clock, "n", 0)
-
-
-def lock_free(fn):
-    """Wrap a compiled function that runs without the interpreter lock (Numba ``nogil``), so
-    that its CPU time is counted apart: the executor records it as the task's kernel time, and
-    the replay models only the rest of a task as holding the lock.
-
-    Wrap leaf calls only: a wrapped call inside another would be counted twice.
-    """
-
-    @functools.wraps(fn)
-    def timed(*args):
-        return _call_timed(fn, args)
-
-    return timed
-
-
-def _call_timed(fn, args):
-    tic = time.thread_time()
-    try:
-        return fn(*args)
-    finally:
-        _clock.s = getattr(_clock, "s", 0.0) + time.thread_time() - tic
-        _clock.n = getattr(_clock, "n", 0) + 1
-
-
 @dataclass
 class StepContext:
     """What a kernel may know besides its tile: the step and the global reductions so far.
 
-    Apps call their compiled kernels through :meth:`kernel` (or wrap them in :func:`lock_free`),
-    which times them: the rest of a task is Python holding the interpreter lock, which the
-    replay models as such.
+    Apps call their compiled kernels through :meth:`kernel` (or wrap them in
+    :func:`~shoal.runtime.timing.lock_free`), which times them: the rest of a task is Python
+    holding the interpreter lock, which the replay models as such.
     """
 
     step: int
@@ -118,44 +98,120 @@ class StepContext:
 
     def kernel(self, fn, *args):
         """Call a compiled kernel that runs without the interpreter lock, timing it."""
-        return _call_timed(fn, args)
+        return call_timed(fn, args)
 
 
-class App(Protocol):
-    """The protocol every app follows.
+class App(abc.ABC):
+    """Base class of every physics model.
 
-    Attributes
-    ----------
-    name : str
-        Registry key.
-    phases : tuple of Phase
-        The ordered phases of one step.
+    **Required.** A subclass sets ``name`` and ``phases`` (class attributes), ``grid`` (the
+    global cell grid, set by its constructor) and provides :meth:`init_tile`, :meth:`gather`,
+    one method per phase and, when a phase reads halos, the packer it names. A phase method
+    has the signature ``(tile, state, halos, ctx, tiling)`` and returns the work done (an
+    int, in the app's own units) or, for a phase with a reduction, ``(work, value)``; it may
+    change ``state`` in place. ``halos`` maps each neighbour's tile id to what it packed.
+
+    **Optional.** Every other method has a default that does nothing harmful; an app
+    overrides it when the sentence under its name applies.
     """
 
-    name: str
-    phases: tuple[Phase, ...]
+    name: ClassVar[str]
+    phases: ClassVar[tuple[Phase, ...]]
+    grid: tuple[int, ...]
+    #: State keys the next task recomputes: never checkpointed, never migrated.
+    transient: ClassVar[tuple[str, ...]] = ()
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for phase in getattr(cls, "phases", ()):
+            for method in (phase.method, *((phase.pack,) if phase.halo else ())):
+                if getattr(cls, method, None) in (None, getattr(App, method, None)):
+                    raise TypeError(f"app {cls.__name__}: phase {phase.name!r} needs method {method!r}, "
+                                    "which the class does not define")
+        if getattr(cls, "phases", None) and cls.phases[-1].lagged:
+            # Its reader would be the first phase two steps on: keep "the next phase, one step
+            # later" within a step.
+            raise TypeError(f"app {cls.__name__}: the last phase of a step cannot have a lagged reduction")
+
+    # ----- required ---------------------------------------------------------------------------
+    @abc.abstractmethod
     def init_tile(self, tile: int, tiling: Tiling) -> Any:
         """The initial state of one tile."""
-        ...
 
-    # Optional: ``prepare(tiling)`` compiles or loads kernels before the timed run.
-
-    def pack_halos(self, phase: int, state: Any, src: int, tiling: Tiling) -> dict[int, Any]:
-        """What tile ``src`` sends each of its neighbours for their phase ``phase``:
-        ``{neighbour: payload}`` for every neighbour in ``tiling.neighbours[src]``. One call
-        per tile, so that an app can find all its neighbours' particles in one pass."""
-        ...
-
-    def run_phase(
-        self, phase: int, tile: int, state: Any, halos: dict[int, Any], ctx: StepContext, tiling: Tiling
-    ) -> tuple[int, float | None]:
-        """Advance one tile through one phase; return (work count, value to reduce or None)."""
-        ...
-
+    @abc.abstractmethod
     def gather(self, states: dict[int, Any], tiling: Tiling) -> dict[str, np.ndarray]:
-        """Global arrays of the whole state, independent of the tiling (for comparisons)."""
-        ...
+        """Global arrays of the whole state, independent of the tiling (compared bitwise by
+        ``shoal compare``)."""
+
+    def pack_halos(self, state: Any, src: int, tiling: Tiling) -> dict[int, Any]:
+        """What tile ``src`` sends each neighbour for a phase with ``halo=True``:
+        ``{neighbour: payload}`` for every neighbour in ``tiling.neighbours[src]``. Required
+        when a phase reads halos and names no other packer. One call per tile, so that an app
+        can find all its neighbours' data in one pass. (A subclass whose phases read halos
+        with this packer is refused unless it overrides it.)"""
+        return {}
+
+    # ----- optional hooks ---------------------------------------------------------------------
+    def check_tiling(self, tiling: Tiling) -> None:
+        """Refuse a tiling the app cannot run on. Default: the tiling must cover ``grid``."""
+        if tuple(tiling.grid) != tuple(self.grid):
+            raise ShoalError(f"app {self.name!r}: the tiling covers {tiling.grid}, the app's grid is {self.grid}")
+
+    def prepare(self, tiling: Tiling) -> None:
+        """Compile or load kernels before the timed run, so the first tasks' costs are not
+        skewed. Default: nothing to prepare."""
+        return None
+
+    def proxy(self) -> tuple[Any, float] | None:
+        """A low-resolution version of this run for speculative balancing: ``(parameters,
+        proxy steps per step)``. Default: none (``speculative`` then refuses the app)."""
+        return None
+
+    def initial_reductions(self) -> dict[str, float]:
+        """The values of lagged reductions that step 0 reads, by phase name. Default: none
+        (an app with a lagged reduction must override this)."""
+        return {}
+
+    def halo_wanted(self, phase: Phase, step: int) -> bool:
+        """Whether ``phase`` of ``step`` exchanges halos (lazy updates skip some steps).
+        Default: always."""
+        return True
+
+    def time(self, step: int, states: dict[int, Any]) -> float:
+        """Simulated time in seconds after ``step`` steps, from any tile's state. Default: the
+        step count (apps without a physical clock)."""
+        return float(step)
+
+    def portable(self, state: Any) -> Any:
+        """A tile's state without its :attr:`transient` keys: what a checkpoint keeps and a
+        migration moves. Default: drops ``transient`` from a dict state."""
+        if not self.transient or not isinstance(state, dict):
+            return state
+        return {k: v for k, v in state.items() if k not in self.transient}
+
+    def pack_state(self, state: Any) -> dict[str, np.ndarray]:
+        """A tile's portable state as flat arrays (to send or store without pickling).
+        Default: :func:`~shoal.runtime.packing.flatten` of :meth:`portable`, which handles
+        dicts, lists, arrays and numbers."""
+        return flatten(self.portable(state))
+
+    def unpack_state(self, arrays: dict[str, np.ndarray]) -> Any:
+        """The tile state :meth:`pack_state` packed. Default: :func:`~shoal.runtime.packing.unflatten`."""
+        return unflatten(arrays)
+
+    def frame(self, gathered: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The arrays a picture of a gathered state is drawn from: what frames on disk and a
+        live view hold. Default: every gathered array."""
+        return gathered
+
+    def draw(self, frame: dict[str, np.ndarray], ax, scale: tuple[float, float] | None = None):
+        """Draw a frame on a matplotlib ``Axes``, colours on ``scale`` (default: the frame's
+        own range); return the mappable for a colour bar. Default: points coloured by speed
+        when the frame has positions ``x``, else the first grid field as an image (a middle
+        slice in 3D)."""
+        from ..report.drawing import draw_arrays
+
+        return draw_arrays(frame, ax, scale)
 
 
 def payload_bytes(payload: Any) -> int:

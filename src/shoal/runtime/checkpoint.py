@@ -21,23 +21,14 @@ import numpy as np
 from ..errors import ShoalError
 from ..tiling import Tiling
 
-VERSION = 1
-TRANSIENT = ("neighbourhood", "outside")  # recomputed by the next task
-
-
-def portable(state: Any) -> Any:
-    """A tile's state without what the next task recomputes: what a checkpoint keeps and a
-    migration sends."""
-    if not isinstance(state, dict):
-        return state
-    return {k: v for k, v in state.items() if k not in TRANSIENT}
+VERSION = 2  # 2: the balancer's costs per phase and tile
 
 
 @dataclass
 class Checkpoint:
     step: int
     tiling: Tiling
-    states: dict[int, Any]
+    states: dict[int, Any]  # portable states (the app's transient keys left out)
     owner: np.ndarray
     balancer: dict = field(default_factory=dict)
     reduced: dict = field(default_factory=dict)  # (step, phase name) -> value, of step - 1
@@ -46,8 +37,7 @@ class Checkpoint:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"checkpoint-{self.step:06d}.pkl"
         tmp = path.with_name(path.name + ".partial")
-        states = {t: portable(s) for t, s in self.states.items()}
-        data = {"version": VERSION, "step": self.step, "tiling": self.tiling.to_dict(), "states": states,
+        data = {"version": VERSION, "step": self.step, "tiling": self.tiling.to_dict(), "states": self.states,
                 "owner": self.owner, "balancer": self.balancer, "reduced": self.reduced}
         with open(tmp, "wb") as fh:
             pickle.dump(data, fh, protocol=pickle.HIGHEST_PROTOCOL)

@@ -8,12 +8,17 @@ step's is). There is no other barrier: tiles of one node may be a phase ahead of
 elsewhere.
 
 Kernels run without the GIL (Numba ``nogil``), so W workers run W kernels at once. All
-bookkeeping happens under one lock, taken once per finished task.
+bookkeeping happens under one lock, taken once per finished task. The worker threads live as
+long as the executor: between runs they sleep, and :meth:`LocalExecutor.reconfigure` gives
+tiles new owners and nodes more or fewer threads. A run asked to stop (``stop`` event) ends at
+the next step boundary every tile can reach: no tile starts a step that not every tile is
+already in.
 """
 
 from __future__ import annotations
 
 import gc
+import math
 import os
 import sys
 import threading
@@ -27,8 +32,11 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ShoalError
+from ..records import MESSAGES, TASKS
 from ..tiling import Tiling
-from .app import App, StepContext, lock_free_calls, lock_free_seconds, payload_bytes, reduce_in_order
+from .app import App, StepContext, payload_bytes, reduce_in_order
+from .timing import lock_free_calls, lock_free_seconds
+from .workers import WorkerPool
 
 GIL_SWITCH_S = 1e-4
 PACK_FIRST_HALOS = -1  # a queue item that packs a tile's halos for the first task of a run
@@ -36,30 +44,22 @@ PACK_FIRST_HALOS = -1  # a queue item that packs a tile's halos for the first ta
 
 @dataclass
 class ExecutionResult:
-    """What one execution measured; the trace is written from it."""
+    """What one run of the executor measured; the trace is written from it.
+
+    ``tasks`` and ``messages`` are tables of :data:`~shoal.records.TASKS` and
+    :data:`~shoal.records.MESSAGES`: every task of the steps run, in (step, phase, tile) order
+    (tasks another process ran have ``node`` -1), and every halo payload packed here.
+    """
 
     states: dict[int, Any]
-    task_step: np.ndarray
-    task_phase: np.ndarray
-    task_tile: np.ndarray
-    task_node: np.ndarray
-    task_worker: np.ndarray
-    task_start: np.ndarray
-    task_end: np.ndarray
-    task_cost: np.ndarray
-    task_work: np.ndarray
-    task_kernel: np.ndarray
-    task_kernel_calls: np.ndarray
-    msg_step: np.ndarray
-    msg_phase: np.ndarray
-    msg_src: np.ndarray
-    msg_dst: np.ndarray
-    msg_bytes: np.ndarray
+    first_step: int
+    steps: int  # steps run: fewer than asked when the run was stopped
+    tasks: dict[str, np.ndarray]
+    messages: dict[str, np.ndarray]
     reductions: dict[tuple[int, str], float]
     wall_s: float
     step_end: np.ndarray
     oversubscribed: bool
-    placements: list | None = None  # (first step, owner) for every placement in force
     # Per node, where a communication thread moves messages between processes (MPI): its CPU
     # seconds, and how many tile-to-tile payloads it sent or received.
     comm_cpu_s: np.ndarray | None = None
@@ -67,7 +67,7 @@ class ExecutionResult:
 
 
 class LocalExecutor:
-    """Run an app's tiles on ``cluster.nodes`` in-process nodes of ``workers`` threads each.
+    """Run an app's tiles on ``cluster.nodes`` in-process nodes of ``cluster.cores[k]`` threads.
 
     Parameters
     ----------
@@ -79,6 +79,9 @@ class LocalExecutor:
         Nodes; ``cluster.cores[k]`` worker threads run on node ``k``.
     owner : ndarray
         ``owner[tile] -> node``.
+
+    Call :meth:`close` when done (the threads are daemons, so a forgotten executor does not
+    keep the process alive).
     """
 
     def __init__(self, app: App, tiling: Tiling, cluster: Cluster, owner: np.ndarray):
@@ -87,13 +90,40 @@ class LocalExecutor:
         self.cluster = cluster
         self.owner = np.asarray(owner, dtype=np.int64).copy()
         self.phases = tuple(app.phases)
-        if self.phases[-1].lagged:
-            # Its reader would be the first phase two steps on: keep the rule "the next phase,
-            # one step later" within a step.
-            raise ShoalError(f"phase {self.phases[-1].name!r}: the last phase of a step cannot have a lagged reduction")
+        self._runners = [getattr(app, p.method) for p in self.phases]
+        self._packers = [getattr(app, p.pack) if p.halo else None for p in self.phases]
         self.neighbours = [list(map(int, nb)) for nb in tiling.neighbours]
+        self._pools = {node: WorkerPool(cluster.cores[node], f"shoal-node{node}") for node in self._nodes_here()}
 
     # ----- public --------------------------------------------------------------------------
+    def reconfigure(self, owner: np.ndarray | None = None, cores: dict[int, int] | None = None) -> None:
+        """Between runs: new owners for the tiles, and ``{node: worker threads}`` for nodes
+        whose pool grows or shrinks (a node keeps at least one thread)."""
+        if owner is not None:
+            self.owner = np.asarray(owner, dtype=np.int64).copy()
+        if cores:
+            new = list(self.cluster.cores)
+            for node, n in cores.items():
+                if not 0 <= node < self.cluster.nodes:
+                    raise ShoalError(f"no node {node}: the run has nodes 0..{self.cluster.nodes - 1}")
+                if n < 1:
+                    raise ShoalError(f"node {node} needs at least one worker thread, got {n}")
+                new[node] = int(n)
+            for node, pool in self._pools.items():
+                pool.resize(new[node])
+            self.cluster = Cluster(tuple(new), self.cluster.network)
+
+    def close(self) -> None:
+        """End the worker threads."""
+        for pool in self._pools.values():
+            pool.close()
+
+    def __enter__(self) -> LocalExecutor:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def run(
         self,
         steps: int,
@@ -101,26 +131,22 @@ class LocalExecutor:
         first_step: int = 0,
         on_step: Callable[[int], None] | None = None,
         reduced_before: dict[tuple[int, str], float] | None = None,
+        stop: threading.Event | None = None,
     ) -> ExecutionResult:
         """Run ``steps`` steps; ``on_step(k)`` is called (from this thread) as steps finish.
 
         ``reduced_before`` holds the reductions of earlier steps, by (step, phase name): a
         lagged reduction's value from the step before ``first_step`` is read from there (at
-        step 0 from the app's ``initial_reductions()``).
+        step 0 from the app's ``initial_reductions()``). Once ``stop`` is set the run ends at
+        the next step boundary every tile can reach; the result says how many steps ran.
         """
         if steps <= 0:
             raise ShoalError(f"steps must be positive, got {steps}")
         self._reduced_before = self._lagged_start(first_step, reduced_before or {})
-        T, P = self.tiling.ntiles, len(self.phases)
+        T = self.tiling.ntiles
         if states is None:
             states = {t: self.app.init_tile(t, self.tiling) for t in range(T)}
         self._setup(steps, states, first_step)
-        threads = []
-        for node in self._nodes_here():
-            for w in range(self.cluster.cores[node]):
-                th = threading.Thread(target=self._worker, args=(node, w), daemon=True,
-                                      name=f"shoal-node{node}-w{w}")
-                threads.append(th)
         # Workers hand the GIL to each other between kernels; a short switch interval keeps a
         # worker from waiting up to CPython's default 5 ms for it.
         switch = sys.getswitchinterval()
@@ -133,11 +159,11 @@ class LocalExecutor:
         try:
             with self._lock:
                 self._deliver_initial_halos()
-            for th in threads:
-                th.start()
-            reported = self._wait(on_step)
-            for th in threads:
-                th.join()
+            for node, pool in self._pools.items():
+                pool.start(lambda w, node=node: self._worker(node, w))
+            reported = self._wait(on_step, stop)
+            for pool in self._pools.values():
+                pool.wait()
         finally:
             sys.setswitchinterval(switch)
             if collecting:
@@ -146,22 +172,24 @@ class LocalExecutor:
             raise self._error
         wall = self._wall()
         self._report(on_step, reported)
-        total_threads = self.cluster.total_cores
-        m = self._msg_used
+        done = self._limit // len(self.phases)
+        sent = self._msg_used.copy()
+        sent[done * len(self.phases) * self._per_task_msgs:] = False  # packed for a task not run
         return ExecutionResult(
-            states=self.states,
-            task_step=np.repeat(np.arange(steps, dtype=np.int32) + first_step, P * T),
-            task_phase=np.tile(np.repeat(np.arange(P, dtype=np.int16), T), steps),
-            task_tile=np.tile(np.arange(T, dtype=np.int32), steps * P),
-            task_node=self._t_node, task_worker=self._t_worker,
-            task_start=self._t_start, task_end=self._t_end,
-            task_cost=self._t_cost, task_work=self._t_work, task_kernel=self._t_kernel,
-            task_kernel_calls=self._t_calls,
-            msg_step=self._m_step[m], msg_phase=self._m_phase[m], msg_src=self._m_src[m],
-            msg_dst=self._m_dst[m], msg_bytes=self._m_bytes[m],
-            reductions=self._reduced, wall_s=wall, step_end=self._step_end,
-            oversubscribed=total_threads > (os.cpu_count() or 1),
+            states=self.states, first_step=first_step, steps=done,
+            tasks=TASKS.select(self._tasks, slice(0, done * len(self.phases) * T)),
+            messages=MESSAGES.select(self._messages, sent),
+            reductions={k: v for k, v in self._reduced.items() if k[0] < first_step + done},
+            wall_s=wall, step_end=self._step_end[:done],
+            oversubscribed=self.cluster.total_cores > (os.cpu_count() or 1),
         )
+
+    def step_tasks(self, k: int) -> dict[str, np.ndarray]:
+        """The task rows of step ``k`` of the current run (counted from its first) that ran
+        here; complete once the step is reported finished."""
+        n = len(self.phases) * self.tiling.ntiles
+        rows = TASKS.select(self._tasks, slice(k * n, (k + 1) * n))
+        return TASKS.select(rows, rows["node"] >= 0)
 
     def _lagged_start(self, first_step: int, before: dict) -> dict:
         """The lagged reductions the first step of this run reads (from before it)."""
@@ -169,14 +197,12 @@ class LocalExecutor:
         if not lagged:
             return {}
         if first_step == 0:
-            initial = getattr(self.app, "initial_reductions", None)
-            if initial is None:
-                raise ShoalError(f"app {self.app.name!r} has lagged reductions but no initial_reductions()")
-            before = {(-1, name): float(v) for name, v in initial().items()}
+            before = {(-1, name): float(v) for name, v in self.app.initial_reductions().items()}
         missing = [n for n in lagged if (first_step - 1, n) not in before]
         if missing:
-            raise ShoalError(f"the lagged reduction(s) {', '.join(missing)} of step {first_step - 1} are needed "
-                             f"to start at step {first_step}")
+            where = "initial_reductions()" if first_step == 0 else f"the reductions of step {first_step - 1}"
+            raise ShoalError(f"app {self.app.name!r}: the lagged reduction(s) {', '.join(missing)} are missing "
+                             f"from {where}")
         return {(first_step - 1, n): before[(first_step - 1, n)] for n in lagged}
 
     # ----- what the MPI executor overrides --------------------------------------------------
@@ -190,10 +216,14 @@ class LocalExecutor:
     def _start_clock(self) -> float:
         return time.perf_counter()
 
-    def _wait(self, on_step) -> int:
+    def _wait(self, on_step, stop: threading.Event | None) -> int:
         """Report finished steps until the run is over; return how many were reported."""
         reported = 0
         while not self._finished.wait(0.05):
+            if stop is not None and stop.is_set() and not self._stopping:
+                with self._lock:
+                    self._stopping = True
+                    self._limit_steps(self._frontier())
             reported = self._report(on_step, reported)
         return reported
 
@@ -216,24 +246,46 @@ class LocalExecutor:
         self._stop()
 
     def _worker_started(self) -> None:
-        """Called by every worker thread before it takes its first task."""
+        """Called by every worker thread before it takes its first task of a run."""
 
     def _stop(self) -> None:
         self._finished.set()
-        for c in self._conds:
+        for c in self._conds.values():
             c.notify_all()
+
+    # ----- stopping early (caller holds the lock) ------------------------------------------
+    def _frontier(self) -> int:
+        """The steps that must be completed for every tile here to stop at a step boundary:
+        every step some tile here has started (a queued or running task counts as started)."""
+        P = len(self.phases)
+        started = [self._next[t] + (not self._idle[t]) for t in np.flatnonzero(self._here)]
+        return math.ceil(max(started, default=0) / P)
+
+    def _limit_steps(self, steps: int) -> None:
+        """Run only the first ``steps`` steps of this run (never more than it has)."""
+        steps = min(steps, self.steps)
+        P = len(self.phases)
+        self._reductions_left -= (self._limit // P - steps) * sum(1 for p in self.phases if p.reduction)
+        self._limit = steps * P
+        if self._steps_done >= steps:
+            self._all_done()
+            return
+        for t in np.flatnonzero(self._here):
+            self._try_ready(int(t))
 
     # ----- set-up --------------------------------------------------------------------------
     def _setup(self, steps, states, first_step):
         T, P = self.tiling.ntiles, len(self.phases)
         self.steps, self.first_step, self.states = steps, first_step, states
         self._lock = threading.Lock()
-        self._conds = [threading.Condition(self._lock) for _ in self.cluster.cores]
-        self._queues = [deque() for _ in self.cluster.cores]
-        self._waiting = [0] * self.cluster.nodes  # workers of each node waiting for a ready task
+        self._conds = {node: threading.Condition(self._lock) for node in self._pools}
+        self._queues = {node: deque() for node in self._pools}
+        self._waiting = dict.fromkeys(self._pools, 0)  # workers of each node waiting for a ready task
         self._finished = threading.Event()
+        self._stopping = False
         self._error: BaseException | None = None
         self._ntasks = steps * P
+        self._limit = self._ntasks  # tasks from this index on are not run (lowered by a stop)
         # Lists, not arrays: read and written several times per task, one element at a time.
         self._next = [0] * T  # next task index of every tile
         here = self._tiles_here()
@@ -243,7 +295,6 @@ class LocalExecutor:
         self._reductions_left = steps * sum(1 for p in self.phases if p.reduction)
         self._inbox: list[dict[int, dict[int, Any]]] = [dict() for _ in range(T)]
         self._tokens: list[dict[int, int]] = [dict() for _ in range(T)]
-        self._halo_wanted = getattr(self.app, "halo_wanted", None)
         self._values: dict[int, list] = {}
         self._missing: dict[int, int] = {}  # per reduction, the tiles whose value has not come
         self._reduced: dict[tuple[int, str], float] = dict(self._reduced_before)
@@ -253,14 +304,15 @@ class LocalExecutor:
         self._step_end = np.zeros(steps)
         self._steps_done = 0
         n = steps * P * T
-        self._t_node = np.full(n, -1, dtype=np.int32)
-        self._t_worker = np.full(n, -1, dtype=np.int32)
-        self._t_start = np.zeros(n)
-        self._t_end = np.zeros(n)
-        self._t_cost = np.zeros(n)
-        self._t_work = np.zeros(n, dtype=np.int64)
-        self._t_kernel = np.zeros(n)
-        self._t_calls = np.zeros(n, np.int32)
+        tasks = self._tasks = TASKS.empty(n)  # rows in (step, phase, tile) order
+        tasks["step"][:] = np.repeat(np.arange(steps) + first_step, P * T)
+        tasks["phase"][:] = np.tile(np.repeat(np.arange(P), T), steps)
+        tasks["tile"][:] = np.tile(np.arange(T), steps * P)
+        tasks["node"][:], tasks["worker"][:] = -1, -1
+        # The columns a worker writes, bound once: a task writes one element of each.
+        self._t_node, self._t_worker = tasks["node"], tasks["worker"]
+        self._t_start, self._t_end, self._t_cost = tasks["start"], tasks["end"], tasks["cost"]
+        self._t_work, self._t_kernel, self._t_calls = tasks["work"], tasks["kernel"], tasks["kernel_calls"]
         self._first_cost = np.zeros(T)  # CPU time of packing each tile's first halos
         self._first_kernel = np.zeros(T)
         self._first_calls = np.zeros(T, np.int32)
@@ -269,12 +321,13 @@ class LocalExecutor:
         per_task = self._msg_base[-1]
         m = steps * P * per_task
         # Rows in (task, source, neighbour) order: all but the sizes are known beforehand.
-        tasks = np.arange(steps * P)
-        self._m_step = np.repeat((tasks // P + first_step).astype(np.int32), per_task)
-        self._m_phase = np.repeat((tasks % P).astype(np.int16), per_task)
-        self._m_src = np.tile(np.repeat(np.arange(T, dtype=np.int32), fanout), steps * P)
-        self._m_dst = np.tile(np.array([d for nb in self.neighbours for d in nb], dtype=np.int32), steps * P)
-        self._m_bytes = np.zeros(m, dtype=np.int64)
+        task_of_row = np.arange(steps * P)
+        messages = self._messages = MESSAGES.empty(m)
+        messages["step"][:] = np.repeat(task_of_row // P + first_step, per_task)
+        messages["phase"][:] = np.repeat(task_of_row % P, per_task)
+        messages["src"][:] = np.tile(np.repeat(np.arange(T), fanout), steps * P)
+        messages["dst"][:] = np.tile(np.array([d for nb in self.neighbours for d in nb], dtype=np.int64), steps * P)
+        self._m_bytes = messages["bytes"]
         self._msg_used = np.zeros(m, dtype=bool)
         self._per_task_msgs = per_task
         # What each task waits on, worked out once: readiness is checked several times per task.
@@ -283,16 +336,10 @@ class LocalExecutor:
         self._token_tasks = [self._reads_token(task) for task in range(self._ntasks)]
 
     def _reads_halos(self, task: int) -> bool:
-        """Whether a task reads halos: its phase declares one and the app wants it this step.
-
-        Apps may skip halo exchanges on some steps (lazy updates) through ``halo_wanted``.
-        """
-        phase = task % len(self.phases)
-        if not self.phases[phase].halo:
-            return False
-        if self._halo_wanted is None:
-            return True
-        return bool(self._halo_wanted(phase, task // len(self.phases) + self.first_step))
+        """Whether a task reads halos: its phase declares one and the app wants it this step
+        (apps may skip halo exchanges on some steps: lazy updates)."""
+        phase = self.phases[task % len(self.phases)]
+        return phase.halo and bool(self.app.halo_wanted(phase, task // len(self.phases) + self.first_step))
 
     def _reads_token(self, task: int) -> int:
         """1 if a task waits on a reduction token: the previous phase reduces, and the reduction
@@ -333,7 +380,7 @@ class LocalExecutor:
 
     def _try_ready(self, tile: int) -> None:
         task = self._next[tile]
-        if not self._idle[tile] or task >= self._ntasks:
+        if not self._idle[tile] or task >= self._limit:
             return
         got = len(self._inbox[tile].get(task, ())) + self._tokens[tile].get(task, 0)
         if got == self._inputs_needed(task, tile):
@@ -347,7 +394,7 @@ class LocalExecutor:
         queue, cond = self._queues[node], self._conds[node]
         self._worker_started()
         P, T = len(self.phases), self.tiling.ntiles
-        app, tiling = self.app, self.tiling
+        tiling, runners = self.tiling, self._runners
         perf, cpu = time.perf_counter, time.thread_time
         while True:
             with self._lock:
@@ -370,7 +417,7 @@ class LocalExecutor:
             phase = task % P
             try:
                 t0, c0, k0, n0 = perf(), cpu(), lock_free_seconds(), lock_free_calls()
-                out = app.run_phase(phase, tile, state, halos, ctx, tiling)
+                out = runners[phase](tile, state, halos, ctx, tiling)
                 work, value = out if isinstance(out, tuple) else (out, None)
                 if self.phases[phase].reduction and value is None:
                     raise ShoalError("a phase with a reduction must return a value to reduce")
@@ -423,7 +470,7 @@ class LocalExecutor:
 
         Called outside the lock: only this tile's worker touches its rows and its state.
         """
-        payloads = self.app.pack_halos(task % len(self.phases), state, tile, self.tiling)
+        payloads = self._packers[task % len(self.phases)](state, tile, self.tiling)
         out, sizes = [], []
         last, size = None, 0
         for dst in self.neighbours[tile]:
@@ -471,7 +518,7 @@ class LocalExecutor:
         if self._done_per_step[s] == self._tasks_per_step:
             self._step_end[s] = time.perf_counter() - self._t0
             self._steps_done += 1
-            if self._steps_done == self.steps:
+            if self._steps_done == self._limit // len(self.phases):
                 self._all_done()
 
     def _fail(self, exc: BaseException, tile: int, task: int) -> None:
@@ -499,27 +546,19 @@ class LocalExecutor:
 
 def merge_results(parts: list[ExecutionResult]) -> ExecutionResult:
     """One result from consecutive runs; later parts' times shift by the earlier parts' walls."""
-    offset, shifted_start, shifted_end, step_end = 0.0, [], [], []
+    offset, tasks, step_end = 0.0, [], []
     for r in parts:
-        shifted_start.append(r.task_start + offset)
-        shifted_end.append(r.task_end + offset)
+        shifted = dict(r.tasks)
+        shifted["start"], shifted["end"] = r.tasks["start"] + offset, r.tasks["end"] + offset
+        tasks.append(shifted)
         step_end.append(r.step_end + offset)
         offset += r.wall_s
-    cat = np.concatenate
     last = parts[-1]
     return ExecutionResult(
-        states=last.states,
-        task_step=cat([r.task_step for r in parts]), task_phase=cat([r.task_phase for r in parts]),
-        task_tile=cat([r.task_tile for r in parts]), task_node=cat([r.task_node for r in parts]),
-        task_worker=cat([r.task_worker for r in parts]), task_start=cat(shifted_start),
-        task_end=cat(shifted_end), task_cost=cat([r.task_cost for r in parts]),
-        task_work=cat([r.task_work for r in parts]), task_kernel=cat([r.task_kernel for r in parts]),
-        task_kernel_calls=cat([r.task_kernel_calls for r in parts]),
-        msg_step=cat([r.msg_step for r in parts]), msg_phase=cat([r.msg_phase for r in parts]),
-        msg_src=cat([r.msg_src for r in parts]), msg_dst=cat([r.msg_dst for r in parts]),
-        msg_bytes=cat([r.msg_bytes for r in parts]),
+        states=last.states, first_step=parts[0].first_step, steps=sum(r.steps for r in parts),
+        tasks=TASKS.concat(tasks), messages=MESSAGES.concat([r.messages for r in parts]),
         reductions={k: v for r in parts for k, v in r.reductions.items()},
-        wall_s=offset, step_end=cat(step_end), oversubscribed=last.oversubscribed,
+        wall_s=offset, step_end=np.concatenate(step_end), oversubscribed=any(r.oversubscribed for r in parts),
         comm_cpu_s=sum_present([r.comm_cpu_s for r in parts]),
         comm_messages=sum_present([r.comm_messages for r in parts]),
     )

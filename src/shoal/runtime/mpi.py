@@ -9,9 +9,14 @@ combines them in tile-id order, so its result is the same on every rank and for 
 count.
 
 Between chunks of steps :class:`MPITeam` sums measurements, sends every rank the owner table
-that rank 0 planned, sends migrating tiles' states to their new owners, and gathers states on
-rank 0, which writes every file. Every wait sleeps instead of spinning, so ranks that share
-cores do not steal them from ranks still computing.
+that rank 0 planned, sends migrating tiles' states to their new owners (packed by the app as
+flat arrays), and gathers states on rank 0, which writes every file. Every wait sleeps
+instead of spinning, so ranks that share cores do not steal them from ranks still computing.
+
+A stop requested on any rank (``request_stop``, Ctrl-C) is negotiated by rank 0: it asks every
+rank still running for its frontier (the steps some tile of its has started; the rank starts
+no further step meanwhile), takes the largest, and every rank runs exactly that many steps.
+Each rank tells rank 0 when it leaves a run, so a rank that has finished answers too.
 
 If a rank raises, it prints the rank, the step and the error and aborts the job. If a rank
 dies, ``mpiexec`` terminates the others, which say at which step they stopped.
@@ -34,11 +39,12 @@ from mpi4py import MPI  # noqa: E402  (the thread level must be set before MPI s
 from mpi4py.util import pkl5  # noqa: E402
 
 from ..errors import ShoalError  # noqa: E402
-from .checkpoint import portable  # noqa: E402
+from ..records import MESSAGES, TASKS  # noqa: E402
 from .local import ExecutionResult, LocalExecutor, sum_present  # noqa: E402
 from .team import Team  # noqa: E402
 
-HALO, REDUCE, AGREE, GATHER, MIGRATE = 1, 2, 3, 4, 5  # message tags
+HALO, REDUCE, AGREE, GATHER, MIGRATE, CONTROL = 1, 2, 3, 4, 5, 6  # message tags
+ASK, FREEZE, FRONTIER, LIMIT, DONE = range(5)  # CONTROL messages of a stop (and a rank's end of a run)
 WORKER_NICENESS = 5  # nice value of worker threads (Linux sets it per thread)
 NAP_MIN_S, NAP_MAX_S = 5e-5, 1e-3  # how long an idle main thread sleeps between polls
 
@@ -133,27 +139,27 @@ class MPITeam(Team):
             return obj
         return self._take(0, AGREE)
 
-    def to_root(self, states: dict[int, Any]) -> dict[int, Any] | None:
-        parts = self._to_root({t: portable(s) for t, s in states.items()}, GATHER)
+    def to_root(self, states: dict[int, Any], pack, unpack) -> dict[int, Any] | None:
+        parts = self._to_root({t: pack(s) for t, s in states.items()}, GATHER)
         if parts is None:
             return None
         merged: dict[int, Any] = {}
         for part in parts:
             merged.update(part)
-        return dict(sorted(merged.items()))
+        return {t: unpack(merged[t]) for t in sorted(merged)}
 
-    def migrate(self, states: dict[int, Any], old: np.ndarray, new: np.ndarray) -> dict[int, Any]:
+    def migrate(self, states: dict[int, Any], old: np.ndarray, new: np.ndarray, pack, unpack) -> dict[int, Any]:
         outgoing: list[dict[int, Any]] = [{} for _ in range(self.size)]
         kept = {}
         for t, s in states.items():
             if new[t] == self.rank:
                 kept[t] = s
             else:
-                outgoing[int(new[t])][t] = portable(s)
+                outgoing[int(new[t])][t] = pack(s)
         others = [r for r in range(self.size) if r != self.rank]
         sent = [self._post(outgoing[r], r, MIGRATE) for r in others]
         for r in others:
-            kept.update(self._take(r, MIGRATE))
+            kept.update({t: unpack(a) for t, a in self._take(r, MIGRATE).items()})
         self._complete(sent)
         return dict(sorted(kept.items()))
 
@@ -168,25 +174,23 @@ def combine_ranks(parts: list[ExecutionResult]) -> ExecutionResult:
     """One result from every rank's: each task row comes from the rank that ran it, each
     message from the rank that sent it."""
     base = parts[0]
-    columns = {}
-    for name in ("task_node", "task_worker", "task_start", "task_end", "task_cost", "task_work", "task_kernel",
-                 "task_kernel_calls"):
-        col = getattr(base, name).copy()
+    tasks = dict(base.tasks)
+    for name in TASKS.names:
+        if name in ("step", "phase", "tile") or name not in tasks:
+            continue
+        col = tasks[name].copy()
         for p in parts[1:]:
-            ran = p.task_node >= 0
-            col[ran] = getattr(p, name)[ran]
-        columns[name] = col
-    msg = {name: np.concatenate([getattr(p, name) for p in parts])
-           for name in ("msg_step", "msg_phase", "msg_src", "msg_dst", "msg_bytes")}
-    order = np.lexsort((msg["msg_dst"], msg["msg_src"], msg["msg_phase"], msg["msg_step"]))
+            ran = p.tasks["node"] >= 0
+            col[ran] = p.tasks[name][ran]
+        tasks[name] = col
+    msg = MESSAGES.concat([p.messages for p in parts])
+    order = np.lexsort((msg["dst"], msg["src"], msg["phase"], msg["step"]))
     return ExecutionResult(
+        states=None, first_step=base.first_step, steps=base.steps, tasks=tasks, messages=MESSAGES.select(msg, order),
+        reductions=base.reductions, wall_s=max(p.wall_s for p in parts),
+        step_end=np.max([p.step_end for p in parts], axis=0), oversubscribed=any(p.oversubscribed for p in parts),
         comm_cpu_s=sum_present([p.comm_cpu_s for p in parts]),
         comm_messages=sum_present([p.comm_messages for p in parts]),
-        states=None, task_step=base.task_step, task_phase=base.task_phase, task_tile=base.task_tile,
-        **columns, **{k: v[order] for k, v in msg.items()},
-        reductions=base.reductions, wall_s=max(p.wall_s for p in parts),
-        step_end=np.max([p.step_end for p in parts], axis=0),
-        oversubscribed=any(p.oversubscribed for p in parts), placements=base.placements,
     )
 
 
@@ -200,13 +204,15 @@ class MPIExecutor(LocalExecutor):
     """
 
     def __init__(self, app, tiling, cluster, owner, team: MPITeam, overlap: bool = True):
-        super().__init__(app, tiling, cluster, owner)
         if cluster.nodes != team.size:
             raise ShoalError(f"an MPI run has one node per rank: {cluster.nodes} nodes but {team.size} ranks")
         self.team, self.comm, self.rank = team, team.objects, team.rank
         self.overlap = overlap
+        self._run_id = 0  # every rank runs the same sequence of runs: CONTROL messages name theirs
+        super().__init__(app, tiling, cluster, owner)
 
     def run(self, *args, **kwargs) -> ExecutionResult:
+        self._run_id += 1
         result = super().run(*args, **kwargs)
         # What the communication thread cost: the replay charges it per message.
         result.comm_cpu_s = np.zeros(self.cluster.nodes)
@@ -229,6 +235,11 @@ class MPIExecutor(LocalExecutor):
         self._wake = threading.Event()
         self._held: list[tuple[int, int, Any]] = []  # halos waiting for the phase's end (no overlap)
         self._comm_cpu, self._comm_count = 0.0, 0  # the main thread's CPU time; payloads it moved
+        self._sending: list = []  # messages this rank's main thread has sent and not seen complete
+        self._asked = False  # this rank has passed on a stop request
+        self._frozen = False  # this rank stopped at its frontier and waits for rank 0's limit
+        self._answers: dict[int, int] | None = None  # rank 0, while negotiating a stop: steps per rank
+        self._left: dict[int, int] = {}  # rank 0: the ranks that have left this run, and their steps
 
     def _worker_started(self) -> None:
         # Workers yield to the main thread when it wakes: halos then leave sooner instead of
@@ -295,20 +306,26 @@ class MPIExecutor(LocalExecutor):
         self._held = [m for m in self._held if m[1] == HALO and m[2][0] > finished]
         return ready
 
-    def _wait(self, on_step) -> int:
+    def _wait(self, on_step, stop) -> int:
         """The communication loop: send, receive, report, until this rank has nothing left."""
         comm, status = self.comm, MPI.Status()
         cpu0 = time.thread_time()
         try:
-            return self._communicate(on_step, comm, status)
+            return self._communicate(on_step, comm, status, stop)
         finally:
             self._comm_cpu = time.thread_time() - cpu0
 
-    def _communicate(self, on_step, comm, status) -> int:
-        sending: list[pkl5.Request] = []
+    def _communicate(self, on_step, comm, status, stop) -> int:
+        sending = self._sending
         reported, nap = 0, NAP_MIN_S
         while True:
             self._wake.clear()
+            if stop is not None and stop.is_set() and not self._asked:
+                self._asked = True
+                if self.team.is_root:
+                    self._negotiate()
+                else:
+                    self._control(0, ASK)
             with self._lock:
                 out, self._outbox = self._outbox, []
                 if not self.overlap:
@@ -319,20 +336,32 @@ class MPIExecutor(LocalExecutor):
             received = 0
             while (incoming := comm.improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)) is not None:
                 message = incoming.recv()
-                self._comm_count += len(message[2]) if status.Get_tag() == HALO else 0
-                with self._lock:
-                    self._receive(status.Get_tag(), message)
+                tag = status.Get_tag()
+                if tag == CONTROL:
+                    self._on_control(status.Get_source(), *message)
+                else:
+                    self._comm_count += len(message[2]) if tag == HALO else 0
+                    with self._lock:
+                        self._receive(tag, message)
                 received += 1
-            sending = [r for r in sending if not r.test()[0]]
+            sending[:] = [r for r in sending if not r.test()[0]]
             self.team.step = self.first_step + self._steps_done
             reported = self._report(on_step, reported)
             if self._error is not None:
                 return reported
             with self._lock:
-                if (self._local_done and self._reductions_left == 0 and not self._outbox and not sending
-                        and not self._held):
+                finished = (self._local_done and self._reductions_left == 0 and not self._outbox and not sending
+                            and not self._held and not self._frozen)
+            if finished and self.team.is_root and self._answers is None and len(self._left) == self.team.size - 1:
+                with self._lock:
                     self._stop()
-                    return reported
+                return reported
+            if finished and not self.team.is_root:
+                self._control(0, DONE, self._limit // len(self.phases))
+                self.team._complete(sending)
+                with self._lock:
+                    self._stop()
+                return reported
             if out or received:
                 nap = NAP_MIN_S
                 continue
@@ -340,3 +369,55 @@ class MPIExecutor(LocalExecutor):
             # Poll often while a worker here waits for work (what it needs may be arriving);
             # back off while every worker is busy.
             nap = NAP_MIN_S if self._waiting[self.rank] else min(2 * nap, NAP_MAX_S)
+
+    # ----- stopping at a step boundary every rank agrees on --------------------------------
+    def _control(self, rank: int, kind: int, value: int = 0) -> None:
+        self._sending.append(self.comm.isend((self._run_id, kind, value), dest=rank, tag=CONTROL))
+
+    def _on_control(self, source: int, run_id: int, kind: int, value: int) -> None:
+        if run_id != self._run_id:
+            return  # meant for a run this rank had already left
+        if kind == ASK:
+            self._negotiate()
+        elif kind == FREEZE:
+            with self._lock:
+                frontier = self._frontier()
+                self._limit_steps(frontier)
+                self._frozen = True
+            self._control(0, FRONTIER, frontier)
+        elif kind == LIMIT:
+            with self._lock:
+                self._limit_steps(value)
+                self._frozen = False
+        elif kind in (FRONTIER, DONE):
+            if kind == DONE:
+                self._left[source] = value
+            if self._answers is not None:
+                self._answers[source] = value
+                self._settle_limit()
+
+    def _negotiate(self) -> None:
+        """Rank 0: stop here at the frontier, and ask every rank still running for its own."""
+        if self._stopping:
+            return  # once per run
+        self._asked = self._stopping = True
+        with self._lock:
+            frontier = self._frontier()
+            self._limit_steps(frontier)
+        self._answers = {0: frontier, **self._left}
+        for rank in range(1, self.team.size):
+            if rank not in self._left:
+                self._control(rank, FREEZE)
+        self._settle_limit()
+
+    def _settle_limit(self) -> None:
+        """Rank 0, once every rank has answered: every rank runs the largest frontier's steps."""
+        if len(self._answers) < self.team.size:
+            return
+        steps = max(self._answers.values())
+        with self._lock:
+            self._limit_steps(steps)
+        for rank in range(1, self.team.size):
+            if rank not in self._left:
+                self._control(rank, LIMIT, steps)
+        self._answers = None

@@ -50,16 +50,22 @@ class Team:
         """Element-wise sum over processes (each holds the entries of its own tiles): a new array."""
         return np.array(values, copy=True)
 
+    def max(self, value: float) -> float:
+        """The largest ``value`` over processes."""
+        return float(value)
+
     def agree(self, obj: Any) -> Any:
         """The first process's ``obj``, on every process."""
         return obj
 
-    def to_root(self, states: dict[int, Any]) -> dict[int, Any] | None:
-        """Every tile's state on the first process (``None`` elsewhere)."""
+    def to_root(self, states: dict[int, Any], pack, unpack) -> dict[int, Any] | None:
+        """Every tile's state on the first process (``None`` elsewhere); states that travel
+        go as ``pack(state)`` and arrive as ``unpack(...)``."""
         return states
 
-    def migrate(self, states: dict[int, Any], old: np.ndarray, new: np.ndarray) -> dict[int, Any]:
-        """Move the states of tiles whose owner changed; return this process's states."""
+    def migrate(self, states: dict[int, Any], old: np.ndarray, new: np.ndarray, pack, unpack) -> dict[int, Any]:
+        """Move the states of tiles whose owner changed (packed as for :meth:`to_root`);
+        return this process's states."""
         return states
 
     def combine(self, result):

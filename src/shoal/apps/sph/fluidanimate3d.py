@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import ShoalError
-from ...runtime.app import Phase, StepContext
+from ...runtime.app import App, Phase, StepContext
 from ...tiling import Tiling
 from . import kernels3d
 from .particles import (
@@ -53,8 +53,6 @@ PAR_SIZE = 0.0002
 GRAVITY = np.array([0.0, -9.8, 0.0])
 
 
-# What each phase reads of its neighbours' particles (id and cell order the merge).
-HALO_FIELDS = {0: ("id", "cell", "x"), 1: ("id", "cell", "x", "v", "rho")}
 
 
 @dataclass
@@ -65,7 +63,6 @@ class SPH3DParams:
     input: str = ""  # a PARSEC .fluid file to start from instead (its particle count wins)
     column: list[float] = field(default_factory=lambda: [-0.065, -0.08, -0.065, 0.0, 0.04, 0.065])
     time_step: float = 0.001
-    frame_every: int = 0
 
     def validate(self) -> None:
         if not self.input and self.particles < 8:
@@ -77,8 +74,6 @@ class SPH3DParams:
             raise ShoalError(f"app.column must be x0 y0 z0 x1 y1 z1 inside the tank, got {self.column}")
         if self.time_step <= 0:
             raise ShoalError("app.time_step must be positive")
-        if self.frame_every < 0:
-            raise ShoalError("app.frame_every must be >= 0")
 
 
 def read_fluid(path: str | Path) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
@@ -94,11 +89,13 @@ def read_fluid(path: str | Path) -> tuple[float, np.ndarray, np.ndarray, np.ndar
     return rppm, data[:, 0:3], data[:, 3:6], data[:, 6:9]
 
 
-class FluidAnimate3DApp:
+class FluidAnimate3DApp(App):
     """See the module docstring."""
 
     name = "sph3d"
-    phases = (Phase("density", halo=True), Phase("forces", halo=True), Phase("migrate", halo=True))
+    phases = (Phase("density", halo=True, pack="pack_positions"), Phase("forces", halo=True, pack="pack_densities"),
+              Phase("migrate", halo=True, pack="pack_emigrants"))
+    transient = ("neighbourhood",)  # the density phase's merge order, reused by the forces phase
 
     def __init__(self, params: SPH3DParams, steps: int):
         params.validate()
@@ -135,11 +132,11 @@ class FluidAnimate3DApp:
         """The same column with an eighth of the particles (twice the spacing); fluidanimate's
         time step is fixed, so one proxy step per step."""
         n = len(self._initial["id"])
-        return dataclasses.replace(self.p, input="", particles=max(8, n // 8), frame_every=0), 1.0
+        return dataclasses.replace(self.p, input="", particles=max(8, n // 8)), 1.0
 
-    def check_tiling(self, tiling: Tiling) -> None:
-        if tuple(tiling.grid) != self.grid:
-            raise ShoalError(f"tiling grid {tiling.grid} differs from the SPH cell grid {self.grid}")
+    def time(self, step: int, states: dict) -> float:
+        """fluidanimate's fixed time step times the steps done."""
+        return step * self.p.time_step
 
     def init_tile(self, tile: int, tiling: Tiling) -> dict:
         return {**take(self._initial, in_box(self._initial, tiling.lo[tile], tiling.hi[tile])), "step": 0}
@@ -154,33 +151,43 @@ class FluidAnimate3DApp:
         neighbours = {int(n): self.init_tile(int(n), tiling) for n in tiling.neighbours[tile]}
         for nb in neighbours.values():
             nb["rho"][:] = 0.5 * DOUBLE_REST_DENSITY  # stand-in densities for the compile run
-        for phase in range(2):
-            halos = {n: self.pack_halos(phase, st, n, tiling)[tile] for n, st in neighbours.items()}
-            self.run_phase(phase, tile, state, halos, StepContext(0), tiling)
-        self.run_phase(2, tile, state, {}, StepContext(0), tiling)
+        for pack, run in ((self.pack_positions, self.density), (self.pack_densities, self.forces)):
+            halos = {n: pack(st, n, tiling)[tile] for n, st in neighbours.items()}
+            run(tile, state, halos, StepContext(0), tiling)
+        self.migrate(tile, state, {}, StepContext(0), tiling)
 
     # ----- phases ---------------------------------------------------------------------------
-    def pack_halos(self, phase: int, state: dict, src: int, tiling: Tiling) -> dict[int, dict]:
-        if phase == 2:
-            return emigrants_for_neighbours(state, tiling, src)
-        return halos_for_neighbours(state, tiling, src, fields=HALO_FIELDS.get(phase))
+    # What each phase reads of its neighbours' particles (id and cell order the merge).
+    def pack_positions(self, state: dict, src: int, tiling: Tiling) -> dict[int, dict]:
+        """The ring particles' positions, for the density phase."""
+        return halos_for_neighbours(state, tiling, src, fields=("id", "cell", "x"))
 
-    def run_phase(self, phase: int, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling):
+    def pack_densities(self, state: dict, src: int, tiling: Tiling) -> dict[int, dict]:
+        """The ring particles with velocities and densities, for the forces phase."""
+        return halos_for_neighbours(state, tiling, src, fields=("id", "cell", "x", "v", "rho"))
+
+    def pack_emigrants(self, state: dict, src: int, tiling: Tiling) -> dict[int, dict]:
+        """The particles that moved into each neighbour's cells, whole."""
+        return emigrants_for_neighbours(state, tiling, src)
+
+    def density(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
+        """Poly6 density of the tile's particles."""
         n = len(state["id"])
-        if phase == 2:
-            state.update(settle(take(state, slice(None)), self.cells, tiling, tile,
-                                [halos[k] for k in sorted(halos)]))
-            state["step"] = ctx.step + 1
-            return len(state["id"])
         if n == 0:
             return 0
         ordered = [halos[k] for k in sorted(halos)]
-        if phase == 0:
-            nb = state["neighbourhood"] = Neighbourhood(state, ordered, self.cells, tiling.lo[tile], tiling.hi[tile],
-                                                        ("x",))
-            state["rho"] = ctx.kernel(kernels3d.densities, nb.particles["x"], nb.is_own, nb.start, nb.shape, self.h,
-                                      nb.own_index, self.h**6, self.density_coeff)
-            return n
+        nb = state["neighbourhood"] = Neighbourhood(state, ordered, self.cells, tiling.lo[tile], tiling.hi[tile],
+                                                    ("x",))
+        state["rho"] = ctx.kernel(kernels3d.densities, nb.particles["x"], nb.is_own, nb.start, nb.shape, self.h,
+                                  nb.own_index, self.h**6, self.density_coeff)
+        return n
+
+    def forces(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
+        """Pressure, viscosity and wall accelerations, then the leapfrog step."""
+        n = len(state["id"])
+        if n == 0:
+            return 0
+        ordered = [halos[k] for k in sorted(halos)]
         # Same particles at the same places as in the density phase: reuse its order.
         nb = state.pop("neighbourhood")
         merged = nb.remerge(state, ordered, ("x", "v", "rho"))
@@ -192,6 +199,12 @@ class FluidAnimate3DApp:
             raise ShoalError("particle positions are not finite: the simulation blew up")
         locate(state, self.cells)
         return n
+
+    def migrate(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
+        """Keep the tile's own particles and take in its immigrants, sorted by (cell, id)."""
+        state.update(settle(take(state, slice(None)), self.cells, tiling, tile, [halos[k] for k in sorted(halos)]))
+        state["step"] = ctx.step + 1
+        return len(state["id"])
 
     # ----- results ----------------------------------------------------------------------------
     def gather(self, states: dict, tiling: Tiling) -> dict[str, np.ndarray]:

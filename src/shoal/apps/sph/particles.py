@@ -16,7 +16,7 @@ import numpy as np
 from numba import literal_unroll
 from numba.extending import overload
 
-from ...runtime.app import lock_free
+from ...runtime.timing import lock_free
 from ...tiling import Tiling
 
 # Per-particle arrays a tile carries (vectors are (n, ndim)). ``v`` and ``rho`` are full-step

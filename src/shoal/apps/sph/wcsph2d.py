@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import ShoalError
-from ...runtime.app import Phase, StepContext
+from ...runtime.app import App, Phase, StepContext
 from ...tiling import Tiling
 from . import geometry, kernels2d
 from .particles import (
@@ -63,7 +63,6 @@ class SPH2DParams:
     hydrostatic: bool = True  # start the fluid at hydrostatic density
     gravity_ramp: float = 0.0  # seconds over which gravity is switched on smoothly (Adami et al. 2012)
     inflow_velocity: float = 0.0  # channel: speed of the fluid pumped in at x = 0
-    frame_every: int = 0  # save the particles every this many steps (0: only at the end)
     halo_every: int = 1  # lazy updates (Vertanen 5.4.6): exchange halos and migrants every k steps
 
     def validate(self) -> None:
@@ -85,8 +84,6 @@ class SPH2DParams:
             raise ShoalError(f"app.cfl must be in (0, 0.5], got {self.cfl}")
         if self.layout == "channel" and self.inflow_velocity <= 0:
             raise ShoalError("a channel needs app.inflow_velocity > 0")
-        if self.frame_every < 0:
-            raise ShoalError("app.frame_every must be >= 0")
         if self.halo_every < 1:
             raise ShoalError("app.halo_every must be >= 1")
         if self.gravity_ramp < 0:
@@ -96,13 +93,21 @@ class SPH2DParams:
 RATE_FIELDS = ("x", "v", "rho", "m", "kind")  # what the rates kernel reads of every neighbour
 
 
-class SPH2DApp:
+RATES, MOVE, MIGRATE = (
+    # The time step is reduced over all tiles one step late: a step's moves need not wait for
+    # the slowest tile's rates, only for the previous step's, long done by then.
+    Phase("rates", halo=True, reduction="min", lagged=True, pack="pack_ring"),
+    Phase("move"),
+    Phase("migrate", halo=True, pack="pack_emigrants"),
+)
+
+
+class SPH2DApp(App):
     """See the module docstring."""
 
     name = "sph2d"
-    # The time step is reduced over all tiles one step late: a step's moves need not wait for
-    # the slowest tile's rates, only for the previous step's, long done by then.
-    phases = (Phase("rates", halo=True, reduction="min", lagged=True), Phase("move"), Phase("migrate", halo=True))
+    phases = (RATES, MOVE, MIGRATE)
+    transient = ("outside",)  # which particles left the tile's box: set by move, read by migrate
 
     def __init__(self, params: SPH2DParams, steps: int):
         params.validate()
@@ -165,17 +170,17 @@ class SPH2DApp:
         """The time step of step 0: the one the initial state's rates propose, computed on the
         whole world at once (the same for any tiling)."""
         whole = Tiling.from_count(self.grid, 1)
-        _, dt = self._rates(0, self.init_tile(0, whole), {}, StepContext(0), whole)
+        _, dt = self.rates(0, self.init_tile(0, whole), {}, StepContext(0), whole)
         return {"rates": dt}
 
     def proxy(self) -> tuple[SPH2DParams, float]:
         """The same world at twice the particle spacing: a quarter of the particles, and time
         steps twice as long (they scale with h), so half as many steps."""
-        return dataclasses.replace(self.p, dx=2 * self.p.dx, frame_every=0), 0.5
+        return dataclasses.replace(self.p, dx=2 * self.p.dx), 0.5
 
-    def check_tiling(self, tiling: Tiling) -> None:
-        if tuple(tiling.grid) != self.grid:
-            raise ShoalError(f"tiling grid {tiling.grid} differs from the SPH cell grid {self.grid}")
+    def time(self, step: int, states: dict) -> float:
+        """The tiles' common clock (the sum of the time steps so far)."""
+        return float(next(iter(states.values()))["t"]) if states else float("nan")
 
     def init_tile(self, tile: int, tiling: Tiling) -> dict:
         mine = take(self._initial, in_box(self._initial, tiling.lo[tile], tiling.hi[tile]))
@@ -189,35 +194,30 @@ class SPH2DApp:
                  for t in range(tiling.ntiles)]
         tile = int(np.argmax(sizes))
         state = self.init_tile(tile, tiling)
-        halos = {int(n): self.pack_halos(0, self.init_tile(int(n), tiling), int(n), tiling)[tile]
+        halos = {int(n): self.pack_ring(self.init_tile(int(n), tiling), int(n), tiling)[tile]
                  for n in tiling.neighbours[tile]}
-        _, dt = self.run_phase(0, tile, state, halos, StepContext(0), tiling)
-        self.run_phase(1, tile, state, {}, StepContext(0, {"rates": dt}), tiling)
-        self.pack_halos(2, state, tile, tiling)  # compile the emigrant packing too
-        self.run_phase(2, tile, state, {}, StepContext(0), tiling)
+        _, dt = self.rates(tile, state, halos, StepContext(0), tiling)
+        self.move(tile, state, {}, StepContext(0, {"rates": dt}), tiling)
+        self.pack_emigrants(state, tile, tiling)  # compile the emigrant packing too
+        self.migrate(tile, state, {}, StepContext(0), tiling)
         settle(take(state, slice(None)), self.cells, tiling, tile, [])  # which a still tile skips
 
     # ----- phases ---------------------------------------------------------------------------
-    def halo_wanted(self, phase: int, step: int) -> bool:
+    def halo_wanted(self, phase: Phase, step: int) -> bool:
         """Lazy updates: halos every k-th step, migrants on the step before (held until then)."""
         k = self.p.halo_every
-        return step % k == 0 if phase == 0 else (step + 1) % k == 0
+        return step % k == 0 if phase is RATES else (step + 1) % k == 0
 
-    def pack_halos(self, phase: int, state: dict, src: int, tiling: Tiling) -> dict[int, dict]:
-        """Emigrants, whole, for the migrate phase; the ring particles the rates read otherwise."""
-        if phase == 2:
-            return emigrants_for_neighbours(state, tiling, src)
+    def pack_ring(self, state: dict, src: int, tiling: Tiling) -> dict[int, dict]:
+        """The particles in the ring of cells around each neighbour, with what the rates read."""
         return halos_for_neighbours(state, tiling, src, fields=("id", "cell", *RATE_FIELDS))
 
-    def run_phase(self, phase: int, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling):
-        if phase == 0:
-            return self._rates(tile, state, halos, ctx, tiling)
-        if phase == 1:
-            return self._move(tile, state, ctx, tiling)
-        self._migrate(tile, state, halos, ctx, tiling)
-        return len(state["id"])
+    def pack_emigrants(self, state: dict, src: int, tiling: Tiling) -> dict[int, dict]:
+        """The particles that moved into each neighbour's cells, whole."""
+        return emigrants_for_neighbours(state, tiling, src)
 
-    def _rates(self, tile, state, halos, ctx, tiling):
+    def rates(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> tuple[int, float]:
+        """Density, velocity and energy rates of the tile's particles; the time step they allow."""
         p = self.p
         n = len(state["id"])
         if n == 0:
@@ -225,7 +225,7 @@ class SPH2DApp:
             return 0, np.inf
         # The fixed global order: halos sorted by source tile id before merging. Between lazy
         # updates the tile reuses the halos of the last exchange.
-        if self.halo_wanted(0, ctx.step):
+        if self.halo_wanted(RATES, ctx.step):
             state["halo_cache"] = [halos[k] for k in sorted(halos)]
         ordered = state.get("halo_cache", [])
         ramp = self._gravity_factor(state["t"])
@@ -250,7 +250,8 @@ class SPH2DApp:
             return 1.0
         return 0.5 * (math.sin((t / T - 0.5) * math.pi) + 1.0)
 
-    def _move(self, tile, state, ctx, tiling):
+    def move(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
+        """Leapfrog with the global time step; inflow particles created, outflow ones deleted."""
         p = self.p
         dt = ctx.reduced["rates"]
         if not np.isfinite(dt) or dt <= 0:
@@ -319,8 +320,13 @@ class SPH2DApp:
         state["drho"] = np.concatenate([state["drho"], np.zeros(n)])
         state["de"] = np.concatenate([state["de"], np.zeros(n)])
 
-    def _migrate(self, tile, state, halos, ctx, tiling):
-        if not self.halo_wanted(2, ctx.step):
+    def migrate(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
+        """Keep the tile's own particles, take in its immigrants, sorted by (cell, id)."""
+        self._settle(tile, state, halos, ctx, tiling)
+        return len(state["id"])
+
+    def _settle(self, tile, state, halos, ctx, tiling):
+        if not self.halo_wanted(MIGRATE, ctx.step):
             # Lazy updates: emigrants wait in place for the next exchange; the order the
             # kernels rely on, (cell, id), is restored all the same.
             state.update(sort_by_cell(take(state, slice(None)), self.cells))

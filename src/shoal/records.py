@@ -1,0 +1,120 @@
+"""The record tables every run and replay writes: declared once, used everywhere.
+
+A table is a dict of equally long NumPy columns. :data:`TASKS` has one row per task (one
+phase of one tile in one step), :data:`MESSAGES` one row per halo payload from one tile to
+another, :data:`BALANCE` one row per balancing step. The executors fill them, the MPI merge
+combines them, the trace writes and reads them and the replay predicts them: every one of
+them takes names, dtypes and units from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ShoalError
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its name, dtype, unit and what it holds."""
+
+    name: str
+    dtype: type
+    unit: str
+    description: str
+    optional: bool = False  # older traces may not have it
+
+
+@dataclass(frozen=True)
+class Schema:
+    """An ordered set of columns with the operations every table needs."""
+
+    name: str
+    columns: tuple[Column, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def empty(self, n: int = 0) -> dict[str, np.ndarray]:
+        """A table of ``n`` zero rows with every column."""
+        return {c.name: np.zeros(n, dtype=c.dtype) for c in self.columns}
+
+    def table(self, columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The given columns with this schema's dtypes, checked for length; a missing optional
+        column stays missing, a missing required one is an error."""
+        out = {}
+        for c in self.columns:
+            if c.name in columns:
+                out[c.name] = np.asarray(columns[c.name], dtype=c.dtype)
+            elif not c.optional:
+                raise ShoalError(f"the {self.name} table has no column {c.name!r}")
+        if len({len(v) for v in out.values()}) > 1:
+            raise ShoalError(f"the {self.name} table's columns have different lengths")
+        return out
+
+    def rows(self, table: dict[str, np.ndarray]) -> int:
+        return len(next(iter(table.values()))) if table else 0
+
+    def concat(self, tables: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        """Rows of several tables one after another (columns every table has)."""
+        if not tables:
+            return self.empty()
+        names = [n for n in self.names if all(n in t for t in tables)]
+        return {n: np.concatenate([t[n] for t in tables]).astype(self.column(n).dtype, copy=False) for n in names}
+
+    def select(self, table: dict[str, np.ndarray], rows) -> dict[str, np.ndarray]:
+        """The rows ``rows`` (a mask, indices or a slice) of every column."""
+        return {k: v[rows] for k, v in table.items()}
+
+    def from_rows(self, rows: list[tuple]) -> dict[str, np.ndarray]:
+        """A table from tuples in column order."""
+        if not rows:
+            return self.empty()
+        return {c.name: np.array([r[i] for r in rows], dtype=c.dtype) for i, c in enumerate(self.columns)}
+
+
+TASKS = Schema("tasks", (
+    Column("step", np.int32, "", "step of the task"),
+    Column("phase", np.int16, "", "phase index within the step"),
+    Column("tile", np.int32, "", "global tile id"),
+    Column("node", np.int32, "", "node that ran the task"),
+    Column("worker", np.int32, "", "worker thread within the node"),
+    Column("start", np.float64, "s", "wall time since the run began when the task started"),
+    Column("end", np.float64, "s", "wall time since the run began when the task ended"),
+    Column("cost", np.float64, "s", "CPU time of the phase's kernel and of packing the task's halos"),
+    Column("work", np.int64, "app units", "the app's own count of what the task did"),
+    Column("kernel", np.float64, "s", "part of cost spent in compiled code without the interpreter lock",
+           optional=True),
+    Column("kernel_calls", np.int32, "", "lock-free calls the task made (each lets go of the lock)", optional=True),
+))
+
+MESSAGES = Schema("messages", (
+    Column("step", np.int32, "", "step of the task that reads the payload"),
+    Column("phase", np.int16, "", "phase of the task that reads the payload"),
+    Column("src", np.int32, "", "tile that packed the payload"),
+    Column("dst", np.int32, "", "tile that reads it"),
+    Column("bytes", np.int64, "B", "size of the payload"),
+))
+
+BALANCE = Schema("balance", (
+    Column("step", np.int32, "", "first step under the new placement"),
+    Column("plan_s", np.float64, "s", "time the policy took to plan"),
+    Column("moved", np.int32, "", "tiles that changed node"),
+    Column("bytes", np.int64, "B", "bytes of state those tiles moved"),
+    Column("lif_before", np.float64, "", "LIF of the last period's loads under the old placement"),
+    Column("lif_after", np.float64, "", "LIF of the same loads under the new placement"),
+))
+
+
+def task_order(tasks: dict[str, np.ndarray], phases: int, tiles: int, first_step: int) -> np.ndarray:
+    """Row index of every task in (step, phase, tile) order, given steps from ``first_step``."""
+    return ((tasks["step"].astype(np.int64) - first_step) * phases + tasks["phase"]) * tiles + tasks["tile"]

@@ -1,0 +1,317 @@
+"""The simulation driver: the loop a user owns.
+
+A :class:`Simulation` steps an app's tiles on an executor and exposes the run between steps::
+
+    sim = Simulation(app, tiling, cluster, owner)
+    sim.add_callback(write_frame, Every(50))
+    while sim.step_count < 500:
+        sim.step()
+        print(sim.step_count, sim.time)
+
+Work attached to the run is data, not branches in the loop: callbacks on schedules run at
+step boundaries (balancing every K steps, frames every F, checkpoints every C, a user's own),
+and measurement callbacks receive every step's task rows as the step finishes. ``run(n)``
+runs its steps in as few executor runs as the schedules allow: tiles run ahead of each other
+inside one, and meet only where a callback is due.
+
+Between steps the run can be reshaped: new owners for the tiles (their states move with
+them) and more or fewer worker threads on any node. The set of tiles is fixed for the run.
+:meth:`Simulation.request_stop` (and Ctrl-C) ends the run at the next step boundary every
+tile can reach, with a checkpoint written when the simulation has a checkpoint folder.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import ShoalError
+from ..tiling import Tiling
+from .app import App, payload_bytes
+from .checkpoint import Checkpoint
+from .local import ExecutionResult, merge_results
+from .team import Team
+
+
+# ----- schedules ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Every:
+    """Every ``steps`` steps (steps k, 2k, ...), only before step ``until`` if given."""
+
+    steps: int
+    until: int | None = None
+
+    def __post_init__(self):
+        if self.steps < 1:
+            raise ShoalError(f"a schedule needs a positive interval, got {self.steps}")
+
+    def due(self, step: int) -> bool:
+        return step > 0 and step % self.steps == 0 and (self.until is None or step < self.until)
+
+    def next_after(self, step: int) -> int | None:
+        nxt = (step // self.steps + 1) * self.steps
+        return nxt if self.until is None or nxt < self.until else None
+
+
+@dataclass(frozen=True)
+class At:
+    """At the listed steps."""
+
+    steps: tuple[int, ...]
+
+    def due(self, step: int) -> bool:
+        return step in self.steps
+
+    def next_after(self, step: int) -> int | None:
+        return min((s for s in self.steps if s > step), default=None)
+
+
+@dataclass
+class Callback:
+    """An action run at the step boundaries its schedule names; it receives the simulation."""
+
+    action: Callable[[Simulation], None]
+    schedule: Every | At
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """What a measurement callback receives as each step finishes: the step, and the task
+    rows (:data:`~shoal.records.TASKS`) of that step that ran in this process."""
+
+    step: int
+    tasks: dict[str, np.ndarray] = field(repr=False)
+
+
+# ----- the driver ---------------------------------------------------------------------------------
+class Simulation:
+    """Step an app's tiles; see the module docstring.
+
+    Parameters
+    ----------
+    app, tiling, cluster, owner
+        The physics, its tiles, the nodes (``cluster.cores[k]`` worker threads on node k)
+        and ``owner[tile] -> node``.
+    team : Team, optional
+        The processes the run spans (default one; ``shoal.runtime.mpi.MPITeam`` under mpiexec).
+    states : dict, optional
+        This process's tile states to start from (default: the app's initial states).
+    step : int
+        The step ``states`` are at.
+    reduced : dict, optional
+        The reductions of the step before ``step`` (a resumed run's, from its checkpoint).
+    balancer : shoal.placement.balancing.Balancer, optional
+        Re-places tiles every ``balancer.period`` steps from measured loads.
+    checkpoints : Path, optional
+        Where :meth:`write_checkpoint` (and a stop) writes checkpoints.
+    overlap : bool
+        MPI: send halos the moment they are packed.
+    """
+
+    def __init__(self, app: App, tiling: Tiling, cluster: Cluster, owner: np.ndarray, *, team: Team | None = None,
+                 states: dict[int, Any] | None = None, step: int = 0, reduced: dict | None = None,
+                 balancer=None, checkpoints: Path | None = None, overlap: bool = True):
+        self.app, self.tiling = app, tiling
+        self.team = team if team is not None else Team()
+        owner = np.asarray(owner, dtype=np.int64)
+        if states is None:
+            states = {int(t): app.init_tile(int(t), tiling) for t in self.team.local_tiles(owner)}
+        self.states = states
+        self.step_count = step
+        self.first_step = step
+        self.reduced = dict(reduced or {})
+        self.balancer = balancer
+        self.checkpoints = checkpoints
+        self.parts: list[ExecutionResult] = []
+        self.placements: list[tuple[int, np.ndarray]] = [(step, owner.copy())]
+        self.worker_history: list[tuple[int, tuple[int, ...]]] = [(step, tuple(cluster.cores))]
+        self.stopped_at: int | None = None
+        self._callbacks: list[Callback] = []
+        self._measurements: list[Callable[[StepRecord], None]] = []
+        self._stop = threading.Event()
+        self.team.step = step
+        self.executor = self.team.executor(app, tiling, cluster, owner, overlap)
+
+    # ----- what a user reads between steps ------------------------------------------------------
+    @property
+    def owner(self) -> np.ndarray:
+        return self.executor.owner
+
+    @property
+    def cluster(self) -> Cluster:
+        return self.executor.cluster
+
+    @property
+    def time(self) -> float:
+        """Simulated time after :attr:`step_count` steps (the app's clock)."""
+        return self.app.time(self.step_count, self.states)
+
+    def gather(self) -> dict[str, np.ndarray] | None:
+        """The app's global arrays of the current state, on the first process (``None`` elsewhere)."""
+        everything = self.all_states()
+        return self.app.gather(everything, self.tiling) if everything is not None else None
+
+    def all_states(self) -> dict[int, Any] | None:
+        """Every tile's portable state on the first process (``None`` elsewhere)."""
+        app = self.app
+        return self.team.to_root({t: app.portable(s) for t, s in self.states.items()}, app.pack_state,
+                                 app.unpack_state)
+
+    # ----- what runs at step boundaries ----------------------------------------------------------
+    def add_callback(self, action: Callable[[Simulation], None], schedule: Every | At, name: str = "") -> None:
+        """Run ``action(sim)`` at every step boundary ``schedule`` names (in the order added)."""
+        self._callbacks.append(Callback(action, schedule, name or getattr(action, "__name__", "callback")))
+
+    def add_measurement(self, fn: Callable[[StepRecord], None]) -> None:
+        """Call ``fn(StepRecord)`` as each step finishes, from the thread that runs the loop."""
+        self._measurements.append(fn)
+
+    def request_stop(self) -> None:
+        """End the run at the next step boundary every tile can reach (safe from any thread)."""
+        self._stop.set()
+
+    # ----- stepping -------------------------------------------------------------------------------
+    def step(self) -> int:
+        """Run one step; return the steps run (0 once stopped)."""
+        return self.run(1)
+
+    def run(self, steps: int) -> int:
+        """Run ``steps`` steps (fewer if stopped); return how many ran."""
+        if steps < 0:
+            raise ShoalError(f"steps must be >= 0, got {steps}")
+        if self.stopped_at is not None:
+            return 0
+        target, start = self.step_count + steps, self.step_count
+        with _ctrl_c_stops(self):
+            while self.step_count < target:
+                cut = min([target] + [s for c in self._callbacks if (s := c.schedule.next_after(self.step_count))])
+                part = self._advance(cut - self.step_count)
+                stopping = self.team.max(float(self._stop.is_set())) > 0  # every process stops together
+                if stopping or part.steps < cut - part.first_step:
+                    self._stopped()
+                    break
+                for c in self._callbacks:
+                    if c.schedule.due(self.step_count):
+                        c.action(self)
+        return self.step_count - start
+
+    def _advance(self, steps: int) -> ExecutionResult:
+        first = self.step_count
+        on_step = self._report if self._measurements else None
+        part = self.executor.run(steps, states=self.states, first_step=first, on_step=on_step,
+                                 reduced_before=self.reduced, stop=self._stop)
+        self.parts.append(part)
+        self.states = part.states
+        self.step_count = first + part.steps
+        self.team.step = self.step_count
+        if part.steps:  # what the next run reads: this one's last step's reductions
+            self.reduced = {k: v for k, v in part.reductions.items() if k[0] == self.step_count - 1}
+        if self.balancer is not None:
+            self.balancer.measure(part)
+        return part
+
+    def _report(self, k: int) -> None:
+        record = StepRecord(self.executor.first_step + k, self.executor.step_tasks(k))
+        for fn in self._measurements:
+            fn(record)
+
+    def _stopped(self) -> None:
+        self.stopped_at = self.step_count
+        if self.checkpoints is not None:
+            self.write_checkpoint()
+
+    # ----- reshaping the run between steps -----------------------------------------------------
+    def reconfigure(self, owner: np.ndarray | None = None, workers: dict[int, int] | None = None) -> None:
+        """New owners for the tiles (their states move to them) and ``{node: worker threads}``
+        for nodes that grow or shrink; takes effect from the next step."""
+        if owner is not None:
+            from ..placement.registry import check_owner
+
+            new = check_owner(owner, self.tiling, self.cluster)
+            app = self.app
+            self.states = self.team.migrate({t: app.portable(s) for t, s in self.states.items()}, self.owner, new,
+                                            app.pack_state, app.unpack_state)
+            self.executor.reconfigure(owner=new)
+            self.placements.append((self.step_count, new.copy()))
+        if workers:
+            self.executor.reconfigure(cores=workers)
+            self.worker_history.append((self.step_count, tuple(self.cluster.cores)))
+
+    def rebalance(self) -> None:
+        """One balancing step: the balancer plans from every process's measurements on the
+        first process, and every process applies the owner table it planned."""
+        b = self.balancer
+        cost, background, steps = b.take_measurements()
+        cost, background = self.team.sum(cost), self.team.sum(background)
+        nbytes = self.team.sum(state_bytes(self.app, self.states, self.tiling.ntiles))  # what moving each costs
+        new = None
+        if self.team.is_root:
+            new = b.plan(self.step_count, self.owner, self.cluster, cost / max(steps, 1), background / max(steps, 1),
+                         nbytes)
+        self.reconfigure(owner=self.team.agree(new))
+
+    def write_checkpoint(self) -> None:
+        """A checkpoint of the current step into :attr:`checkpoints` (written by the first process)."""
+        if self.checkpoints is None:
+            raise ShoalError("this simulation has no checkpoint folder")
+        everything = self.all_states()
+        balancer = self.balancer.checkpoint_state(self.team) if self.balancer is not None else {}
+        if self.team.is_root:
+            Checkpoint(self.step_count, self.tiling, everything, self.owner, balancer, self.reduced).write(
+                self.checkpoints)
+
+    # ----- results ------------------------------------------------------------------------------
+    def result(self) -> ExecutionResult:
+        """Everything this process ran, as one result (times shifted to one clock)."""
+        if not self.parts:
+            raise ShoalError("the simulation has not run a step")
+        return merge_results(self.parts)
+
+    def close(self) -> None:
+        """End the worker threads."""
+        self.executor.close()
+
+
+def state_bytes(app: App, states: dict, ntiles: int, arrays_only: bool = True) -> np.ndarray:
+    """Bytes of every portable tile state held here (zero for tiles held elsewhere): what
+    migrating it moves (its arrays), or what it weighs in the trace (numbers too)."""
+    out = np.zeros(ntiles, dtype=np.int64)
+    for t, s in states.items():
+        s = app.portable(s)
+        if arrays_only and isinstance(s, dict):
+            s = {k: v for k, v in s.items() if isinstance(v, np.ndarray)}
+        out[t] = payload_bytes(s)
+    return out
+
+
+class _ctrl_c_stops:
+    """While a simulation runs in the main thread, Ctrl-C requests a stop (a second one
+    interrupts at once)."""
+
+    def __init__(self, sim: Simulation):
+        self.sim, self.previous = sim, None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._interrupted)
+        return self
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+    def _interrupted(self, signum, frame):
+        if self.sim._stop.is_set():
+            raise KeyboardInterrupt
+        sys.stderr.write(f"\nshoal: stopping at the next step boundary (step {self.sim.step_count} or after); "
+                         "press Ctrl-C again to interrupt at once\n")
+        self.sim.request_stop()

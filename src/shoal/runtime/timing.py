@@ -1,0 +1,51 @@
+"""How long a task spends in compiled code that runs without Python's interpreter lock.
+
+Apps call their compiled (Numba ``nogil``) kernels through :meth:`StepContext.kernel
+<shoal.runtime.app.StepContext.kernel>` or wrap them in :func:`lock_free`. Every such call is
+timed on the calling thread, so the executor can record a task's kernel time apart from the
+Python around it, and the replay can model only the rest as holding the lock.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+
+_clock = threading.local()
+
+
+def lock_free_seconds() -> float:
+    """CPU seconds this thread has spent so far in calls made through :func:`lock_free`."""
+    return getattr(_clock, "s", 0.0)
+
+
+def lock_free_calls() -> int:
+    """How many calls through :func:`lock_free` this thread has made so far: each one lets go
+    of the interpreter lock and takes it back, a hand-off when other threads want it."""
+    return getattr(_clock, "n", 0)
+
+
+def lock_free(fn):
+    """Wrap a compiled function that runs without the interpreter lock (Numba ``nogil``), so
+    that its CPU time is counted apart: the executor records it as the task's kernel time, and
+    the replay models only the rest of a task as holding the lock.
+
+    Wrap leaf calls only: a wrapped call inside another would be counted twice.
+    """
+
+    @functools.wraps(fn)
+    def timed(*args):
+        return call_timed(fn, args)
+
+    return timed
+
+
+def call_timed(fn, args):
+    """Call ``fn(*args)``, adding its CPU time and one call to this thread's lock-free clock."""
+    tic = time.thread_time()
+    try:
+        return fn(*args)
+    finally:
+        _clock.s = getattr(_clock, "s", 0.0) + time.thread_time() - tic
+        _clock.n = getattr(_clock, "n", 0) + 1

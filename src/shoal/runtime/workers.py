@@ -1,0 +1,100 @@
+"""The worker threads of one node, kept from run to run and resized between runs.
+
+A pool starts its threads once. Between runs every thread sleeps on the pool's condition (it
+blocks; it never spins), and :meth:`WorkerPool.start` hands all of them the next run's work.
+Resizing happens only while no run is going: growing starts new threads, shrinking wakes the
+surplus ones, which leave, and returns only once they have ended — a core given up is free
+when ``resize`` returns, never before (invasive-compute-balancing §5.5).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from ..errors import ShoalError
+
+
+class WorkerPool:
+    """``size`` threads named ``{name}-w{k}`` that each run ``job(k)`` once per :meth:`start`.
+
+    Parameters
+    ----------
+    size : int
+        Threads to start with (at least one).
+    name : str
+        Prefix of the threads' names.
+    """
+
+    def __init__(self, size: int, name: str):
+        self.name = name
+        self._cond = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        self._target = 0  # threads with an index below this serve; the others leave
+        self._job: Callable[[int], None] | None = None
+        self._generation = 0  # counts the runs handed out
+        self._busy = 0  # threads still inside the current run's job
+        self.resize(size)
+
+    @property
+    def size(self) -> int:
+        return self._target
+
+    def resize(self, size: int) -> None:
+        """Run ``size`` threads from the next :meth:`start` on (only between runs)."""
+        if size < 1:
+            raise ShoalError(f"a node needs at least one worker thread, got {size}")
+        with self._cond:
+            if self._busy:
+                raise ShoalError("worker threads can only be resized between runs")
+            self._target = size
+            leaving = self._threads[size:]
+            self._cond.notify_all()
+        for th in leaving:
+            th.join()
+        del self._threads[size:]
+        for k in range(len(self._threads), size):
+            th = threading.Thread(target=self._serve, args=(k, self._generation), daemon=True,
+                                  name=f"{self.name}-w{k}")
+            self._threads.append(th)
+            th.start()
+
+    def start(self, job: Callable[[int], None]) -> None:
+        """Have every thread run ``job(k)`` once, ``k`` its index."""
+        with self._cond:
+            self._job = job
+            self._busy = self._target
+            self._generation += 1
+            self._cond.notify_all()
+
+    def wait(self) -> None:
+        """Block until every thread has returned from the current job."""
+        with self._cond:
+            while self._busy:
+                self._cond.wait()
+            self._job = None
+
+    def close(self) -> None:
+        """End every thread (the pool cannot be used again)."""
+        with self._cond:
+            self._target = 0
+            self._cond.notify_all()
+        for th in self._threads:
+            th.join()
+        self._threads.clear()
+
+    def _serve(self, k: int, seen: int) -> None:
+        while True:
+            with self._cond:
+                while self._generation == seen and k < self._target:
+                    self._cond.wait()
+                if k >= self._target:
+                    return
+                seen, job = self._generation, self._job
+            try:
+                job(k)
+            finally:
+                with self._cond:
+                    self._busy -= 1
+                    if not self._busy:
+                        self._cond.notify_all()

@@ -1,0 +1,111 @@
+"""The app contract, checked on every registered app with its tiny parameter set: a new app
+that registers itself is tested here without touching this file."""
+
+import io
+
+import matplotlib
+import numpy as np
+import pytest
+
+from conftest import assert_same_state
+from shoal.apps import all_apps
+from shoal.cluster import Cluster
+from shoal.placement import get_policy
+from shoal.runtime import App, Simulation
+from shoal.runtime.checkpoint import Checkpoint
+from shoal.tiling import Tiling
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+APPS = sorted(all_apps())
+STEPS = 4
+
+
+def _simulation(name, tiles, nodes=1, workers=1, states=None, step=0, reduced=None):
+    app = all_apps()[name].tiny_app(2 * STEPS)
+    tiling = Tiling.from_count(app.grid, tiles)
+    app.check_tiling(tiling)
+    app.prepare(tiling)
+    cluster = Cluster.uniform(nodes, workers)
+    owner = get_policy("birdshot").place(tiling, cluster, 7)
+    return Simulation(app, tiling, cluster, owner, states=states, step=step, reduced=reduced)
+
+
+@pytest.fixture(scope="module", params=APPS)
+def reference(request):
+    """Each app run 2 x STEPS steps on one tile: the state every other test must match."""
+    sim = _simulation(request.param, 1)
+    sim.run(STEPS)
+    middle = sim.gather()
+    sim.run(STEPS)
+    yield request.param, middle, sim.gather()
+    sim.close()
+
+
+def test_the_app_follows_the_contract(reference):
+    name = reference[0]
+    app = all_apps()[name].tiny_app()
+    assert isinstance(app, App) and app.name == name
+    assert len(app.grid) in (2, 3) and all(int(n) > 0 for n in app.grid)
+    for phase in app.phases:
+        assert callable(getattr(app, phase.method))
+    if any(p.lagged for p in app.phases):
+        assert set(app.initial_reductions()) >= {p.name for p in app.phases if p.lagged}
+
+
+def test_init_then_steps_on_one_and_on_four_tiles_are_bitwise_equal(reference):
+    name, middle, final = reference
+    sim = _simulation(name, 4, nodes=2, workers=2)
+    sim.run(STEPS)
+    assert_same_state(middle, sim.gather())
+    sim.run(STEPS)
+    assert_same_state(final, sim.gather())
+    sim.close()
+
+
+def test_a_checkpoint_round_trip_continues_bitwise(reference, tmp_path):
+    name, _, final = reference
+    sim = _simulation(name, 4)
+    sim.run(STEPS)
+    Checkpoint(sim.step_count, sim.tiling, sim.all_states(), sim.owner, {}, sim.reduced).write(tmp_path)
+    sim.close()
+    cp = Checkpoint.latest(tmp_path)
+    again = _simulation(name, 4, nodes=2, states=cp.states, step=cp.step, reduced=cp.reduced)
+    again.run(STEPS)
+    assert_same_state(final, again.gather())
+    again.close()
+
+
+def test_a_migrated_tile_packs_to_plain_arrays_and_unpacks_to_the_same_run(reference, tmp_path):
+    name, _, final = reference
+    sim = _simulation(name, 4)
+    sim.run(STEPS)
+    moved = {}
+    for t, state in sim.states.items():
+        packed = sim.app.pack_state(state)
+        assert all(isinstance(a, np.ndarray) and not a.dtype.hasobject for a in packed.values())
+        buffer = io.BytesIO()
+        np.savez(buffer, **packed)  # what a file or a message holds: no pickles
+        buffer.seek(0)
+        with np.load(buffer, allow_pickle=False) as z:
+            moved[t] = sim.app.unpack_state({k: z[k] for k in z.files})
+    again = _simulation(name, 4, nodes=2, states=moved, step=sim.step_count, reduced=sim.reduced)
+    sim.close()
+    again.run(STEPS)
+    assert_same_state(final, again.gather())
+    again.close()
+
+
+def test_the_app_draws_a_frame_of_numpy_arrays(reference, tmp_path):
+    name, middle, _ = reference
+    app = all_apps()[name].tiny_app()
+    frame = app.frame(middle)
+    assert frame and all(isinstance(a, np.ndarray) for a in frame.values())
+    fig, ax = plt.subplots()
+    mappable = app.draw(frame, ax)
+    fig.colorbar(mappable, ax=ax)
+    fig.savefig(tmp_path / "frame.png")
+    plt.close(fig)
+    picture = plt.imread(tmp_path / "frame.png")
+    assert picture.std() > 0.05  # something was drawn, not a blank canvas

@@ -1,0 +1,178 @@
+"""The Simulation driver: a user-owned loop, callbacks on schedules, a clean stop at a step
+boundary, and a run reshaped between steps (owners, worker threads) that ends bitwise
+identical to one never reshaped."""
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from conftest import assert_same_state, tiny_run
+from shoal.apps import get_app
+from shoal.cli import main
+from shoal.cluster import Cluster
+from shoal.compare import compare_runs
+from shoal.errors import ShoalError
+from shoal.placement import get_policy
+from shoal.replay import ReplayConfig, replay
+from shoal.runtime import At, Every, Simulation
+from shoal.session import run_scenario
+from shoal.tiling import Tiling
+
+
+def _sim(name="synthetic", tiles=8, nodes=2, workers=1, placement="birdshot", **kw):
+    app = get_app(name).tiny_app()
+    tiling = Tiling.from_count(app.grid, tiles)
+    cluster = Cluster.uniform(nodes, workers)
+    app.prepare(tiling)
+    return Simulation(app, tiling, cluster, get_policy(placement).place(tiling, cluster, 1), **kw)
+
+
+@pytest.mark.parametrize("name", ["synthetic", "sph2d"])
+def test_a_loop_of_single_steps_equals_one_run(name):
+    one = _sim(name)
+    one.run(6)
+    loop = _sim(name, nodes=1, workers=2, placement="sfc")
+    while loop.step_count < 6:
+        assert loop.step() == 1
+    assert_same_state(one.gather(), loop.gather())
+    assert loop.time == pytest.approx(one.time) and loop.time > 0
+    assert len(loop.parts) == 6 and len(one.parts) == 1  # no callback: the run was one executor run
+    for sim in (one, loop):
+        sim.close()
+
+
+def test_callbacks_run_on_their_schedules_and_measurements_see_every_step():
+    sim = _sim()
+    seen, measured = [], []
+    sim.add_callback(lambda s: seen.append(("every 3", s.step_count)), Every(3, until=9))
+    sim.add_callback(lambda s: seen.append(("at 5", s.step_count)), At((5,)))
+    sim.add_measurement(lambda r: measured.append((r.step, len(r.tasks["tile"]), r.tasks["step"].tolist())))
+    sim.run(10)
+    assert seen == [("every 3", 3), ("at 5", 5), ("every 3", 6)]
+    P, T = len(sim.app.phases), sim.tiling.ntiles
+    assert [m[0] for m in measured] == list(range(10))
+    assert all(n == P * T and set(steps) == {s} for s, n, steps in measured)
+    # the executor ran from boundary to boundary: 0-3, 3-5, 5-6, 6-10
+    assert [p.steps for p in sim.parts] == [3, 2, 1, 4]
+    sim.close()
+
+
+def test_worker_threads_grow_and_shrink_between_steps_and_the_state_does_not_change():
+    plain = _sim(workers=2)
+    plain.run(12)
+    resized = _sim(workers=2)
+    resized.add_callback(lambda s: s.reconfigure(workers={0: 1}), At((3,)))
+    resized.add_callback(lambda s: s.reconfigure(workers={0: 3, 1: 1}), At((6,)))
+    resized.add_callback(lambda s: s.reconfigure(workers={0: 2, 1: 2}), At((9,)))
+    resized.run(12)
+    assert_same_state(plain.gather(), resized.gather())
+    assert resized.worker_history == [(0, (2, 2)), (3, (1, 2)), (6, (3, 1)), (9, (2, 2))]
+    # the tasks of each stretch ran on the threads the node held then
+    tasks = resized.result().tasks
+    for lo, hi, cores in ((3, 6, (1, 2)), (6, 9, (3, 1))):
+        sel = (tasks["step"] >= lo) & (tasks["step"] < hi)
+        for node, n in enumerate(cores):
+            assert set(tasks["worker"][sel & (tasks["node"] == node)].tolist()) <= set(range(n))
+    with pytest.raises(ShoalError, match="at least one worker"):
+        resized.reconfigure(workers={0: 0})
+    with pytest.raises(ShoalError, match="no node 5"):
+        resized.reconfigure(workers={5: 1})
+    for sim in (plain, resized):
+        sim.close()
+
+
+def test_idle_workers_sleep_instead_of_spinning():
+    sim = _sim(nodes=2, workers=3)
+    sim.run(2)
+    busy_threads = threading.active_count()
+    cpu = time.process_time()
+    time.sleep(0.3)  # six idle worker threads: spinning ones would burn about 1.8 s of CPU
+    assert time.process_time() - cpu < 0.1
+    sim.reconfigure(workers={0: 1})
+    assert threading.active_count() == busy_threads - 2  # the surplus threads have ended
+    sim.close()
+
+
+def test_new_owners_between_steps_move_the_states_and_keep_the_physics():
+    plain = _sim("sph2d")
+    plain.run(8)
+    moved = _sim("sph2d")
+    moved.add_callback(lambda s: s.reconfigure(owner=(s.owner + 1) % 2), Every(3))
+    moved.run(8)
+    assert_same_state(plain.gather(), moved.gather())
+    assert [step for step, _ in moved.placements] == [0, 3, 6]
+    for sim in (plain, moved):
+        sim.close()
+
+
+def test_a_stop_requested_mid_run_ends_at_a_step_boundary_with_every_tile_there(tmp_path):
+    sim = _sim("sph2d", tiles=6, checkpoints=tmp_path)
+    sim.add_measurement(lambda r: sim.request_stop() if r.step == 4 else None)
+    ran = sim.run(40)
+    assert 5 <= ran < 40 and sim.stopped_at == ran  # stopped soon after step 4, before the end
+    assert sim.run(5) == 0  # a stopped simulation stays stopped
+    reference = _sim("sph2d", tiles=6)
+    reference.run(ran)
+    assert_same_state(reference.gather(), sim.gather())
+    assert (tmp_path / f"checkpoint-{ran:06d}.pkl").exists()
+    for s in (sim, reference):
+        s.close()
+
+
+def test_ctrl_c_stops_a_run_that_resumes_to_the_same_end(tmp_path):
+    args = ["synthetic-hotspot", "--steps", "400", "--tiles", "16", "--nodes", "1",
+            "--set", "app.grid=[96,96]", "--set", "app.work_per_cell=2000.0"]
+    run = tmp_path / "stopped"
+    proc = subprocess.Popen([sys.executable, "-m", "shoal", "run", *args, "--out", str(run)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4.0)  # well into the run (it takes a good deal longer)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "continue with shoal run --resume" in err
+    assert not (run / "summary.json").exists() and list((run / "state").glob("checkpoint-*.pkl"))
+    assert main(["run", "--resume", str(run)]) == 0
+    assert json.loads((run / "summary.json").read_text())["resumed_from_step"] > 0
+    assert main(["run", *args, "--out", str(tmp_path / "whole")]) == 0
+    assert compare_runs(run, tmp_path / "whole").identical
+
+
+def test_a_resized_run_records_its_threads_and_the_replay_uses_them(tmp_path):
+    base = dict(steps=12, tiles=16, nodes=2, workers=2, set=["app.grid=[48,48]"])
+    plain = run_scenario("synthetic-hotspot", out=tmp_path / "plain", **base)
+    resized = run_scenario("synthetic-hotspot", out=tmp_path / "resized",
+                           **{**base, "set": base["set"] + ["run.resize=[[4,0,1],[8,0,3],[8,1,1]]"]})
+    assert compare_runs(plain.path, resized.path).identical
+    trace = resized.trace
+    assert trace.worker_steps.tolist() == [0, 4, 8]
+    assert trace.worker_cores.tolist() == [[2, 2], [1, 2], [3, 1]]
+    assert resized.summary["workers_over_steps"] == [[0, [2, 2]], [4, [1, 2]], [8, [3, 1]]]
+    # efficiency: busy time over the core time actually held (10 cores x 4 steps, not 4 x 12)
+    assert resized.summary["core_s"] < resized.summary["wall_s"] * 4
+    predicted = replay(trace, ReplayConfig())
+    assert predicted.trace.worker_cores.tolist() == [[2, 2], [1, 2], [3, 1]]
+    cores = predicted.trace.cores_per_step()
+    tasks = predicted.trace.tasks
+    for s, held in zip(predicted.trace.steps, cores, strict=True):
+        for node in (0, 1):
+            ran = tasks["worker"][(tasks["step"] == s) & (tasks["node"] == node)]
+            assert ran.max() < held[node]  # never more cores than the node held at that step
+    # a node with one core at a time runs its tiles one after another: the modeled steps
+    # where node 0 held one thread take longer than the same steps with two
+    steady = replay(trace, ReplayConfig(nodes=2, cores=2))
+    span = np.diff(np.concatenate([[0.0], predicted.trace.step_end]))
+    steady_span = np.diff(np.concatenate([[0.0], steady.trace.step_end]))
+    assert span[4:8].sum() > steady_span[4:8].sum()
+
+
+def test_resize_schedules_are_checked(tmp_path):
+    for bad, match in (("[[0,0,1]]", "step must lie"), ("[[5,2,1]]", "the node in"), ("[[5,0,0]]", "at least one"),
+                       ("[[5,0]]", "step, node, workers")):
+        with pytest.raises(ShoalError, match=match):
+            tiny_run(tmp_path / "x", steps=10, nodes=2, set=[f"run.resize={bad}"])
