@@ -53,7 +53,12 @@ def pytest_collection_modifyitems(config, items):
 
 def mpi_command(ranks: int, *args: str) -> list[str]:
     """``mpiexec -n RANKS python -m shoal ARGS``, more ranks than cores allowed."""
-    return [mpiexec_path(), "--oversubscribe", "-n", str(ranks), sys.executable, "-m", "shoal", *map(str, args)]
+    return mpi_python(ranks, "-m", "shoal", *args)
+
+
+def mpi_python(ranks: int, *args: str) -> list[str]:
+    """``mpiexec -n RANKS python ARGS`` (a script and its arguments), more ranks than cores allowed."""
+    return [mpiexec_path(), "--oversubscribe", "-n", str(ranks), sys.executable, *map(str, args)]
 
 
 def mpi_env() -> dict:

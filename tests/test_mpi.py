@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import mpi_command, mpi_env
+from conftest import assert_same_state, mpi_command, mpi_env, mpi_python
 from shoal.compare import compare_runs
 from shoal.replay import ReplayConfig, replay
 from shoal.session import open_run, run_scenario
@@ -206,3 +206,71 @@ def test_hundreds_of_balancing_steps_with_migrations_never_hang(ranks, mpirun, t
     balance = open_run(tmp_path / "run").trace.balance
     assert len(balance["step"]) == 299
     assert balance["moved"].sum() > 200  # the hot spot keeps moving, and tiles follow it
+
+
+@pytest.mark.mpi(ranks=(2,))
+def test_resizing_one_rank_only_keeps_the_state_and_is_recorded(ranks, references, mpirun, tmp_path):
+    """Rank 1 goes 2 -> 1 -> 3 -> 2 worker threads; rank 0 keeps its 2."""
+    mpirun(ranks, "run", *SYNTHETIC, "--workers", 2, "--placement", "greedy", "--period", "4",
+           "--set", "run.resize=[[5,1,1],[11,1,3],[17,1,2]]", "--out", tmp_path / "resized")
+    assert compare_runs(references["synthetic"].path, tmp_path / "resized").identical
+    trace = open_run(tmp_path / "resized").trace
+    assert trace.worker_cores.tolist() == [[2, 2], [2, 1], [2, 3], [2, 2]]
+    assert trace.worker_steps.tolist() == [0, 5, 11, 17]
+    tasks = trace.tasks
+    on_rank_1 = tasks["node"] == 1
+    assert set(tasks["worker"][on_rank_1 & (tasks["step"] >= 5) & (tasks["step"] < 11)].tolist()) == {0}
+
+
+STOP_SCRIPT = """
+import sys
+import numpy as np
+from shoal.apps import get_app
+from shoal.cluster import Cluster
+from shoal.placement import get_policy
+from shoal.runtime import Simulation
+from shoal.runtime.team import current_team
+from shoal.tiling import Tiling
+
+asker, out = int(sys.argv[1]), sys.argv[2]
+team = current_team()
+app = get_app("sph2d").tiny_app()
+tiling = Tiling.from_count(app.grid, 6)
+cluster = Cluster.uniform(team.size, 1)
+app.prepare(tiling)
+sim = Simulation(app, tiling, cluster, get_policy("sfc").place(tiling, cluster), team=team)
+if team.rank == asker:
+    sim.add_measurement(lambda r: sim.request_stop() if r.step == 3 else None)
+sim.run(200)
+steps = team.agree(sim.step_count)
+assert steps == sim.step_count == sim.stopped_at, (team.rank, sim.step_count, steps)
+everything = sim.gather()
+if team.is_root:
+    np.savez(out, steps=steps, **everything)
+sim.close()
+"""
+
+
+@pytest.mark.mpi(ranks=(2, 3))
+@pytest.mark.parametrize("asker", [0, 1])
+def test_a_stop_asked_on_any_rank_ends_every_rank_at_the_same_step(ranks, asker, tmp_path):
+    script = tmp_path / "stop.py"
+    script.write_text(STOP_SCRIPT)
+    done = subprocess.run(mpi_python(ranks, script, asker, tmp_path / "state.npz"), capture_output=True, text=True,
+                          timeout=240, env=mpi_env())
+    assert done.returncode == 0, done.stderr
+    with np.load(tmp_path / "state.npz") as z:
+        got = {k: z[k] for k in z.files}
+    steps = int(got.pop("steps"))
+    assert 4 <= steps < 200
+    from shoal.apps import get_app
+    from shoal.cluster import Cluster
+    from shoal.runtime import Simulation
+    from shoal.tiling import Tiling
+
+    app = get_app("sph2d").tiny_app()
+    tiling = Tiling.from_count(app.grid, 6)
+    serial = Simulation(app, tiling, Cluster.uniform(1, 1), np.zeros(6, int))
+    serial.run(steps)
+    assert_same_state(serial.gather(), got)
+    serial.close()

@@ -47,6 +47,9 @@ from .tiling import Tiling
 from .trace import Trace
 
 LOOKAHEAD = {"oracle"}  # needs the true loads of the future: replay only
+# The keyword arguments of run_scenario that override a scenario's [run] table.
+RUN_FLAGS = ("steps", "tiles", "tiles_per_core", "nodes", "workers", "placement", "period", "seed", "initial",
+             "checkpoint_every")
 
 
 @dataclass
@@ -115,9 +118,8 @@ def run_scenario(
     rank returns the same record.
     """
     team = team if team is not None else current_team()
-    flags = {"steps": steps, "tiles": tiles, "tiles_per_core": tiles_per_core, "nodes": nodes, "workers": workers,
-             "placement": placement, "period": period, "seed": seed, "initial": initial,
-             "checkpoint_every": checkpoint_every}
+    values = locals()
+    flags = {k: values[k] for k in RUN_FLAGS}
     plan = resolve(scenario, flags, set, lb, resume, out, team)
     built = build(plan, team)
     try:
