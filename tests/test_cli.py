@@ -68,7 +68,7 @@ def test_report_draws_pngs(runs):
 
     paths = report_run(runs["birdshot16"])
     names = {p.name for p in paths}
-    assert {"load-heatmap.png", "timeline.png", "lif.png", "placement.png", "final-u.png"} <= names
+    assert {"load-heatmap.png", "timeline.png", "lif.png", "placement.png", "frame-final.png"} <= names
     for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
 

@@ -59,3 +59,62 @@ def test_scenario_files_are_checked(tmp_path):
     bad.write_text('name = "x"\n[app]\nname = "nope"\n')
     with pytest.raises(ShoalError, match="unknown app"):
         load_scenario(str(bad))
+
+
+def test_policy_parameters_come_from_the_balance_table_then_the_command_line():
+    table = {"refine": {"tolerance": 1.2}, "swap": {"interval": 4, "smoothing": 1}}
+    sc = scenario_from_dict({"name": "x", "app": {"name": "synthetic"}, "run": {}, "balance": table})
+    assert sc.balance == {"refine": {"tolerance": 1.2}, "swap": {"interval": 4, "smoothing": 1.0}}
+    sc.override_balance(["refine.tolerance=1.02", "refine.faithful=false"])
+    assert sc.balance["refine"] == {"tolerance": 1.02, "faithful": False}
+    from shoal.placement import get_policy, policy_params
+
+    params = policy_params(get_policy("refine"), sc.balance)
+    assert params.tolerance == 1.02 and params.faithful is False
+    assert policy_params(get_policy("greedy-refine"), sc.balance).tolerance == 1.05  # its default
+
+
+@pytest.mark.parametrize("assignment, match", [
+    ("refine.bogus=1", "unknown parameter of 'refine'; its parameters: refine.tolerance, refine.faithful"),
+    ("greedy.tolerance=1.1", "its parameters: none"),
+    ("nosuch.tolerance=1.1", "unknown placement 'nosuch'"),
+    ("refine.tolerance=0.5", "tolerance must be a finite number >= 1"),
+    ("refine.tolerance=nan", "tolerance must be a finite number >= 1"),
+    ("refine.tolerance=fast", "expects float"),
+    ("swap.smoothing=0", "smoothing must lie in"),
+    ("tolerance=1.1", "policy.key=value"),
+])
+def test_bad_policy_parameters_are_one_clear_error(assignment, match):
+    with pytest.raises(ShoalError, match=match):
+        load_scenario("synthetic-hotspot").override_balance([assignment])
+
+
+def test_policy_parameters_reach_real_runs_and_replays(tmp_path, capsys):
+    import json
+    import tomllib
+
+    from shoal.cli import main
+
+    (tmp_path / "hot.toml").write_text(load_scenario("synthetic-hotspot").to_toml()
+                                       + '\n[balance]\nrefine.tolerance = 3.0\n')
+    run = tmp_path / "run"
+    argv = ["run", str(tmp_path / "hot.toml"), "--steps", "9", "--tiles", "32", "--set", "app.grid=[64,64]",
+            "--placement", "refine", "--period", "3", "--out"]
+    assert main([*argv, str(run)]) == 0
+    config = tomllib.loads((run / "config.toml").read_text())
+    assert config["balance"] == {"refine": {"tolerance": 3.0}}
+    # a tolerance of 3 leaves the hot spot's node alone; the command line wins over the table
+    assert json.loads((run / "summary.json").read_text())["migrated_tiles"] == 0
+    assert main([*argv, str(tmp_path / "strict"), "--lb", "refine.tolerance=1.0"]) == 0
+    assert json.loads((tmp_path / "strict" / "summary.json").read_text())["migrated_tiles"] > 0
+    # the replay reads the recorded table, and --lb wins there too
+    common = ["replay", str(run), "--nodes", "4", "--cores", "1", "--placement", "refine", "--period", "3"]
+    assert main([*common, "--out", str(tmp_path / "loose")]) == 0
+    assert main([*common, "--lb", "refine.tolerance=1.0", "--out", str(tmp_path / "tight")]) == 0
+    loose, tight = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("loose", "tight"))
+    assert loose["migrated_tiles"] == 0 < tight["migrated_tiles"]
+    assert tomllib.loads((tmp_path / "tight" / "config.toml").read_text())["replay"]["balance"] == {
+        "refine": {"tolerance": 1.0}}
+    capsys.readouterr()
+    assert main([*common, "--lb", "refine.tolerance=0.5", "--out", str(tmp_path / "bad")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

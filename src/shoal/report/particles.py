@@ -50,47 +50,41 @@ def _axes_limits(frames):
     return x.min(axis=0) - pad, x.max(axis=0) + pad
 
 
-def draw_frame(frame, quantity, vrange, limits, ax):
+def draw_frame(app, frame, scale, limits, ax):
+    """The app's picture of a frame, on the run's colour scale and axes."""
     ax.clear()
-    fluid = frame["kind"] == FLUID
-    x = frame["x"]
-    ax.scatter(x[~fluid, 0], x[~fluid, 1], s=1.5, c="0.45", linewidths=0)
-    sc = ax.scatter(x[fluid, 0], x[fluid, 1], s=2.0, c=_value(frame, quantity)[fluid], cmap="viridis",
-                    vmin=vrange[0], vmax=vrange[1], linewidths=0)
+    mappable = app.draw(frame, ax, scale)
     ax.set_xlim(limits[0][0], limits[1][0])
     ax.set_ylim(limits[0][1], limits[1][1])
-    ax.set_aspect("equal")
-    ax.set_title(f"t = {float(frame['time']):.3f} s — {len(x)} particles")
-    return sc
+    return mappable
 
 
-def frame_pngs(frames, out: Path, ranges, quantity="speed", every=1) -> list[Path]:
+def frame_pngs(app, frames, out: Path, ranges, every=1) -> list[Path]:
     limits = _axes_limits(frames)
     paths = []
     fig, ax = plt.subplots(figsize=(8, 5))
-    sc = None
     for k, frame in enumerate(frames):
         if k % every and k != len(frames) - 1:
             continue
-        sc = draw_frame(frame, quantity, ranges[quantity], limits, ax)
+        sc = draw_frame(app, frame, ranges["speed"], limits, ax)
         if k == 0:
-            fig.colorbar(sc, ax=ax, label=QUANTITIES[quantity])
-        p = out / f"{frame['path'].stem.replace('state', quantity)}.png"
+            fig.colorbar(sc, ax=ax, label=QUANTITIES["speed"])
+        p = out / f"{frame['path'].stem.replace('state', 'speed')}.png"
         fig.savefig(p, dpi=90)
         paths.append(p)
     plt.close(fig)
     return paths
 
 
-def animation(frames, path: Path, ranges, quantity="speed") -> Path:
+def animation(app, frames, path: Path, ranges) -> Path:
     limits = _axes_limits(frames)
     fig, ax = plt.subplots(figsize=(7, 4.4))
-    sc = draw_frame(frames[0], quantity, ranges[quantity], limits, ax)
-    fig.colorbar(sc, ax=ax, label=QUANTITIES[quantity])
+    sc = draw_frame(app, frames[0], ranges["speed"], limits, ax)
+    fig.colorbar(sc, ax=ax, label=QUANTITIES["speed"])
     writer = PillowWriter(fps=8)
     with writer.saving(fig, str(path), dpi=70):
         for frame in frames:
-            draw_frame(frame, quantity, ranges[quantity], limits, ax)
+            draw_frame(app, frame, ranges["speed"], limits, ax)
             writer.grab_frame()
     plt.close(fig)
     return path
@@ -150,21 +144,23 @@ def dam_break_front(frames, path: Path, width: float, dx: float) -> Path:
     return path
 
 
-def report_particles(run: Path, config: dict) -> list[Path]:
+def report_particles(run: Path, config: dict, app) -> list[Path]:
+    """The pictures of a 2D particle run: frames and an animation drawn by the app, contour
+    views, VTK files and, for Martin & Moyce's column, the surge front."""
     frames = load_frames(run / "frames")
     if not frames:
         return []
     out = run / "frames"
     ranges = global_ranges(frames)
-    app = config.get("app", {})
-    dx = float(app.get("dx", 0.02))
-    paths = frame_pngs(frames, out, ranges, "speed", every=max(1, len(frames) // 12))
+    params = config.get("app", {})
+    dx = float(params.get("dx", 0.02))
+    paths = frame_pngs(app, frames, out, ranges, every=max(1, len(frames) // 12))
     paths.append(contour_views(frames[-1], run / "contours-final.png", ranges, 1.5 * dx))
     paths.append(contour_views(frames[len(frames) // 2], run / "contours-middle.png", ranges, 1.5 * dx))
-    paths.append(animation(frames, run / "animation.gif", ranges))
+    paths.append(animation(app, frames, run / "animation.gif", ranges))
     paths += vtk_frames(frames, out / "vtk")
-    blocks = app.get("fluid", [])
-    if app.get("layout") == "tank" and len(blocks) == 1 and blocks[0][0] == 0 and blocks[0][1] == 0:
+    blocks = params.get("fluid", [])
+    if params.get("layout") == "tank" and len(blocks) == 1 and blocks[0][0] == 0 and blocks[0][1] == 0:
         width, height = blocks[0][2], blocks[0][3]
         if abs(height - 2 * width) < 1e-9:  # Martin & Moyce's column, n^2 = 2
             paths.append(dam_break_front(frames, run / "surge-front.png", width, dx))

@@ -104,29 +104,58 @@ def placement_map(trace: Trace, path: Path) -> Path | None:
     return path
 
 
-def field_frames(run: Path, out: Path) -> list[Path]:
-    """One picture per gathered grid field of the final state."""
-    state_file = run / "state" / "final.npz"
-    if not state_file.exists():
+def app_of_run(config: dict):
+    """The run's app rebuilt from its resolved configuration (``None`` if it cannot be: a
+    replay, or an input file no longer there)."""
+    from ..config import scenario_from_dict
+
+    try:
+        sc = scenario_from_dict(config)
+        from ..apps import get_app
+
+        return get_app(sc.app).build(sc.params, sc.run.steps)
+    except (ShoalError, KeyError, TypeError):
+        return None
+
+
+def _load(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def app_frames(app, run: Path) -> list[Path]:
+    """The app's own picture of the final state (``frame-final.png``) and, for apps without
+    particle pictures of their own, of every frame written on the way (``frames/``), all on
+    one colour scale: the range over every frame (Vertanen §6.2: per-frame scales mislead)."""
+    final = run / "state" / "final.npz"
+    if not final.exists():
         return []
+    frames = [(run / "frame-final.png", app.frame(_load(final)))]
+    if "x" not in frames[0][1]:
+        frames += [(p.with_name(p.stem.replace("state", "frame") + ".png"), app.frame(_load(p)))
+                   for p in sorted((run / "frames").glob("state-*.npz"))]
+    scale = _common_scale([f for _, f in frames])
     paths = []
-    with np.load(state_file) as z:
-        for name in z.files:
-            a = z[name]
-            if a.ndim == 3:
-                a = a[:, :, a.shape[2] // 2]
-            if a.ndim != 2:
-                continue
-            fig, ax = plt.subplots(figsize=(6, 5))
-            im = ax.imshow(a.T, origin="lower", cmap="magma", interpolation="nearest")
-            ax.set_title(f"final {name}")
-            fig.colorbar(im, ax=ax)
-            fig.tight_layout()
-            p = out / f"final-{name}.png"
-            fig.savefig(p, dpi=100)
-            plt.close(fig)
-            paths.append(p)
+    for path, frame in frames:
+        fig, ax = plt.subplots(figsize=(7, 5))
+        fig.colorbar(app.draw(frame, ax, scale), ax=ax)
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
     return paths
+
+
+def _common_scale(frames: list[dict]) -> tuple[float, float] | None:
+    """The range of what the default picture colours by, over every frame."""
+    from .drawing import frame_values
+
+    try:
+        values = [frame_values(f)[0] for f in frames]
+    except ValueError:
+        return None
+    finite = np.concatenate([v[np.isfinite(v)].ravel() for v in values])
+    return (float(finite.min()), float(finite.max())) if finite.size else None
 
 
 def report_run(run: str | Path) -> list[Path]:
@@ -144,15 +173,13 @@ def report_run(run: str | Path) -> list[Path]:
     if pm:
         paths.append(pm)
     (run / "frames").mkdir(exist_ok=True)
-    state = run / "state" / "final.npz"
-    particles = False
-    if state.exists():  # a replay has no state
-        with np.load(state) as z:
-            particles = "id" in z.files
-    if particles:
+    app = None if trace.predicted else app_of_run(trace.config)
+    if app is None:
+        return paths
+    paths += app_frames(app, run)
+    final = run / "state" / "final.npz"
+    if final.exists() and {"id", "x", "kind"} <= set(_load(final)) and _load(final)["x"].shape[1] == 2:
         from .particles import report_particles
 
-        paths += report_particles(run, trace.config)
-    else:
-        paths += field_frames(run, run / "frames")
+        paths += report_particles(run, trace.config, app)
     return paths

@@ -26,6 +26,7 @@ from ...errors import ShoalError
 from ...runtime.app import App, Phase, StepContext
 from ...tiling import Tiling
 from . import kernels3d
+from .drawing import draw_particles
 from .particles import (
     FLUID,
     CellGrid,
@@ -207,6 +208,10 @@ class FluidAnimate3DApp(App):
         return len(state["id"])
 
     # ----- results ----------------------------------------------------------------------------
+    def draw(self, frame: dict, ax, scale: tuple[float, float] | None = None):
+        """The fluid's particles coloured by speed, walls grey (x-y plane)."""
+        return draw_particles(frame, ax, scale)
+
     def gather(self, states: dict, tiling: Tiling) -> dict[str, np.ndarray]:
         allp = concat([take(s, slice(None)) for s in states.values()], 3)
         out = take(allp, np.argsort(allp["id"], kind="stable"))

@@ -24,6 +24,7 @@ from ...errors import ShoalError
 from ...runtime.app import App, Phase, StepContext
 from ...tiling import Tiling
 from . import geometry, kernels2d
+from .drawing import draw_particles
 from .particles import (
     FLUID,
     CellGrid,
@@ -346,6 +347,10 @@ class SPH2DApp(App):
         state.update(settle(take(state, slice(None)), self.cells, tiling, tile, incoming))
 
     # ----- results ----------------------------------------------------------------------------
+    def draw(self, frame: dict, ax, scale: tuple[float, float] | None = None):
+        """The fluid's particles coloured by speed, walls grey (x-y plane)."""
+        return draw_particles(frame, ax, scale)
+
     def gather(self, states: dict, tiling: Tiling) -> dict[str, np.ndarray]:
         allp = concat([take(s, slice(None)) for s in states.values()], 2)
         out = take(allp, np.argsort(allp["id"], kind="stable"))
