@@ -26,6 +26,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/sph.py
 	$(BIN)/python bench/replay.py
 	$(BIN)/python bench/mpi.py
+	$(BIN)/python bench/predict_self.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -176,3 +176,12 @@ def test_resize_schedules_are_checked(tmp_path):
                        ("[[5,0]]", "step, node, workers")):
         with pytest.raises(ShoalError, match=match):
             tiny_run(tmp_path / "x", steps=10, nodes=2, set=[f"run.resize={bad}"])
+
+
+def test_a_resumed_run_starts_with_the_threads_its_schedule_gave_by_then(tmp_path):
+    kw = dict(steps=12, tiles=8, nodes=2, workers=2, checkpoint_every=6, set=["run.resize=[[4,0,1],[9,1,3]]"])
+    full = tiny_run(tmp_path / "full", **kw)
+    resumed = run_scenario(None, resume=full.path, out=tmp_path / "resumed")
+    assert compare_runs(full.path, resumed.path).identical
+    trace = resumed.trace
+    assert trace.worker_steps.tolist() == [6, 9] and trace.worker_cores.tolist() == [[1, 2], [1, 3]]

@@ -81,6 +81,14 @@ class RunParams:
                 at.setdefault(s, {})[node] = workers
         return sorted(at.items())
 
+    def workers_at(self, step: int) -> list[int]:
+        """Worker threads of every node at ``step`` (a resumed run starts with them)."""
+        cores = [self.workers] * self.nodes
+        for s, node, workers in sorted(self.resize):
+            if s <= step:
+                cores[node] = workers
+        return cores
+
 
 @dataclass
 class Scenario:

@@ -114,7 +114,3 @@ BALANCE = Schema("balance", (
     Column("lif_after", np.float64, "", "LIF of the same loads under the new placement"),
 ))
 
-
-def task_order(tasks: dict[str, np.ndarray], phases: int, tiles: int, first_step: int) -> np.ndarray:
-    """Row index of every task in (step, phase, tile) order, given steps from ``first_step``."""
-    return ((tasks["step"].astype(np.int64) - first_step) * phases + tasks["phase"]) * tiles + tasks["tile"]

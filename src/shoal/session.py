@@ -193,7 +193,8 @@ def build(plan: Resolved, team: Team) -> Built:
     """The simulation of a resolved run, its callbacks attached, and the run folder made."""
     sc, policy, checkpoint = plan.scenario, plan.policy, plan.checkpoint
     app = get_app(sc.app).build(sc.params, sc.run.steps)
-    cluster = Cluster.uniform(sc.run.nodes, sc.run.workers)
+    first = checkpoint.step if checkpoint else 0
+    cluster = Cluster(tuple(sc.run.workers_at(first)))
     tiling = checkpoint.tiling if checkpoint else build_tiling(sc, app.grid, cluster)
     app.check_tiling(tiling)
     if policy.dynamic:
@@ -212,7 +213,6 @@ def build(plan: Resolved, team: Team) -> Built:
             (path / "config.toml").write_text(sc.to_toml())
 
     app.prepare(tiling)
-    first = checkpoint.step if checkpoint else 0
     states = None
     if checkpoint:
         states = {int(t): checkpoint.states[t] for t in team.local_tiles(owner)}

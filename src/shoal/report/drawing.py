@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-PARTICLE_FIELDS = ("x",)
-
 
 def frame_values(frame: dict[str, np.ndarray]) -> tuple[np.ndarray, str]:
     """The values the default picture colours by, and their label: particle speed when there
