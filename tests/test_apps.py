@@ -64,37 +64,42 @@ def test_init_then_steps_on_one_and_on_four_tiles_are_bitwise_equal(reference):
     sim.close()
 
 
+def _halfway_then(name, final, carry) -> None:
+    """Run STEPS steps on 4 tiles, hand the states through ``carry(sim) -> (states, step,
+    reduced)``, continue on another placement: the end must be the reference's."""
+    sim = _simulation(name, 4)
+    sim.run(STEPS)
+    states, step, reduced = carry(sim)
+    sim.close()
+    again = _simulation(name, 4, nodes=2, states=states, step=step, reduced=reduced)
+    again.run(STEPS)
+    assert_same_state(final, again.gather())
+    again.close()
+
+
 def test_a_checkpoint_round_trip_continues_bitwise(reference, tmp_path):
-    name, _, final = reference
-    sim = _simulation(name, 4)
-    sim.run(STEPS)
-    Checkpoint(sim.step_count, sim.tiling, sim.all_states(), sim.owner, {}, sim.reduced).write(tmp_path)
-    sim.close()
-    cp = Checkpoint.latest(tmp_path)
-    again = _simulation(name, 4, nodes=2, states=cp.states, step=cp.step, reduced=cp.reduced)
-    again.run(STEPS)
-    assert_same_state(final, again.gather())
-    again.close()
+    def through_a_checkpoint(sim):
+        Checkpoint(sim.step_count, sim.tiling, sim.all_states(), sim.owner, {}, sim.reduced).write(tmp_path)
+        cp = Checkpoint.latest(tmp_path)
+        return cp.states, cp.step, cp.reduced
+
+    _halfway_then(reference[0], reference[2], through_a_checkpoint)
 
 
-def test_a_migrated_tile_packs_to_plain_arrays_and_unpacks_to_the_same_run(reference, tmp_path):
-    name, _, final = reference
-    sim = _simulation(name, 4)
-    sim.run(STEPS)
-    moved = {}
-    for t, state in sim.states.items():
-        packed = sim.app.pack_state(state)
-        assert all(isinstance(a, np.ndarray) and not a.dtype.hasobject for a in packed.values())
-        buffer = io.BytesIO()
-        np.savez(buffer, **packed)  # what a file or a message holds: no pickles
-        buffer.seek(0)
-        with np.load(buffer, allow_pickle=False) as z:
-            moved[t] = sim.app.unpack_state({k: z[k] for k in z.files})
-    again = _simulation(name, 4, nodes=2, states=moved, step=sim.step_count, reduced=sim.reduced)
-    sim.close()
-    again.run(STEPS)
-    assert_same_state(final, again.gather())
-    again.close()
+def test_a_migrated_tile_packs_to_plain_arrays_and_unpacks_to_the_same_run(reference):
+    def packed_and_unpacked(sim):
+        moved = {}
+        for t, state in sim.states.items():
+            packed = sim.app.pack_state(state)
+            assert all(isinstance(a, np.ndarray) and not a.dtype.hasobject for a in packed.values())
+            buffer = io.BytesIO()
+            np.savez(buffer, **packed)  # what a file or a message holds: no pickles
+            buffer.seek(0)
+            with np.load(buffer, allow_pickle=False) as z:
+                moved[t] = sim.app.unpack_state({k: z[k] for k in z.files})
+        return moved, sim.step_count, sim.reduced
+
+    _halfway_then(reference[0], reference[2], packed_and_unpacked)
 
 
 def test_the_app_draws_a_frame_of_numpy_arrays(reference, tmp_path):

@@ -118,9 +118,8 @@ def prediction(out: Path = Path("runs/demo"), steps: int = 60, period: int = 20)
     for nodes, cores in CLUSTERS:
         rows = []
         for name in PREDICTION_POLICIES:
-            dynamic = name in ("greedy", "refine", "swap", "speculative")
             r = replay(trace, ReplayConfig(nodes=nodes, cores=cores, placement=name, tiles_per_core=4,
-                                           period=period if dynamic else 0))
+                                           period=period if POLICIES[name].dynamic else 0))
             s = r.summary()
             s["step_times"] = list(np.diff(np.concatenate([[0.0], r.trace.step_end])))
             rows.append(s)

@@ -327,11 +327,14 @@ class _Refiner:
         self.charm_order = charm_order
         npes = len(background)
         self.load = list(background)  # a PE without objects weighs its background load
+        self.loads = np.array(background, dtype=np.float64)  # the same, for the scans over light PEs
+        self.is_light = np.zeros(npes, dtype=bool)  # the light set as a mask, kept in step with it
         self.compute = [0.0] * npes
         self.members: list[dict[int, None]] = [{} for _ in range(npes)]
         self.pe = [0] * len(weights)
         for obj, p in enumerate(start):
             self._add(obj, p)
+        self.loads[:] = self.load
 
     def _add(self, obj: int, p: int) -> None:
         self.pe[obj] = p
@@ -372,6 +375,7 @@ class _Refiner:
             self.load = list(self.bg)
         for obj, p in enumerate(self.start):
             self._add(obj, p)
+        self.loads[:] = self.load
 
     def _best_pair(self, donor: int, light: dict[int, None], limit: float) -> tuple[int, int] | None:
         """The (object, receiver) to move off ``donor``, or None."""
@@ -380,7 +384,7 @@ class _Refiner:
         load, w = self.load, self.w
         # Rounded addition is monotone, so the lightest light PE takes every object that fits
         # on any light PE: the best pair's object is the heaviest that fits there.
-        lightest = min(load[p] for p in light)
+        lightest = float(self.loads[self.is_light].min())
         best, best_obj = 0.0, -1
         if self.charm_order:
             for obj in reversed(self.members[donor]):
@@ -406,11 +410,13 @@ class _Refiner:
         load = self.load
         heavy = _CkMaxHeap() if self.charm_order else _IndexHeap()
         light: dict[int, None] = {}
+        self.is_light[:] = False
         for p, x in enumerate(load):
             if x > overload * avg:
                 heavy.push(x, p)
             elif x < avg:
                 light[p] = None
+                self.is_light[p] = True
         moves: list[tuple[int, int, int]] = []
         while heavy:
             donor = heavy.pop()
@@ -420,13 +426,16 @@ class _Refiner:
             obj, receiver = pair
             self._remove(obj, donor)
             self._add(obj, receiver)
+            self.loads[donor], self.loads[receiver] = load[donor], load[receiver]
             moves.append((obj, donor, receiver))
             if load[receiver] > avg:
                 del light[receiver]
+                self.is_light[receiver] = False
             if load[donor] > overload * avg:
                 heavy.push(load[donor], donor)
             elif load[donor] < avg:
                 light[donor] = None
+                self.is_light[donor] = True
         return True, moves
 
 
