@@ -335,6 +335,9 @@ class _Refiner:
         for obj, p in enumerate(start):
             self._add(obj, p)
         self.loads[:] = self.load
+        # The start, kept to reset to: re-adding every object in id order rebuilds exactly
+        # these sums and these member orders.
+        self._initial = (list(self.compute), list(self.load), [dict(m) for m in self.members], list(self.pe))
 
     def _add(self, obj: int, p: int) -> None:
         self.pe[obj] = p
@@ -368,13 +371,10 @@ class _Refiner:
         Charm++ zeroes the object load of every PE but refreshes the total load only of PEs
         that get an object back; ``stale=True`` keeps that quirk.
         """
-        npes = len(self.bg)
-        self.compute = [0.0] * npes
-        self.members = [{} for _ in range(npes)]
-        if not stale:
-            self.load = list(self.bg)
-        for obj, p in enumerate(self.start):
-            self._add(obj, p)
+        compute, load, members, pe = self._initial
+        self.compute, self.pe = list(compute), list(pe)
+        self.members = [dict(m) for m in members]
+        self.load = [load[p] if members[p] or not stale else self.load[p] for p in range(len(load))]
         self.loads[:] = self.load
 
     def _best_pair(self, donor: int, light: dict[int, None], limit: float) -> tuple[int, int] | None:
