@@ -274,3 +274,25 @@ def test_a_stop_asked_on_any_rank_ends_every_rank_at_the_same_step(ranks, asker,
     serial.run(steps)
     assert_same_state(serial.gather(), got)
     serial.close()
+
+
+@pytest.mark.mpi(ranks=(2,))
+def test_sigusr1_to_mpiexec_stops_every_rank_cleanly_and_the_run_resumes(ranks, mpirun, tmp_path):
+    """Open MPI's mpiexec ends the job on Ctrl-C but passes SIGUSR1 on: every rank stops at
+    the same step boundary, a checkpoint is written, and the run resumes to the same end."""
+    argv = [*SYNTHETIC[:1], "--steps", "300", "--tiles", "16", "--set", "app.grid=[96,96]",
+            "--set", "app.work_per_cell=2000.0"]
+    out = tmp_path / "run"
+    proc = subprocess.Popen(mpi_command(ranks, "run", *argv, "--checkpoint-every", "50", "--out", out),
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=mpi_env())
+    deadline = time.monotonic() + 120
+    while not list((out / "state").glob("checkpoint-*.pkl")):
+        assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint was written"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGUSR1)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "stopped at step" in err and not (out / "summary.json").exists()
+    mpirun(ranks, "run", "--resume", out)
+    reference = _local(argv, tmp_path / "local")
+    assert compare_runs(reference.path, out).identical

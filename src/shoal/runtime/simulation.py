@@ -295,19 +295,24 @@ def state_bytes(app: App, states: dict, ntiles: int, arrays_only: bool = True) -
 
 class _ctrl_c_stops:
     """While a simulation runs in the main thread, Ctrl-C requests a stop (a second one
-    interrupts at once)."""
+    interrupts at once), and so does SIGUSR1: ``mpiexec`` passes that one on to every rank,
+    where it would end the job on Ctrl-C."""
 
     def __init__(self, sim: Simulation):
-        self.sim, self.previous = sim, None
+        self.sim, self.previous = sim, {}
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGINT, self._interrupted)
+            self.previous = {signal.SIGINT: signal.signal(signal.SIGINT, self._interrupted),
+                             signal.SIGUSR1: signal.signal(signal.SIGUSR1, self._asked)}
         return self
 
     def __exit__(self, *exc):
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+    def _asked(self, signum, frame):
+        self.sim.request_stop()
 
     def _interrupted(self, signum, frame):
         if self.sim._stop.is_set():
