@@ -296,3 +296,66 @@ def test_sigusr1_to_mpiexec_stops_every_rank_cleanly_and_the_run_resumes(ranks, 
     mpirun(ranks, "run", "--resume", out)
     reference = _local(argv, tmp_path / "local")
     assert compare_runs(reference.path, out).identical
+
+
+CHAIN_SCRIPT = """
+import sys, time
+import numpy as np
+from shoal.cluster import Cluster
+from shoal.runtime import App, Phase, Simulation
+from shoal.runtime.team import current_team
+from shoal.tiling import Tiling
+
+class Chain(App):
+    '''Four tiles in a row, every step counted in each; tile 1 is slow.'''
+    name = "chain"
+    phases = (Phase("a", halo=True), Phase("b"))
+    grid = (32, 2)
+    def init_tile(self, tile, tiling): return {"n": np.zeros(1)}
+    def gather(self, states, tiling): return {"n": np.array([s["n"][0] for _, s in sorted(states.items())])}
+    def pack_halos(self, state, src, tiling): return {int(d): state["n"].copy() for d in tiling.neighbours[src]}
+    def a(self, tile, state, halos, ctx, tiling):
+        time.sleep(0.03 if tile == 1 else 0.001); state["n"] += 1; return 1
+    b = a
+
+team = current_team()
+tiling = Tiling.from_count(Chain.grid, 4)
+sim = Simulation(Chain(), tiling, Cluster.uniform(2, 2), np.array([1, 0, 0, 0]), team=team)
+if team.rank == 1:
+    sim.add_measurement(lambda r: sim.request_stop() if r.step == 5 else None)
+sim.run(100000)
+everything = sim.gather()
+if team.is_root:
+    print("steps", sim.stopped_at, "counts", *everything["n"].astype(int), flush=True)
+sim.close()
+"""
+
+
+@pytest.mark.mpi(ranks=(2,))
+def test_a_rank_ahead_of_its_frontier_runs_up_to_the_agreed_step(ranks, tmp_path):
+    """Rank 1 (tile 0) asks early and is done up to its own frontier; rank 0's slow tile 1 has
+    started a later step: rank 1 must run on to that step, every tile counting every step."""
+    script = tmp_path / "chain.py"
+    script.write_text(CHAIN_SCRIPT)
+    done = subprocess.run(mpi_python(ranks, script), capture_output=True, text=True, timeout=120, env=mpi_env())
+    assert done.returncode == 0, done.stderr
+    words = done.stdout.split()
+    steps = int(words[words.index("steps") + 1])
+    counts = [int(c) for c in words[words.index("counts") + 1:]]
+    assert steps >= 6 and counts == [2 * steps] * 4, done.stdout
+
+
+@pytest.mark.mpi(ranks=(3,))
+def test_resuming_on_fewer_ranks_between_balancing_steps(ranks, mpirun, tmp_path):
+    argv = [*SYNTHETIC[:1], "--steps", "24", "--tiles", "24", "--set", "app.grid=[48,48]"]
+    mpirun(ranks, "run", *argv, "--placement", "greedy", "--period", "7", "--checkpoint-every", "10",
+           "--out", tmp_path / "full")
+    state = tmp_path / "full" / "state"
+    assert sorted(p.name for p in state.glob("checkpoint-*.pkl"))[-1] == "checkpoint-000020.pkl"
+    (tmp_path / "partial" / "state").mkdir(parents=True)
+    for name in ("config.toml",):
+        (tmp_path / "partial" / name).write_text((tmp_path / "full" / name).read_text())
+    for p in state.glob("checkpoint-*.pkl"):
+        (tmp_path / "partial" / "state" / p.name).write_bytes(p.read_bytes())
+    mpirun(2, "run", "--resume", tmp_path / "partial")  # its balancer's period and background began on 3
+    assert compare_runs(tmp_path / "full", tmp_path / "partial").identical

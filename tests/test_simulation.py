@@ -187,3 +187,36 @@ def test_a_resumed_run_starts_with_the_threads_its_schedule_gave_by_then(tmp_pat
     assert compare_runs(full.path, resumed.path).identical
     trace = resumed.trace
     assert trace.worker_steps.tolist() == [6, 9] and trace.worker_cores.tolist() == [[1, 2], [1, 3]]
+
+
+def test_callbacks_due_at_the_stop_step_run_and_a_stop_at_the_end_is_a_finished_run():
+    sim = _sim()
+    seen = []
+    sim.add_callback(lambda s: seen.append(s.step_count), Every(5))
+    sim.add_measurement(lambda r: sim.request_stop() if r.step == 4 else None)  # the 5th step
+    sim.run(20)
+    assert sim.stopped_at == 5 and seen == [5]  # stopped at the boundary where the callback was due
+    sim.close()
+    last = _sim()
+    last.add_measurement(lambda r: last.request_stop() if r.step == 9 else None)
+    assert last.run(10) == 10 and last.stopped_at is None  # asked as the run ended: it ended
+    assert last.run(2) == 2  # and it goes on when asked to
+    last.close()
+
+
+def test_an_error_in_a_callback_stops_the_workers_at_once_and_the_simulation_stays_usable():
+    sim = _sim("sph2d", tiles=6)
+
+    def boom(record):
+        if record.step == 2:
+            raise RuntimeError("boom")
+
+    sim.add_measurement(boom)
+    with pytest.raises(RuntimeError, match="boom"):
+        sim.run(3000)
+    # every worker is back in its pool (not running out the 3000 steps it had ahead of it)
+    assert all(pool._busy == 0 for pool in sim.executor._pools.values())
+    sim._measurements.clear()
+    ran = sim.executor.run(2, states=sim.states, first_step=0)  # the pools are whole: a new run works
+    assert ran.steps == 2
+    sim.close()

@@ -222,7 +222,7 @@ def build(plan: Resolved, team: Team) -> Built:
         balancer = Balancer(policy, sc.run.period, tiling, tuple(p.barrier for p in app.phases),
                             policy_params(policy, sc.balance), proxy)
         if checkpoint and checkpoint.balancer:
-            balancer.restore(checkpoint.balancer, carry_costs=team.is_root)  # rank 0 carries the costs so far
+            balancer.restore(checkpoint.balancer, carry_costs=team.is_root, nodes=cluster.nodes)  # rank 0 carries
     sim = Simulation(app, tiling, cluster, owner, team=team, states=states, step=first,
                      reduced=checkpoint.reduced if checkpoint else None, balancer=balancer,
                      checkpoints=path / "state", overlap=sc.run.overlap)

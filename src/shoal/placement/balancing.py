@@ -155,12 +155,13 @@ class Balancer:
         bg = self.background if self.background is not None else np.zeros(0)
         return {"memory": self.memory, "cost": team.sum(self.cost), "background": team.sum(bg), "steps": self.steps}
 
-    def restore(self, state: dict, carry_costs: bool) -> None:
-        """Continue from a checkpoint's :meth:`checkpoint_state` (costs only where ``carry_costs``)."""
+    def restore(self, state: dict, carry_costs: bool, nodes: int) -> None:
+        """Continue from a checkpoint's :meth:`checkpoint_state` on ``nodes`` nodes (costs only
+        where ``carry_costs``; background load only if the run kept its number of nodes)."""
         self.memory = state["memory"]
         if carry_costs and state["cost"].shape == self.cost.shape:
             self.cost = state["cost"]
-            self.background = state["background"] if len(state["background"]) else None
+            self.background = state["background"] if len(state["background"]) == nodes else None
         self.steps = state["steps"]
 
     # ----- the step itself ---------------------------------------------------------------------

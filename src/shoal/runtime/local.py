@@ -156,15 +156,21 @@ class LocalExecutor:
         collecting = gc.isenabled()
         gc.disable()
         self._t0 = self._start_clock()
+        started = []
         try:
             with self._lock:
                 self._deliver_initial_halos()
             for node, pool in self._pools.items():
-                pool.start(lambda w, node=node: self._worker(node, w))
+                pool.start(lambda w, node=node: self._guarded(node, w))
+                started.append(pool)
             reported = self._wait(on_step, stop)
-            for pool in self._pools.values():
-                pool.wait()
+        except BaseException:
+            with self._lock:  # an error here (a callback, a second Ctrl-C): workers end their task and go
+                self._stop()
+            raise
         finally:
+            for pool in started:
+                pool.wait()
             sys.setswitchinterval(switch)
             if collecting:
                 gc.enable()
@@ -390,6 +396,13 @@ class LocalExecutor:
             self._conds[node].notify()
 
     # ----- workers -------------------------------------------------------------------------
+    def _guarded(self, node: int, worker: int) -> None:
+        """A worker's run; an error outside a task's own code still stops the run, with its cause."""
+        try:
+            self._worker(node, worker)
+        except BaseException as exc:
+            self._fail(exc, None, None)
+
     def _worker(self, node: int, worker: int) -> None:
         queue, cond = self._queues[node], self._conds[node]
         self._worker_started()
@@ -521,16 +534,17 @@ class LocalExecutor:
             if self._steps_done == self._limit // len(self.phases):
                 self._all_done()
 
-    def _fail(self, exc: BaseException, tile: int, task: int) -> None:
+    def _fail(self, exc: BaseException, tile: int | None, task: int | None) -> None:
+        """Stop every worker; the run raises ``exc`` (naming its step, phase and tile, when known)."""
         with self._lock:
             if self._error is None:
-                step = task // len(self.phases) + self.first_step
-                phase = self.phases[task % len(self.phases)].name
-                if isinstance(exc, ShoalError):
-                    msg = f"step {step}, phase {phase}, tile {tile}: {exc}"
+                what = exc if isinstance(exc, ShoalError) else f"{type(exc).__name__}: {exc}"
+                if task is None:
+                    err, step = ShoalError(f"executor: {what}"), self.first_step + self._steps_done
                 else:
-                    msg = f"step {step}, phase {phase}, tile {tile}: {type(exc).__name__}: {exc}"
-                err = ShoalError(msg)
+                    step = task // len(self.phases) + self.first_step
+                    phase = self.phases[task % len(self.phases)].name
+                    err = ShoalError(f"step {step}, phase {phase}, tile {tile}: {what}")
                 err.__cause__ = exc
                 err.step = step
                 self._error = err

@@ -285,6 +285,11 @@ class MPIExecutor(LocalExecutor):
         self._local_done = True
         self._wake.set()
 
+    def _limit_steps(self, steps: int) -> None:
+        super()._limit_steps(steps)
+        # A limit raised again (rank 0's, above this rank's frontier) has steps left to run here.
+        self._local_done = self._n_here == 0 or self._steps_done >= self._limit // len(self.phases)
+
     def _receive(self, tag: int, message) -> None:
         if tag == HALO:
             task, src, items = message
@@ -400,7 +405,7 @@ class MPIExecutor(LocalExecutor):
         """Rank 0: stop here at the frontier, and ask every rank still running for its own."""
         if self._stopping:
             return  # once per run
-        self._asked = self._stopping = True
+        self._stopping = True
         with self._lock:
             frontier = self._frontier()
             self._limit_steps(frontier)

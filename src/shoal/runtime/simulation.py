@@ -127,7 +127,6 @@ class Simulation:
             states = {int(t): app.init_tile(int(t), tiling) for t in self.team.local_tiles(owner)}
         self.states = states
         self.step_count = step
-        self.first_step = step
         self.reduced = dict(reduced or {})
         self.balancer = balancer
         self.checkpoints = checkpoints
@@ -194,14 +193,18 @@ class Simulation:
         with _ctrl_c_stops(self):
             while self.step_count < target:
                 cut = min([target] + [s for c in self._callbacks if (s := c.schedule.next_after(self.step_count))])
-                part = self._advance(cut - self.step_count)
+                self._advance(cut - self.step_count)
                 stopping = self.team.max(float(self._stop.is_set())) > 0  # every process stops together
-                if stopping or part.steps < cut - part.first_step:
-                    self._stopped()
-                    break
+                # A stop ends where every tile could: no callback is due before that step, and
+                # those due at it run, as they would have without the stop.
                 for c in self._callbacks:
                     if c.schedule.due(self.step_count):
                         c.action(self)
+                if stopping:
+                    if self.step_count < target:
+                        self._stopped()
+                    self._stop.clear()  # a stop asked as the run reached its end: it ended
+                    break
         return self.step_count - start
 
     def _advance(self, steps: int) -> ExecutionResult:

@@ -34,6 +34,7 @@ class WorkerPool:
         self._job: Callable[[int], None] | None = None
         self._generation = 0  # counts the runs handed out
         self._busy = 0  # threads still inside the current run's job
+        self._errors: list[BaseException] = []  # what jobs raised (the thread serves on)
         self.resize(size)
 
     @property
@@ -68,11 +69,14 @@ class WorkerPool:
             self._cond.notify_all()
 
     def wait(self) -> None:
-        """Block until every thread has returned from the current job."""
+        """Block until every thread has returned from the current job; raise what a job raised."""
         with self._cond:
             while self._busy:
                 self._cond.wait()
             self._job = None
+            errors, self._errors = self._errors, []
+        if errors:
+            raise errors[0]
 
     def close(self) -> None:
         """End every thread (the pool cannot be used again)."""
@@ -93,6 +97,9 @@ class WorkerPool:
                 seen, job = self._generation, self._job
             try:
                 job(k)
+            except BaseException as exc:  # the pool stays whole: wait() reports it
+                with self._cond:
+                    self._errors.append(exc)
             finally:
                 with self._cond:
                     self._busy -= 1
