@@ -61,9 +61,6 @@ class Schema:
             raise ShoalError(f"the {self.name} table's columns have different lengths")
         return out
 
-    def rows(self, table: dict[str, np.ndarray]) -> int:
-        return len(next(iter(table.values()))) if table else 0
-
     def concat(self, tables: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         """Rows of several tables one after another (columns every table has)."""
         if not tables:

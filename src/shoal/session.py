@@ -235,15 +235,15 @@ def _attach(sim: Simulation, sc: Scenario, frames: Path) -> None:
     balancing, checkpoints."""
     r = sc.run
     if r.frame_every:
-        sim.add_callback(lambda s: write_frame(s, frames), Every(r.frame_every), "frame")
+        sim.add_callback(lambda s: write_frame(s, frames), Every(r.frame_every))
         if sim.step_count == 0:
             write_frame(sim, frames)
     for step, workers in r.workers_from(sim.step_count):
-        sim.add_callback(lambda s, w=workers: s.reconfigure(workers=w), At((step,)), f"resize at {step}")
+        sim.add_callback(lambda s, w=workers: s.reconfigure(workers=w), At((step,)))
     if sim.balancer is not None:
-        sim.add_callback(Simulation.rebalance, Every(r.period, until=r.steps), "rebalance")
+        sim.add_callback(Simulation.rebalance, Every(r.period, until=r.steps))
     if r.checkpoint_every:
-        sim.add_callback(Simulation.write_checkpoint, Every(r.checkpoint_every, until=r.steps), "checkpoint")
+        sim.add_callback(Simulation.write_checkpoint, Every(r.checkpoint_every, until=r.steps))
 
 
 def write_frame(sim: Simulation, frames: Path) -> None:

@@ -184,6 +184,11 @@ class Balancer:
         self.rows.append((step, plan_s, int(moved.sum()), int(np.asarray(tile_bytes)[moved].sum()), before, after))
         return new
 
+    @property
+    def last_plan_s(self) -> float:
+        """How long the policy took to plan the latest balancing step."""
+        return self.rows[-1][1]
+
     def records(self) -> dict[str, np.ndarray]:
         """The ``/balance`` table of every balancing step so far."""
         return BALANCE.from_rows(self.rows)

@@ -312,7 +312,7 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
             new = balancer.plan(int(steps[s1]), owner, at, cost[s1 - period:s1].mean(axis=0), background / period,
                                 tile_bytes, future_loads=future, proxy_loads=ahead)
             background = np.zeros(cluster.nodes)
-            t0 = _migrate(owner, new, tile_bytes, cluster, t0 + balancer.rows[-1][1], tx_free, rx_free)
+            t0 = _migrate(owner, new, tile_bytes, cluster, t0 + balancer.last_plan_s, tx_free, rx_free)
             owner = new
             owners.append(owner.copy())
             owner_steps.append(int(steps[s1]))

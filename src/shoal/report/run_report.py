@@ -178,7 +178,8 @@ def report_run(run: str | Path) -> list[Path]:
         return paths
     paths += app_frames(app, run)
     final = run / "state" / "final.npz"
-    if final.exists() and {"id", "x", "kind"} <= set(_load(final)) and _load(final)["x"].shape[1] == 2:
+    state = _load(final) if final.exists() else {}
+    if {"id", "x", "kind"} <= set(state) and state["x"].shape[1] == 2:
         from .particles import report_particles
 
         paths += report_particles(run, trace.config, app)

@@ -80,7 +80,6 @@ class Callback:
 
     action: Callable[[Simulation], None]
     schedule: Every | At
-    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -166,9 +165,9 @@ class Simulation:
                                  app.unpack_state)
 
     # ----- what runs at step boundaries ----------------------------------------------------------
-    def add_callback(self, action: Callable[[Simulation], None], schedule: Every | At, name: str = "") -> None:
+    def add_callback(self, action: Callable[[Simulation], None], schedule: Every | At) -> None:
         """Run ``action(sim)`` at every step boundary ``schedule`` names (in the order added)."""
-        self._callbacks.append(Callback(action, schedule, name or getattr(action, "__name__", "callback")))
+        self._callbacks.append(Callback(action, schedule))
 
     def add_measurement(self, fn: Callable[[StepRecord], None]) -> None:
         """Call ``fn(StepRecord)`` as each step finishes, from the thread that runs the loop."""
