@@ -32,6 +32,10 @@ class AppSpec:
     tiny : dict
         Parameter overrides for a run of a few steps that takes well under a second: what the
         conformance tests run.
+    memory : callable, optional
+        ``memory(params) -> int``: the bytes the app's state will take, estimated from the
+        parameters alone, before anything is allocated. A run refuses to start when this exceeds
+        what the machine has (``--allow-large`` overrides).
     """
 
     name: str
@@ -39,6 +43,7 @@ class AppSpec:
     build: Callable[[Any, int], Any]
     summary: str
     tiny: dict = field(default_factory=dict)
+    memory: Callable[[Any], int] | None = None
 
     def tiny_app(self, steps: int = 4):
         """The app with its tiny parameter set."""

@@ -1,0 +1,110 @@
+"""Writing files so that a reader never sees half of one.
+
+Every file shoal writes goes through :func:`atomic_write`: the bytes go to a uniquely named
+temporary file beside the target, are flushed and fsynced, and the temporary file is renamed
+over the target (an atomic replace on POSIX), then the folder is fsynced so the rename
+survives a power cut. A crash at any moment leaves either the old file or the new one, and
+two writers never share a temporary name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+
+@contextmanager
+def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO]:
+    """Open a temporary file that replaces ``path`` when the block ends without an error.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file to (re)place. Its folder must exist.
+    mode : {"wb", "w"}
+        Binary or text.
+
+    Yields
+    ------
+    file object
+        Write to it; it is flushed, fsynced and renamed over ``path`` on leaving the block. On
+        an exception the temporary file is removed and ``path`` is left as it was.
+    """
+    if mode not in ("wb", "w"):
+        raise ValueError(f"mode must be 'wb' or 'w', got {mode!r}")
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_folder(path.parent)
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` for libraries that open files by name (h5py, VTK).
+
+    The library writes and closes the file inside the block; on leaving, the file is fsynced
+    and renamed over ``path``. On an exception it is removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_folder(path.parent)
+
+
+def fsync_folder(folder: str | Path) -> None:
+    """Make a rename or a new file in ``folder`` durable (a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    """``data`` as indented JSON, atomically."""
+    with atomic_write(path, "w") as fh:
+        fh.write(json.dumps(data, indent=2) + "\n")
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """``text``, atomically."""
+    with atomic_write(path, "w") as fh:
+        fh.write(text)
+
+
+def save_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
+    """Arrays as an ``.npz`` archive, atomically. Object arrays are refused: loading them would
+    need pickle."""
+    for name, arr in arrays.items():
+        if np.asarray(arr).dtype.hasobject:
+            raise TypeError(f"array {name!r} holds Python objects; an .npz must load without pickle")
+    with atomic_write(path, "wb") as fh:
+        np.savez(fh, **arrays)
