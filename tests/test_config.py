@@ -79,7 +79,7 @@ def test_policy_parameters_come_from_the_balance_table_then_the_command_line():
     ("greedy.tolerance=1.1", "its parameters: none"),
     ("nosuch.tolerance=1.1", "unknown placement 'nosuch'"),
     ("refine.tolerance=0.5", "tolerance must be a finite number >= 1"),
-    ("refine.tolerance=nan", "tolerance must be a finite number >= 1"),
+    ("refine.tolerance=nan", "refine.tolerance must be a finite number, got nan"),
     ("refine.tolerance=fast", "expects float"),
     ("swap.smoothing=0", "smoothing must lie in"),
     ("tolerance=1.1", "policy.key=value"),

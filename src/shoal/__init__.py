@@ -13,6 +13,35 @@ Or own the loop:
 
 __version__ = "0.1.0"
 
+import os as _os  # noqa: E402
+
+
+def _numba_cache_folder(package: str, user_cache: str, environ=_os.environ) -> str | None:
+    """Where Numba should cache shoal's kernels, when its own choice would fail.
+
+    Numba caches beside the sources, or in the user's cache folder when the install folder is
+    read-only; with neither writable it refuses to import the kernels. Then the kernels are
+    cached in a fresh temporary folder (compiled once per process). ``None``: leave Numba be.
+    """
+    if environ.get("NUMBA_CACHE_DIR") or _os.access(package, _os.W_OK):
+        return None
+    folder = _os.path.join(user_cache, "numba")
+    try:
+        _os.makedirs(folder, exist_ok=True)
+        if _os.access(folder, _os.W_OK):
+            return None  # Numba's own fallback works
+    except OSError:
+        pass
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="shoal-numba-")
+
+
+_cache = _numba_cache_folder(_os.path.dirname(__file__),
+                             _os.environ.get("XDG_CACHE_HOME") or _os.path.expanduser("~/.cache"))
+if _cache is not None:
+    _os.environ["NUMBA_CACHE_DIR"] = _cache
+
 from .errors import ShoalError  # noqa: E402
 
 

@@ -9,7 +9,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from . import __version__
 from .errors import ShoalError
+from .log import LEVELS, announce_compilation, configure
 
 
 def _cmd_scenarios(args) -> int:
@@ -43,6 +45,7 @@ def _run(args, team) -> int:
     from rich.progress import Progress
 
     from .config import load_scenario
+    from .log import ProgressLog
     from .session import run_scenario
 
     if not args.scenario and not args.resume:
@@ -57,14 +60,22 @@ def _run(args, team) -> int:
         sc, done = load_scenario(args.scenario), 0
     steps = args.steps or sc.run.steps
     console = Console(stderr=True)
-    with Progress(console=console, transient=True, disable=not team.is_root) as progress:
+    log = ProgressLog(sc.name, steps, done, every_steps=args.log_every, every_s=args.log_seconds)
+    bar_shown = team.is_root and console.is_terminal and not args.quiet
+    with Progress(console=console, transient=True, disable=not bar_shown) as progress:
         bar = progress.add_task(f"{sc.name}", total=steps, completed=done)
+
+        def on_step(k: int) -> None:
+            if bar_shown:
+                progress.update(bar, completed=k + 1)
+            elif team.is_root:
+                log.step(k + 1)
+
         rec = run_scenario(
             sc, steps=args.steps, tiles=args.tiles, tiles_per_core=args.tiles_per_core,
             nodes=args.nodes, workers=args.workers, placement=args.placement, period=args.period,
             seed=args.seed, initial=args.initial, set=args.set or [], lb=args.lb or [], out=args.out,
-            checkpoint_every=args.checkpoint_every, resume=args.resume, team=team,
-            on_step=lambda k: progress.update(bar, completed=k + 1),
+            checkpoint_every=args.checkpoint_every, resume=args.resume, team=team, on_step=on_step,
         )
     if not team.is_root:
         return 0
@@ -304,9 +315,41 @@ def lb_flag(p) -> None:
                         "scenario's [balance] table)")
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help that shows each flag's default where it has one worth showing."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        shown = action.default not in (None, False, argparse.SUPPRESS) and not isinstance(action.default, list)
+        if shown and "default" not in text and action.option_strings:
+            text += " (default: %(default)s)"
+        return text
+
+
+def _logging_flags(p: argparse.ArgumentParser, defaults: bool) -> None:
+    """-v/-q/--log-level/--debug, before or after the command (``shoal -v run ...`` or ``shoal run -v ...``)."""
+    d = {} if defaults else {"default": argparse.SUPPRESS}
+    g = p.add_argument_group("logging")
+    g.add_argument("-v", "--verbose", action="store_true", help="say more (debug messages)", **d)
+    g.add_argument("-q", "--quiet", action="store_true", help="say only warnings and errors, no progress", **d)
+    g.add_argument("--log-level", choices=LEVELS, help="the level of messages shown (default info)", **d)
+    g.add_argument("--debug", action="store_true", help="show the traceback of an error", **d)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="shoal", description=__doc__.splitlines()[0] if __doc__ else None)
+    ap = argparse.ArgumentParser(prog="shoal", description=__doc__.splitlines()[0] if __doc__ else None,
+                                 formatter_class=_HelpFormatter)
+    ap.add_argument("--version", action="version", version=f"shoal {__version__}")
+    _logging_flags(ap, defaults=True)
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parent = argparse.ArgumentParser(add_help=False)
+    _logging_flags(parent, defaults=False)
+    add_parser = sub.add_parser
+
+    def add(name, **kw):
+        return add_parser(name, parents=[parent], formatter_class=_HelpFormatter, **kw)
+
+    sub.add_parser = add  # every command takes the logging flags and shows defaults
 
     p = sub.add_parser("scenarios", help="list built-in scenarios")
     p.set_defaults(func=_cmd_scenarios)
@@ -330,6 +373,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-every", type=int, help="write a checkpoint every this many steps")
     p.add_argument("--resume", metavar="RUN_DIR",
                    help="continue that run from its latest checkpoint (nodes, workers, placement may change)")
+    p.add_argument("--allow-large", action="store_true",
+                   help="run even when the estimated memory or worker threads exceed this machine's")
+    p.add_argument("--log-every", type=int, default=100, metavar="N",
+                   help="without a terminal (batch jobs): a progress line every N steps")
+    p.add_argument("--log-seconds", type=float, default=30.0, metavar="S",
+                   help="... or every S seconds, whichever comes first")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("compare", help="compare two runs' final states (exit 0 same, 1 different, 2 error)")
@@ -341,10 +390,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="a run folder")
     p.set_defaults(func=_cmd_report)
 
-    def network_flags(p):
+    def network_flags(p, overhead: bool = True):
         p.add_argument("--latency", type=float, default=5e-6, help="network latency (s)")
         p.add_argument("--bandwidth", type=float, default=1.25e9, help="network bandwidth (bytes/s)")
-        p.add_argument("--overhead", type=float, default=1e-6, help="per-message overhead (s)")
+        if overhead:  # SimGrid's traces carry no per-message overhead
+            p.add_argument("--overhead", type=float, default=1e-6, help="per-message overhead (s)")
 
     def model_flags(p):
         lb_flag(p)
@@ -402,7 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="folder for the per-rank trace files")
     p.add_argument("--ranks", type=int, help="aggregate to about this many ranks (one tile per rank)")
     p.add_argument("--sampi", action="store_true", help="add SAMPI's iteration_in/iteration_out/migrate")
-    network_flags(p)
+    network_flags(p, overhead=False)
     p.set_defaults(func=_cmd_export_tit, overhead=0.0)
 
     p = sub.add_parser("calibrate", help="time this machine's executor overheads for replays (--calibration)")
@@ -440,13 +490,39 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+COMPILES = {"run", "replay", "sweep", "validate", "calibrate", "demo"}  # commands that run Numba kernels
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The ``shoal`` command: one line and exit 2 for bad input, 130 when interrupted, 1 for a
+    bug (with ``--debug``: its traceback)."""
     args = build_parser().parse_args(argv)
+    level = args.log_level or ("debug" if args.verbose else "warning" if args.quiet else "info")
+    configure(level)
     try:
+        if args.command in COMPILES:
+            announce_compilation()
         return args.func(args)
     except ShoalError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(args, f"error: {exc}", 2)
+    except KeyboardInterrupt:
+        return _fail(args, "interrupted", 130)
+    except MemoryError:
+        return _fail(args, "error: out of memory (make the run smaller)", 2)
+    except OSError as exc:
+        where = f" {exc.filename}" if exc.filename else ""
+        return _fail(args, f"error: cannot use{where}: {exc.strerror or exc}", 2)
+    except Exception as exc:  # a bug: one line unless asked for more
+        return _fail(args, f"error: unexpected {type(exc).__name__}: {exc} (run with --debug for the traceback)", 1)
+
+
+def _fail(args, line: str, code: int) -> int:
+    if args.debug:
+        import traceback
+
+        traceback.print_exc()
+    print(line.splitlines()[0] if line.strip() else line, file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -21,7 +21,9 @@ error that names the valid ones. The resolved configuration is saved in the run 
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
+import types
 import typing
 from dataclasses import dataclass, field
 from importlib import resources
@@ -58,7 +60,7 @@ class RunParams:
         for name in ("steps", "nodes", "workers", "tiles_per_core"):
             if getattr(self, name) < 1:
                 raise ShoalError(f"run.{name} must be positive, got {getattr(self, name)}")
-        for name in ("tiles", "period", "halo", "checkpoint_every", "frame_every"):
+        for name in ("tiles", "period", "halo", "checkpoint_every", "frame_every", "seed"):
             if getattr(self, name) < 0:
                 raise ShoalError(f"run.{name} must be >= 0, got {getattr(self, name)}")
         for entry in self.resize:
@@ -158,17 +160,40 @@ def _parse_value(raw: str) -> Any:
 
 
 def _assign(obj, name: str, value: Any, key: str) -> None:
-    hint = typing.get_type_hints(type(obj))[name]
-    origin = typing.get_origin(hint) or hint
-    if origin is float and isinstance(value, int) and not isinstance(value, bool):
+    setattr(obj, name, _typed(typing.get_type_hints(type(obj))[name], value, key))
+
+
+def _typed(hint, value: Any, key: str) -> Any:
+    """``value`` checked against a dataclass field's type hint, element by element (integers
+    widen to float; floats must be finite; booleans are not numbers)."""
+    origin, args = typing.get_origin(hint) or hint, typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _typed(inner[0], value, key) if len(inner) == 1 else value
+    if origin is typing.Any:
+        return value
+    name = getattr(origin, "__name__", str(origin))
+    if origin in (list, tuple):
+        if not isinstance(value, list | tuple):
+            raise ShoalError(f"{key} expects list, got {value!r}")
+        item = args[0] if args else typing.Any
+        return origin(_typed(item, v, f"{key}[{i}]") for i, v in enumerate(value))
+    if isinstance(value, bool) and origin is not bool:
+        raise ShoalError(f"{key} expects {name}, got {value!r}")
+    if origin is float and isinstance(value, int):
         value = float(value)
-    ok = isinstance(value, origin) and not (origin in (int, float) and isinstance(value, bool))
-    if not ok:
-        raise ShoalError(f"{key} expects {getattr(origin, '__name__', origin)}, got {value!r}")
-    setattr(obj, name, value)
+    if not isinstance(value, origin):
+        raise ShoalError(f"{key} expects {name}, got {value!r}")
+    if origin is float and not math.isfinite(value):
+        raise ShoalError(f"{key} must be a finite number, got {value!r}")
+    return value
 
 
 def _from_table(cls, table: dict, section: str):
+    if not isinstance(table, dict):
+        raise ShoalError(f"[{section}] must be a table of keys and values, got {section} = {table!r}")
     names = {f.name for f in dataclasses.fields(cls)}
     obj = cls()
     for k, v in table.items():
@@ -218,6 +243,8 @@ def scenario_from_dict(d: dict, source: str = "scenario") -> Scenario:
     if unknown:
         raise ShoalError(f"{source}: unknown top-level keys {sorted(unknown)}; valid: name, description, run, app, "
                          "balance")
+    if not isinstance(d.get("app", {}), dict):
+        raise ShoalError(f"{source}: [app] must be a table of keys and values, got app = {d['app']!r}")
     app_table = dict(d.get("app", {}))
     if "name" not in app_table:
         raise ShoalError(f"{source}: [app] needs a name")
@@ -257,7 +284,13 @@ def load_scenario(name_or_path: str) -> Scenario:
         path = Path(name_or_path)
         if not path.is_file():
             raise ShoalError(f"unknown scenario {name_or_path!r}; built-in: {', '.join(sorted(files))}")
-        text, source = path.read_text(), str(path)
+        source = str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ShoalError(f"{source}: not a TOML scenario (the file is not UTF-8 text)") from None
+        except OSError as exc:
+            raise ShoalError(f"{source}: cannot read it ({exc.strerror})") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

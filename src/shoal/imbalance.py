@@ -82,6 +82,9 @@ class MonteCarloEstimate:
         return (self.high - self.low) / 2
 
 
+MONTE_CARLO_DRAWS = 2e9  # tile draws: about a minute of one core; beyond, the estimate is refused
+
+
 def expected_lif_monte_carlo(
     nodes: int,
     tiles_per_node: int,
@@ -102,6 +105,10 @@ def expected_lif_monte_carlo(
     _check_model(nodes, tiles_per_node, busy)
     if trials < 2:
         raise ShoalError(f"Monte Carlo needs at least 2 trials, got {trials}")
+    draws = float(trials) * float(nodes) * float(tiles_per_node)
+    if draws > MONTE_CARLO_DRAWS:
+        raise ShoalError(f"Monte Carlo of {trials} trials x {nodes} nodes x {tiles_per_node} tiles is {draws:.2g} "
+                         f"tile draws, above the {MONTE_CARLO_DRAWS:.0e} this bounds itself to: lower the trials")
     rng = np.random.default_rng(seed)
     n, s = int(nodes), int(tiles_per_node)
     if model == "binomial":

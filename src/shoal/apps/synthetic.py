@@ -61,6 +61,15 @@ class SyntheticParams:
             raise ShoalError(f"app.diffusivity must be in [0, {limit:g}] for a stable {len(self.grid)}D step")
         if self.ramp_steps < 0:
             raise ShoalError("app.ramp_steps must be >= 0")
+        for name in ("start", "velocity"):
+            if len(getattr(self, name)) not in (len(self.grid), 3):
+                raise ShoalError(f"app.{name} needs one value per grid axis ({len(self.grid)}), got "
+                                 f"{getattr(self, name)}")
+
+
+def synthetic_memory(params: SyntheticParams) -> int:
+    """Bytes of a synthetic run's state: ``u``, ``burn`` and the load, with their halos, in float64."""
+    return 3 * 8 * math.prod(n + 2 for n in params.grid)
 
 
 # ----- kernels ------------------------------------------------------------------------------
@@ -292,4 +301,4 @@ class SyntheticApp(App):
 
 register_app(AppSpec("synthetic", SyntheticParams, SyntheticApp,
                      "moving load field (hot spot or two-rank ramp) over a diffusing field",
-                     tiny={"grid": [24, 20], "work_per_cell": 8.0}))
+                     tiny={"grid": [24, 20], "work_per_cell": 8.0}, memory=synthetic_memory))
