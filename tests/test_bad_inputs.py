@@ -1,0 +1,163 @@
+"""Bad input at the command line: one line on standard error, exit 2, nothing written.
+
+Each case is something a new user typed or a file they had; the expected text is the part of
+the line that tells them what to fix.
+"""
+
+import logging
+
+import pytest
+
+from shoal import _numba_cache_folder
+from shoal.cli import main
+from shoal.log import ProgressLog
+
+SMALL = ["--steps", "3", "--set", "app.grid=[24,20]"]
+
+
+def one_error_line(capsys, argv, expect_code=2):
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == expect_code, err
+    lines = [line for line in err if line.startswith("error:") or line == "interrupted"]
+    assert len(lines) == 1 and "Traceback" not in "\n".join(err), err
+    return lines[0]
+
+
+@pytest.mark.parametrize("assignment, expected", [
+    ('app.grid=[64,"x"]', "app.grid[1] expects int, got 'x'"),
+    ("app.grid=[64.5,64]", "app.grid[0] expects int, got 64.5"),
+    ("app.grid=[64,64,64,64]", "app.grid must be 2 or 3 positive sizes"),
+    ("app.grid=5", "app.grid expects list"),
+    ("app.sigma=nan", "app.sigma must be a finite number, got nan"),
+    ("app.sigma=inf", "app.sigma must be a finite number, got inf"),
+    ("app.sigma=-inf", "app.sigma must be a finite number"),
+    ("app.work_per_cell=true", "app.work_per_cell expects float, got True"),
+    ("app.start=[0.5]", "app.start needs one value per grid axis (2)"),
+    ("app.velocity=[1,2,3,4]", "app.velocity needs one value per grid axis"),
+    ("app.diffusivity=0.9", "app.diffusivity must be in [0, 0.25]"),
+    ("run.seed=-1", "run.seed must be >= 0, got -1"),
+    ("run.steps=0", "run.steps must be positive"),
+    ("run.resize=[[1,0]]", "every run.resize entry is [step, node, workers]"),
+    ("run.tile_shape=[4,\"a\"]", "run.tile_shape[1] expects int"),
+    ("nonsense", "--set expects key=value"),
+    ("app.nope=1", "unknown key 'app.nope'"),
+])
+def test_a_bad_override_is_one_line_and_exit_2(capsys, tmp_path, assignment, expected):
+    out = tmp_path / "run"
+    line = one_error_line(capsys, ["run", "synthetic-hotspot", *SMALL, "--set", assignment, "--out", str(out)])
+    assert expected in line
+    assert not out.exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b"\x00\x01\x89PNG\xff\xfe garbage", "not a TOML scenario (the file is not UTF-8 text)"),
+    (b"run = 3\n[app]\nname = 'synthetic'\n", "[run] must be a table of keys and values, got run = 3"),
+    (b"app = 'synthetic'\n", "[app] must be a table of keys and values"),
+    (b"[app]\ngrid = [8, 8]\n", "[app] needs a name"),
+    (b"[run\n", "invalid TOML"),
+    (b"[app]\nname = 'sph9d'\n", "unknown app 'sph9d'"),
+    (b"colour = 'red'\n[app]\nname = 'synthetic'\n", "unknown top-level keys ['colour']"),
+])
+def test_a_bad_scenario_file_is_one_line_and_exit_2(capsys, tmp_path, content, expected):
+    scenario = tmp_path / "bad.toml"
+    scenario.write_bytes(content)
+    line = one_error_line(capsys, ["run", str(scenario), "--out", str(tmp_path / "run")])
+    assert expected in line
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["run", "no-such-scenario"], "unknown scenario 'no-such-scenario'"),
+    (["run", "synthetic-hotspot", "--placement", "nope"], "unknown placement"),
+    (["run", "synthetic-hotspot", "--placement", "greedy"], "give --period"),
+    (["run", "synthetic-hotspot", "--lb", "refine.tolerance=nan", "--placement", "refine", "--period", "2"],
+     "refine.tolerance must be a finite number"),
+    (["run", "synthetic-hotspot", "--lb", "tolerance"], "--lb expects policy.key=value"),
+    (["run"], "give a SCENARIO to run, or --resume RUN_DIR"),
+    (["lif", "--nodes", "0", "--busy", "0.5", "--tiles-per-node", "4"], "nodes must be >= 1"),
+    (["lif", "--nodes", "8", "--busy", "1.5", "--tiles-per-node", "4"], "busy fraction must be in (0, 1]"),
+])
+def test_bad_flags_are_one_line_and_exit_2(capsys, argv, expected):
+    assert expected in one_error_line(capsys, argv)
+
+
+def test_lif_with_a_huge_cluster_answers_from_the_model_and_skips_the_monte_carlo(capsys):
+    """It used to hang drawing 20000 placements of 10^9 nodes."""
+    assert main(["lif", "--nodes", "1000000000", "--busy", "0.5", "--tiles-per-node", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "E[LIF] exact (binomial model):         1.0000" in out
+    assert "Monte Carlo: skipped" in out and "lower the trials" in out
+
+
+def test_an_unexpected_error_is_one_line_with_a_hint_and_debug_shows_the_traceback(capsys, monkeypatch):
+    import shoal.cli as cli
+
+    def broken(args):
+        raise RuntimeError("a bug\nover two lines")
+
+    monkeypatch.setattr(cli, "_cmd_scenarios", broken)
+    assert main(["scenarios"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: unexpected RuntimeError: a bug (run with --debug for the traceback)"]
+    assert main(["scenarios", "--debug"]) == 1
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_ctrl_c_outside_a_run_is_one_line_and_exit_130(capsys, monkeypatch):
+    import shoal.cli as cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_cmd_scenarios", interrupted)
+    assert one_error_line(capsys, ["scenarios"], expect_code=130) == "interrupted"
+
+
+def test_help_shows_defaults_and_version_prints(capsys):
+    with pytest.raises(SystemExit):
+        main(["replay", "--help"])
+    out = capsys.readouterr().out
+    assert "(default: sfc)" in out and "(default: 5e-06)" in out and "--debug" in out
+    with pytest.raises(SystemExit):
+        main(["export-tit", "--help"])
+    assert "--overhead" not in capsys.readouterr().out  # SimGrid's traces have no use for it
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out.startswith("shoal ")
+
+
+def test_progress_lines_say_step_time_and_eta():
+    log = ProgressLog("dam", total=200, first=50, every_steps=10, every_s=1e9)
+    assert log.line(100, 30.0, sim_time=0.25) == "dam: step 100/200 (50%), t = 0.25 s, wall 30s, ETA 1m00s"
+    assert log.line(50, 0.0).endswith("ETA ?")
+
+
+def test_progress_speaks_every_n_steps_and_at_the_end():
+    said = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage().split(",")[0])
+    logger = logging.getLogger("shoal")
+    logger.addHandler(handler)
+    level, logger.level = logger.level, logging.INFO
+    try:
+        log = ProgressLog("x", total=25, every_steps=10, every_s=1e9)
+        for k in range(1, 26):
+            log.step(k)
+    finally:
+        logger.removeHandler(handler)
+        logger.level = level
+    assert said == ["x: step 10/25 (40%)", "x: step 20/25 (80%)", "x: step 25/25 (100%)"]
+
+
+def test_numba_cache_falls_back_when_the_install_folder_is_read_only(tmp_path, monkeypatch):
+    package, home = tmp_path / "pkg", tmp_path / "home"
+    package.mkdir()
+    writable = {str(package): False}
+    monkeypatch.setattr("os.access", lambda p, mode: writable.get(str(p), True))
+    assert _numba_cache_folder(str(package), str(home), environ={}) is None  # Numba's user cache works
+    assert (home / "numba").is_dir()
+    writable[str(home / "numba")] = False
+    fallback = _numba_cache_folder(str(package), str(home), environ={})
+    assert fallback is not None and "shoal-numba-" in fallback
+    assert _numba_cache_folder(str(package), str(home), environ={"NUMBA_CACHE_DIR": "/x"}) is None
