@@ -1,23 +1,37 @@
-"""Pictures of particle runs: frames, contour views on the run's global scale, an animation,
-VTK files, and the dam-break front against Martin & Moyce."""
+"""Pictures of particle runs: frames, contour views on the run's colour scales, an animation,
+VTK files, and the dam-break front against Martin & Moyce.
+
+Figures are drawn on their own Agg canvases: importing or calling this module leaves the
+caller's matplotlib backend alone. Colour scales are robust: pressure from 0 to the column's
+hydrostatic ``rho0 g H`` when known, other quantities between the 1st and 99th percentiles
+of the whole run, so one splash does not wash out every frame.
+"""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
-import matplotlib
+import matplotlib as mpl
+import numpy as np
+from matplotlib.animation import FFMpegWriter, PillowWriter
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from scipy.interpolate import griddata
+from scipy.spatial import cKDTree
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.animation import PillowWriter  # noqa: E402
-from scipy.interpolate import griddata  # noqa: E402
-from scipy.spatial import cKDTree  # noqa: E402
-
-from .vtk import write_particles_vtk  # noqa: E402
+from .vtk import write_particles_vtk
 
 FLUID = 0
 QUANTITIES = {"speed": "speed (m/s)", "rho": "density (kg/m³)", "p": "pressure (Pa)"}
+MOVIE_WIDTH_PX = 960
+MOVIE_FPS = 15
+
+
+def _figure(width_in: float, height_in: float) -> Figure:
+    fig = Figure(figsize=(width_in, height_in))
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def load_frames(folder: Path) -> list[dict]:
@@ -34,13 +48,27 @@ def _value(frame: dict, name: str) -> np.ndarray:
     return frame[name]
 
 
-def global_ranges(frames: list[dict]) -> dict[str, tuple[float, float]]:
-    """Colour scale per quantity fixed to the run's global min/max over fluid (Vertanen §6.2)."""
+def global_ranges(frames: list[dict], pressure_top: float | None = None) -> dict[str, tuple[float, float]]:
+    """One colour scale per quantity for the whole run (Vertanen §6.2), robust to outliers.
+
+    Parameters
+    ----------
+    frames : list of dict
+        The run's frames.
+    pressure_top : float, optional
+        The top of the pressure scale (the hydrostatic pressure at the column's foot, ``rho0 g H``);
+        pressure then runs from 0 to it. Without it, the 1st to 99th percentile.
+    """
     out = {}
     for q in QUANTITIES:
         vals = [_value(f, q)[f["kind"] == FLUID] for f in frames]
         vals = np.concatenate([v for v in vals if len(v)])
-        out[q] = (float(vals.min()), float(vals.max()))
+        lo, hi = np.percentile(vals, [1.0, 99.0])
+        if q == "speed":
+            lo = 0.0
+        if q == "p" and pressure_top:
+            lo, hi = 0.0, pressure_top
+        out[q] = (float(lo), float(hi) if hi > lo else float(lo) + 1.0)
     return out
 
 
@@ -62,7 +90,8 @@ def draw_frame(app, frame, scale, limits, ax):
 def frame_pngs(app, frames, out: Path, ranges, every=1) -> list[Path]:
     limits = _axes_limits(frames)
     paths = []
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig = _figure(8, 5)
+    ax = fig.add_subplot()
     for k, frame in enumerate(frames):
         if k % every and k != len(frames) - 1:
             continue
@@ -72,21 +101,41 @@ def frame_pngs(app, frames, out: Path, ranges, every=1) -> list[Path]:
         p = out / f"{frame['path'].stem.replace('state', 'speed')}.png"
         fig.savefig(p, dpi=90)
         paths.append(p)
-    plt.close(fig)
     return paths
 
 
-def animation(app, frames, path: Path, ranges) -> Path:
+def ffmpeg() -> str | None:
+    """An ffmpeg executable: the system's, or the one the ``imageio-ffmpeg`` wheel ships."""
+    found = shutil.which("ffmpeg")
+    if found:
+        return found
+    try:
+        import imageio_ffmpeg
+    except ImportError:
+        return None
+    return imageio_ffmpeg.get_ffmpeg_exe()
+
+
+def animation(app, frames, folder: Path, ranges, width_px: int = MOVIE_WIDTH_PX) -> Path:
+    """Every frame, ``width_px`` wide: ``animation.mp4`` (H.264) when ffmpeg is at hand, else
+    ``animation.gif``."""
     limits = _axes_limits(frames)
-    fig, ax = plt.subplots(figsize=(7, 4.4))
+    (x0, y0), (x1, y1) = limits
+    width_in, dpi = 10.0, width_px / 10.0
+    fig = _figure(width_in, max(3.0, width_in * 0.85 * (y1 - y0) / (x1 - x0) + 0.8))
+    ax = fig.add_subplot()
     sc = draw_frame(app, frames[0], ranges["speed"], limits, ax)
     fig.colorbar(sc, ax=ax, label=QUANTITIES["speed"])
-    writer = PillowWriter(fps=8)
-    with writer.saving(fig, str(path), dpi=70):
+    exe = ffmpeg()
+    if exe is not None:
+        path, writer = folder / "animation.mp4", FFMpegWriter(fps=MOVIE_FPS, codec="libx264",
+                                                              extra_args=["-pix_fmt", "yuv420p"])
+    else:
+        path, writer = folder / "animation.gif", PillowWriter(fps=MOVIE_FPS)
+    with mpl.rc_context({"animation.ffmpeg_path": exe or "ffmpeg"}), writer.saving(fig, str(path), dpi=dpi):
         for frame in frames:
             draw_frame(app, frame, ranges["speed"], limits, ax)
             writer.grab_frame()
-    plt.close(fig)
     return path
 
 
@@ -98,7 +147,8 @@ def contour_views(frame, path: Path, ranges, spacing: float) -> Path:
     gx, gy = np.meshgrid(np.arange(lo[0], hi[0], spacing), np.arange(lo[1], hi[1], spacing), indexing="ij")
     grid_pts = np.stack([gx.ravel(), gy.ravel()], axis=1)
     empty = cKDTree(x).query(grid_pts, k=1)[0] > 1.5 * spacing  # no fluid here: leave blank
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig = _figure(15, 4.2)
+    axes = fig.subplots(1, 3)
     for ax, q in zip(axes, ("rho", "p", "speed"), strict=True):
         val = griddata(x, _value(frame, q)[fluid], grid_pts, method="linear")
         val[empty] = np.nan
@@ -106,11 +156,12 @@ def contour_views(frame, path: Path, ranges, spacing: float) -> Path:
                          extend="both")
         ax.set_aspect("equal")
         ax.set_title(QUANTITIES[q])
-        fig.colorbar(cs, ax=ax, shrink=0.8)
-    fig.suptitle(f"t = {float(frame['time']):.3f} s (colour scales: the run's global min/max)")
+        ax.set_xlabel("x (m)")
+        ax.set_ylabel("y (m)")
+        fig.colorbar(cs, ax=ax, shrink=0.8, label=QUANTITIES[q])
+    fig.suptitle(f"t = {float(frame['time']):.3f} s (colour scales: the whole run's)")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
-    plt.close(fig)
     return path
 
 
@@ -124,23 +175,27 @@ def vtk_frames(frames, out: Path) -> list[Path]:
     return paths
 
 
-def dam_break_front(frames, path: Path, width: float, dx: float) -> Path:
-    from ..apps.sph.validation import MARTIN_MOYCE, surge_front
+def dam_break_front(frames, path: Path, width: float, dx: float, tank: float) -> Path:
+    """The surge front against time, with Martin & Moyce's points and the far wall."""
+    from ..apps.sph.validation import MARTIN_MOYCE, front_history, martin_moyce_agreement
 
-    T = [float(f["time"]) * np.sqrt(2 * 9.81 / width) for f in frames]
-    Z = [surge_front(f["x"], f["kind"], dx) / width for f in frames]
-    fig, ax = plt.subplots(figsize=(6, 4))
+    T, Z = front_history(frames, width, dx)
+    agreement = martin_moyce_agreement(T, Z, tank, width)
+    fig = _figure(6.5, 4.2)
+    ax = fig.add_subplot()
     ax.plot(T, Z, "-", label="shoal SPH")
     ref_T, ref_Z = MARTIN_MOYCE.T
     ax.errorbar(ref_T, ref_Z, yerr=0.1 * ref_Z, fmt="o", capsize=2, label="Martin & Moyce (1952), ±10%")
-    ax.set_xlabel("T = t √(2g/a)")
-    ax.set_ylabel("Z = front / a")
-    ax.set_title("Dam-break surge front")
+    ax.axhline(agreement.wall, color="0.5", lw=1, ls="--", label="far wall")
+    ax.set_xlabel("T = t √(2g/a)  (dimensionless time)")
+    ax.set_ylabel("Z = front / a  (dimensionless)")
+    worst = f"; largest difference {agreement.worst:.0%}" if agreement.reached else ""
+    ax.set_title(f"Dam-break surge front: {agreement.reached} of {agreement.points} points reached{worst}",
+                 fontsize=10)
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
@@ -151,17 +206,26 @@ def report_particles(run: Path, config: dict, app) -> list[Path]:
     if not frames:
         return []
     out = run / "frames"
-    ranges = global_ranges(frames)
     params = config.get("app", {})
     dx = float(params.get("dx", 0.02))
+    ranges = global_ranges(frames, _hydrostatic(params))
     paths = frame_pngs(app, frames, out, ranges, every=max(1, len(frames) // 12))
     paths.append(contour_views(frames[-1], run / "contours-final.png", ranges, 1.5 * dx))
     paths.append(contour_views(frames[len(frames) // 2], run / "contours-middle.png", ranges, 1.5 * dx))
-    paths.append(animation(app, frames, run / "animation.gif", ranges))
+    paths.append(animation(app, frames, run, ranges))
     paths += vtk_frames(frames, out / "vtk")
     blocks = params.get("fluid", [])
     if params.get("layout") == "tank" and len(blocks) == 1 and blocks[0][0] == 0 and blocks[0][1] == 0:
         width, height = blocks[0][2], blocks[0][3]
         if abs(height - 2 * width) < 1e-9:  # Martin & Moyce's column, n^2 = 2
-            paths.append(dam_break_front(frames, run / "surge-front.png", width, dx))
+            paths.append(dam_break_front(frames, run / "surge-front.png", width, dx, float(params["tank"][0])))
     return paths
+
+
+def _hydrostatic(params: dict) -> float | None:
+    """``rho0 g H`` of the tallest fluid block (the foot of the dam), or ``None`` without one."""
+    blocks = params.get("fluid") or []
+    if not blocks or "rho0" not in params or "gravity" not in params:
+        return None
+    height = max(b[3] - b[1] for b in blocks)
+    return float(params["rho0"]) * abs(float(params["gravity"][-1])) * height
