@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from ..imbalance import expected_lif_exact, lif_distribution, tiles_per_node_for  # noqa: E402
+from ..imbalance import expected_lif_exact, lif_distribution, tiles_per_node_for
 
 
 def figure3(nodes: int, busy: float, tiles_per_node: int, path: Path) -> Path:
     """Distribution of the LIF for s and 4 s tiles per node (exact, binomial model)."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
     for s in (tiles_per_node, 4 * tiles_per_node):
         values, pmf = lif_distribution(nodes, s, busy)
         keep = pmf > 1e-6
@@ -27,7 +27,6 @@ def figure3(nodes: int, busy: float, tiles_per_node: int, path: Path) -> Path:
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
@@ -35,7 +34,9 @@ def figure4(busy: float, target: float, path: Path, max_nodes: int = 1024) -> Pa
     """Tiles per node needed to hold E[LIF] at ``target`` as the number of nodes grows."""
     nodes = np.unique(np.round(np.logspace(1, np.log2(max_nodes), 12, base=2)).astype(int))
     need = [tiles_per_node_for(target, int(n), busy) for n in nodes]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
     ax.plot(nodes, need, marker="o")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("nodes (n)")
@@ -44,7 +45,6 @@ def figure4(busy: float, target: float, path: Path, max_nodes: int = 1024) -> Pa
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
