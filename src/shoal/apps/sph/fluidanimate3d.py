@@ -31,6 +31,8 @@ from .particles import (
     FLUID,
     CellGrid,
     Neighbourhood,
+    check_arrivals,
+    check_moves,
     concat,
     emigrants_for_neighbours,
     halos_for_neighbours,
@@ -53,7 +55,13 @@ VISCOSITY = 0.4
 PAR_SIZE = 0.0002
 GRAVITY = np.array([0.0, -9.8, 0.0])
 
-
+# Refused above this many times the CFL estimate (cfl_time_step): far beyond any stable step,
+# yet every PARSEC input runs at fluidanimate's 1 ms (in_100K's estimate is 0.85 ms).
+CFL_REFUSAL_FACTOR = 10.0
+# Bytes a particle costs: its six stored fields (id, cell, x, v, vh, rho), the copy of the
+# initial state the app keeps, and the neighbourhood and accelerations of a step.
+BYTES_PER_PARTICLE = 2 * (8 + 3 * 8 + 3 * 8 + 3 * 8 + 3 * 8 + 8) + (3 * 8 + 3 * 8 + 8 + 3 * 8 + 8 + 1)
+FLUID_HEADER, FLUID_RECORD = 8, 36  # bytes: rest particles per metre and count; 9 float32 per particle
 
 
 @dataclass
@@ -66,27 +74,88 @@ class SPH3DParams:
     time_step: float = 0.001
 
     def validate(self) -> None:
-        if not self.input and self.particles < 8:
-            raise ShoalError(f"app.particles must be >= 8, got {self.particles}")
-        if self.input and not Path(self.input).is_file():
-            raise ShoalError(f"app.input: no .fluid file at {self.input}")
+        """Refuse parameters that would run and mean nothing (reads a ``.fluid`` file's header only)."""
+        if self.input:
+            fluid_header(self.input)
+        elif isinstance(self.particles, bool) or not isinstance(self.particles, int) or self.particles < 8:
+            raise ShoalError(f"app.particles must be an integer >= 8, got {self.particles!r}")
+        column = np.asarray(self.column, dtype=np.float64) if _numbers(self.column) else None
+        if column is None or column.shape != (6,) or not np.all(np.isfinite(column)):
+            raise ShoalError(f"app.column must be 6 finite numbers x0 y0 z0 x1 y1 z1, got {self.column}")
+        lo, hi = column[:3], column[3:]
+        if np.any(hi <= lo) or np.any(lo < DOMAIN_MIN) or np.any(hi > DOMAIN_MAX):
+            raise ShoalError(f"app.column must be x0 y0 z0 x1 y1 z1 inside the tank {DOMAIN_MIN.tolist()} to "
+                             f"{DOMAIN_MAX.tolist()}, got {self.column}")
+        if not (isinstance(self.time_step, (int, float)) and math.isfinite(self.time_step) and self.time_step > 0):
+            raise ShoalError(f"app.time_step must be a positive finite number of seconds, got {self.time_step!r}")
+        limit = cfl_time_step(self.rest_particles_per_metre())
+        if self.time_step > CFL_REFUSAL_FACTOR * limit:
+            raise ShoalError(f"app.time_step = {self.time_step:g} s is {self.time_step / limit:.3g} times the CFL "
+                             f"estimate {limit:.3g} s (0.4 h / c); at most {CFL_REFUSAL_FACTOR:g} times is accepted")
+
+    def rest_particles_per_metre(self) -> float:
+        """fluidanimate's resolution: the input file's, or the generated column's lattice."""
+        if self.input:
+            return fluid_header(self.input)[0]
         lo, hi = np.array(self.column[:3]), np.array(self.column[3:])
-        if len(self.column) != 6 or np.any(hi <= lo) or np.any(lo < DOMAIN_MIN) or np.any(hi > DOMAIN_MAX):
-            raise ShoalError(f"app.column must be x0 y0 z0 x1 y1 z1 inside the tank, got {self.column}")
-        if self.time_step <= 0:
-            raise ShoalError("app.time_step must be positive")
+        return float((self.particles / np.prod(hi - lo)) ** (1 / 3))
+
+    def particle_count(self) -> int:
+        """Particles the run starts with (the input file's, or about ``particles``)."""
+        return fluid_header(self.input)[1] if self.input else int(self.particles)
+
+
+def _numbers(values) -> bool:
+    return isinstance(values, (list, tuple)) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
+def cfl_time_step(rest_particles_per_metre: float) -> float:
+    """The CFL estimate of the time step, 0.4 h / c, from the parameters alone.
+
+    ``h`` is the support radius; ``c`` the faster of the pressure's sound speed,
+    sqrt(STIFFNESS_PRESSURE) (fluidanimate's pressure is k (rho - rho0)), and water falling
+    the tank's whole height, sqrt(2 g H).
+    """
+    h = KERNEL_RADIUS_MULTIPLIER / rest_particles_per_metre
+    fall = math.sqrt(2.0 * abs(GRAVITY[1]) * (DOMAIN_MAX[1] - DOMAIN_MIN[1]))
+    return 0.4 * h / max(math.sqrt(STIFFNESS_PRESSURE), fall)
+
+
+def sph3d_memory(params: SPH3DParams) -> int:
+    """Bytes of a 3D run's state, from the particle count alone (a ``.fluid`` file's header)."""
+    return params.particle_count() * BYTES_PER_PARTICLE
+
+
+def fluid_header(path: str | Path) -> tuple[float, int]:
+    """(rest particles per metre, particle count) of a PARSEC ``.fluid`` file, checked against
+    the file's size before anything is read beyond the header."""
+    path = Path(path)
+    if not path.is_file():
+        raise ShoalError(f"app.input: no .fluid file at {path}")
+    size = path.stat().st_size
+    if size < FLUID_HEADER:
+        raise ShoalError(f"{path} is too short to be a .fluid file ({size} bytes)")
+    with open(path, "rb") as fh:
+        head = fh.read(FLUID_HEADER)
+    rppm = float(np.frombuffer(head[:4], "<f4")[0])
+    n = int(np.frombuffer(head[4:8], "<i4")[0])
+    if n <= 0 or size != FLUID_HEADER + FLUID_RECORD * n:
+        raise ShoalError(f"{path} is not a .fluid file: its header claims {n} particles, which take "
+                         f"{FLUID_HEADER + FLUID_RECORD * max(n, 0)} bytes, and it has {size}")
+    if not (math.isfinite(rppm) and rppm > 0):
+        raise ShoalError(f"{path} is not a .fluid file: rest particles per metre is {rppm}")
+    return rppm, n
 
 
 def read_fluid(path: str | Path) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
     """A PARSEC ``.fluid`` file: (rest particles per metre, positions, half-step and full velocities)."""
-    raw = Path(path).read_bytes()
-    if len(raw) < 8:
-        raise ShoalError(f"{path} is too short to be a .fluid file")
-    rppm = float(np.frombuffer(raw[:4], "<f4")[0])
-    n = int(np.frombuffer(raw[4:8], "<i4")[0])
-    if n <= 0 or len(raw) != 8 + 36 * n or not rppm > 0:
-        raise ShoalError(f"{path} is not a .fluid file ({len(raw)} bytes for {n} particles)")
-    data = np.frombuffer(raw[8:], "<f4").reshape(n, 9).astype(np.float64)
+    rppm, n = fluid_header(path)
+    raw = Path(path).read_bytes()[FLUID_HEADER:]
+    data = np.frombuffer(raw, "<f4").reshape(n, 9).astype(np.float64)
+    finite = np.isfinite(data).all(axis=1)
+    if not finite.all():
+        raise ShoalError(f"{path}: particle {int(np.argmin(finite))} has a position or velocity that is not finite")
     return rppm, data[:, 0:3], data[:, 3:6], data[:, 6:9]
 
 
@@ -112,19 +181,37 @@ class FluidAnimate3DApp(App):
         self.density_coeff = self.mass * 315.0 / (64.0 * math.pi * self.h**9)
         self.pressure_coeff = 3.0 * 15.0 / (math.pi * self.h**6) * 0.5 * STIFFNESS_PRESSURE * self.mass
         self.viscosity_coeff = VISCOSITY * 45.0 / (math.pi * self.h**6) * self.mass
+        self._remedy = f"lower app.time_step (now {params.time_step:g} s; CFL estimate {cfl_time_step(rppm):.3g} s)"
         size = DOMAIN_MAX - DOMAIN_MIN
         # fluidanimate: cells = floor(range / h) per axis, so every cell side is >= h.
         self.cells = CellGrid(DOMAIN_MIN, size, self.h, clamp=True)
         self.grid = self.cells.shape
+        self._refuse_outside(x)
         n = len(x)
         self._initial = sort_by_cell(locate({
             "id": np.arange(n, dtype=np.int64), "x": x, "v": v, "vh": vh, "rho": np.zeros(n)}, self.cells), self.cells)
+
+    def _refuse_outside(self, x: np.ndarray) -> None:
+        """Refuse particles that start outside the cell grid: more than one cell beyond the tank.
+
+        Within one cell of a wall a particle sits in the edge cell (fluidanimate clamps cells)
+        and the wall pushes it back: PARSEC's own inputs start up to 0.8 h beyond the walls
+        (``in_35K``), a cell being at least h. Farther out it has left the world.
+        """
+        lo, hi = self.cells.reach()
+        out = np.flatnonzero(np.any((x < lo) | (x > hi), axis=1))
+        if len(out):
+            where = self.p.input or "the generated column"
+            raise ShoalError(f"{where}: {len(out)} particles start outside the cell grid, e.g. particle {out[0]} at "
+                             f"{tuple(float(f'{c:.4g}') for c in x[out[0]])} m, more than one cell "
+                             f"({self.cells.cell.max():.3g} m) beyond the tank {DOMAIN_MIN.tolist()} to "
+                             f"{DOMAIN_MAX.tolist()}")
 
     @staticmethod
     def _column(p: SPH3DParams) -> tuple[float, np.ndarray]:
         """A block of ``p.particles`` particles on a lattice at rest spacing 1 / rppm."""
         lo, hi = np.array(p.column[:3]), np.array(p.column[3:])
-        rppm = (p.particles / np.prod(hi - lo)) ** (1 / 3)
+        rppm = p.rest_particles_per_metre()
         axes = [np.arange(a + 0.5 / rppm, b, 1 / rppm) for a, b in zip(lo, hi, strict=True)]
         pts = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
         return float(rppm), pts
@@ -197,12 +284,17 @@ class FluidAnimate3DApp(App):
         finite = ctx.kernel(kernels3d.advance, state["x"], state["v"], state["vh"], a, nb.own_index, self.p.time_step,
                             DOMAIN_MIN, DOMAIN_MAX, PAR_SIZE, STIFFNESS_COLLISIONS, DAMPING)
         if not finite:
-            raise ShoalError("particle positions are not finite: the simulation blew up")
+            raise ShoalError(f"particle positions are not finite: the simulation blew up; {self._remedy}")
+        before = state["cell"]
         locate(state, self.cells)
+        check_moves(before, state, self.cells, self._remedy)
         return n
 
     def migrate(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
         """Keep the tile's own particles and take in its immigrants, sorted by (cell, id)."""
+        leaving = ~in_box(state, tiling.lo[tile], tiling.hi[tile])
+        if leaving.any():
+            check_arrivals(state, leaving, tiling, tile, self._remedy)
         state.update(settle(take(state, slice(None)), self.cells, tiling, tile, [halos[k] for k in sorted(halos)]))
         state["step"] = ctx.step + 1
         return len(state["id"])

@@ -16,6 +16,7 @@ import numpy as np
 from numba import literal_unroll
 from numba.extending import overload
 
+from ...errors import ShoalError
 from ...runtime.timing import lock_free
 from ...tiling import Tiling
 
@@ -91,6 +92,15 @@ class CellGrid:
     def flat(self, idx: np.ndarray) -> np.ndarray:
         return np.ravel_multi_index(tuple(idx.T), self.shape)
 
+    def reach(self) -> tuple[np.ndarray, np.ndarray]:
+        """The box a particle may occupy: the grid widened by one cell on every side.
+
+        A particle in the ring of width one cell around a clamping grid sits in the edge cell
+        and still finds every neighbour within one cell of it; farther out it has left the
+        world (a blow-up, or an input that does not fit the grid).
+        """
+        return self.origin - self.cell, self.origin + self.size + self.cell
+
 
 @lock_free
 @nb.njit(cache=True, nogil=True)
@@ -139,6 +149,63 @@ def cell_order(cell, ids, ncells):
                 m -= 1
             order[m + 1] = item
     return order, start
+
+
+def check_moves(before: np.ndarray, p: dict, grid: CellGrid, remedy: str) -> None:
+    """Stop the run when a particle moved more than one cell along an axis in one step, or
+    ended more than one cell outside the grid (``before``: the cells before the move, row by
+    row with ``p``; ``p["cell"]``: after it).
+
+    A tile is at least one cell wide, so a particle that moves at most one cell lands in its
+    own tile or a neighbour's, which the migration reaches in one hop: no particle can then be
+    stranded, and the state is the same for any tiling. A longer jump also means it crossed
+    a whole kernel support in one step, past particles it never felt: the time step is too
+    long for its speed. The test reads the particle only, never the tiling, so every tiling
+    stops at the same step; it names the offender with the smallest id (the executor adds the
+    step and the tile).
+    """
+    lo, hi = grid.reach()
+    i = _worst_move(before, p["cell"], p["x"], p["id"], lo, hi)
+    if i < 0:
+        return
+    x, pid = tuple(float(f"{c:.4g}") for c in p["x"][i]), int(p["id"][i])
+    if np.any(p["x"][i] < lo) or np.any(p["x"][i] > hi):
+        raise ShoalError(f"particle {pid} left the world (at {x} m, more than one cell "
+                         f"outside the cell grid): the simulation blew up; {remedy}")
+    raise ShoalError(f"particle {pid} moved from cell {tuple(map(int, before[i]))} to "
+                     f"{tuple(map(int, p['cell'][i]))} in one step, more than one cell (the kernel support): the "
+                     f"time step is too long for its speed; {remedy}")
+
+
+@lock_free
+@nb.njit(cache=True, nogil=True)
+def _worst_move(before, after, x, ids, lo, hi):
+    """Row of the smallest-id particle that moved more than one cell or lies outside [lo, hi], or -1."""
+    worst = -1
+    for i in range(after.shape[0]):
+        bad = False
+        for a in range(after.shape[1]):
+            if abs(after[i, a] - before[i, a]) > 1 or not lo[a] <= x[i, a] <= hi[a]:
+                bad = True
+        if bad and (worst < 0 or ids[i] < ids[worst]):
+            worst = i
+    return worst
+
+
+def check_arrivals(p: dict, leaving: np.ndarray, tiling: Tiling, tile: int, remedy: str) -> None:
+    """Stop the run when a particle leaving ``tile`` (mask ``leaving``) lies in none of its
+    neighbours' boxes: the migration would lose it. Moves of at most one cell a step never
+    strand one (:func:`check_moves`); emigrants held back for several steps can."""
+    los, his, _, _ = neighbour_boxes(tiling, tile, 0)
+    gone = take(p, leaving)
+    arrives = np.zeros(len(gone["id"]), bool)
+    for lo, hi in zip(los, his, strict=True):
+        arrives |= in_box(gone, lo, hi)
+    if not arrives.all():
+        i = int(np.flatnonzero(~arrives)[np.argmin(gone["id"][~arrives])])
+        raise ShoalError(f"particle {int(gone['id'][i])} moved to cell "
+                         f"{tuple(map(int, gone['cell'][i]))}, past every neighbouring tile, since its last "
+                         f"migration; {remedy}")
 
 
 def in_cell_order(p: dict) -> bool:

@@ -29,6 +29,8 @@ from .particles import (
     FLUID,
     CellGrid,
     Neighbourhood,
+    check_arrivals,
+    check_moves,
     concat,
     emigrants_for_neighbours,
     fields_of,
@@ -67,28 +69,84 @@ class SPH2DParams:
     halo_every: int = 1  # lazy updates (Vertanen 5.4.6): exchange halos and migrants every k steps
 
     def validate(self) -> None:
+        """Refuse parameters that would run and mean nothing: every number finite, sizes and
+        material constants positive, vectors of two components, shapes inside the tank."""
         if self.layout not in ("tank", "channel"):
             raise ShoalError(f"app.layout must be 'tank' or 'channel', got {self.layout!r}")
-        if self.dx <= 0 or self.h_factor <= 0:
-            raise ShoalError("app.dx and app.h_factor must be positive")
-        if len(self.tank) != 2 or min(self.tank) <= 0:
+        for name in ("dx", "h_factor", "rho0", "gamma", "c0_factor", "alpha", "beta", "cfl", "gravity_ramp",
+                     "inflow_velocity"):
+            value = getattr(self, name)
+            if not _number(value):
+                raise ShoalError(f"app.{name} must be a finite number, got {value!r}")
+        for name in ("dx", "h_factor", "rho0", "gamma", "c0_factor"):
+            if getattr(self, name) <= 0:
+                raise ShoalError(f"app.{name} must be positive, got {getattr(self, name)}")
+        for name in ("alpha", "beta", "gravity_ramp", "inflow_velocity"):
+            if getattr(self, name) < 0:
+                raise ShoalError(f"app.{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("wall_layers", "halo_every"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ShoalError(f"app.{name} must be an integer >= 1, got {value!r}")
+        for name in ("tank", "gravity"):
+            value = getattr(self, name)
+            if not (isinstance(value, (list, tuple)) and len(value) == 2 and all(map(_number, value))):
+                raise ShoalError(f"app.{name} must be two finite numbers (x, y), got {value!r}")
+        if min(self.tank) <= 0:
             raise ShoalError(f"app.tank must be [width, height] > 0, got {self.tank}")
+        if self.dx >= min(self.tank):
+            raise ShoalError(f"app.dx = {self.dx} m must be smaller than the tank {self.tank}")
         for name, width in (("fluid", 4), ("cylinders", 3), ("lines", 4)):
-            for item in getattr(self, name):
-                if len(item) != width:
-                    raise ShoalError(f"every app.{name} entry needs {width} numbers, got {item}")
+            items = getattr(self, name)
+            if not isinstance(items, (list, tuple)):
+                raise ShoalError(f"app.{name} must be a list of [{width} numbers], got {items!r}")
+            for item in items:
+                if not (isinstance(item, (list, tuple)) and len(item) == width and all(map(_number, item))):
+                    raise ShoalError(f"every app.{name} entry needs {width} finite numbers, got {item!r}")
         if not self.fluid:
             raise ShoalError("app.fluid needs at least one block")
-        if self.wall_layers < 1:
-            raise ShoalError("app.wall_layers must be >= 1")
+        width, height = self.tank
+        for x0, y0, x1, y1 in self.fluid:
+            if not (0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height):
+                raise ShoalError(f"every app.fluid block x0 y0 x1 y1 must be non-empty and inside the tank "
+                                 f"[0, {width}] x [0, {height}], got {[x0, y0, x1, y1]}")
+        for cx, cy, r in self.cylinders:
+            if r <= 0 or not (0 <= cx <= width and 0 <= cy <= height):
+                raise ShoalError(f"every app.cylinders entry needs a radius > 0 and a centre inside the tank, "
+                                 f"got {[cx, cy, r]}")
+        for x0, y0, x1, y1 in self.lines:
+            if x0 == x1 and y0 == y1:
+                raise ShoalError(f"every app.lines entry needs two distinct ends, got {[x0, y0, x1, y1]}")
         if not 0 < self.cfl <= 0.5:
             raise ShoalError(f"app.cfl must be in (0, 0.5], got {self.cfl}")
         if self.layout == "channel" and self.inflow_velocity <= 0:
             raise ShoalError("a channel needs app.inflow_velocity > 0")
-        if self.halo_every < 1:
-            raise ShoalError("app.halo_every must be >= 1")
-        if self.gravity_ramp < 0:
-            raise ShoalError("app.gravity_ramp must be >= 0")
+
+    def particle_count(self) -> int:
+        """About how many particles the run holds: fluid blocks on the lattice, the walls'
+        layers along the tank, cylinders and lines (a float until it is known to be sane)."""
+        dx, layers = self.dx, self.wall_layers
+        width, height = self.tank
+        fluid = sum((x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in self.fluid) / dx**2
+        walls = layers * ((width + 2 * height) if self.layout == "tank" else 2 * width) / dx
+        walls += sum(layers * 2 * math.pi * r / dx for _, _, r in self.cylinders)
+        walls += sum(layers * (math.hypot(x1 - x0, y1 - y0) / dx + 1) for x0, y0, x1, y1 in self.lines)
+        return int(min(fluid + walls, 2.0**62))
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# Bytes a particle costs: its stored fields (id, kind, x, v, vh, cell, acc; rho, rhoh, e, m, drho,
+# de), the copy of the initial state the app keeps (without the rates), and the rates kernel's
+# arrays of a step (the merged fields and indices, eight per-pair sums, the own particles' rates).
+BYTES_PER_PARTICLE = (8 + 1 + 5 * 16 + 6 * 8) + (8 + 1 + 4 * 16 + 4 * 8) + (2 * 16 + 2 * 8 + 1 + 2 * 8 + 1 + 7 * 8 + 48)
+
+
+def sph2d_memory(params: SPH2DParams) -> int:
+    """Bytes of a 2D run's state, from the particle count its parameters imply."""
+    return params.particle_count() * BYTES_PER_PARTICLE
 
 
 RATE_FIELDS = ("x", "v", "rho", "m", "kind")  # what the rates kernel reads of every neighbour
@@ -157,9 +215,16 @@ class SPH2DApp(App):
             rho = p.rho0 * (1.0 + p.rho0 * abs(p.gravity[1]) * depth / self.B) ** (1.0 / p.gamma)
         allp = locate({"id": ids, "kind": kind, "x": x, "v": v, "vh": v.copy(), "rho": rho, "rhoh": rho.copy(),
                        "e": np.zeros(n), "m": np.full(n, self.mass)}, self.cells)
-        inside = self.cells.inside(allp["cell"])
-        if not inside.all():
-            raise ShoalError(f"{int((~inside).sum())} initial particles lie outside the domain")
+        outside = np.flatnonzero(~self.cells.inside(allp["cell"]))
+        if len(outside):
+            i = outside[0]
+            what = "fluid" if allp["kind"][i] == FLUID else "wall"
+            raise ShoalError(f"{len(outside)} initial particles lie outside the cell grid (the tank and its walls), "
+                             f"e.g. {what} particle {i} at {tuple(float(f'{c:.4g}') for c in allp['x'][i])} m: keep "
+                             "app.cylinders and app.lines inside the tank")
+        if not (kind == FLUID).any():
+            raise ShoalError(f"app.fluid holds no particle at app.dx = {p.dx} m (blocks smaller than a spacing, or "
+                             "inside the walls and shapes)")
         return sort_by_cell(allp, self.cells)
 
     def _inflow_rows(self) -> np.ndarray:
@@ -258,6 +323,7 @@ class SPH2DApp(App):
         if not np.isfinite(dt) or dt <= 0:
             raise ShoalError(f"time step {dt} is not positive and finite")
         t0 = state["t"]
+        before = state["cell"]
         if len(state["id"]) == 0 and p.layout != "channel":
             state["t"] = t0 + dt  # an empty tile keeps time with the others
             state["outside"] = np.zeros(0, bool)
@@ -274,6 +340,8 @@ class SPH2DApp(App):
         if gone.any():
             state["deleted"] += int(gone.sum())
             self._keep(state, ~gone)
+            before = before[~gone]
+        check_moves(before, state, self.cells, "lower app.cfl")
         if p.layout == "channel":
             self._create_inflow(tile, state, t0, state["t"], tiling)
         state["outside"] = ~in_box(state, tiling.lo[tile], tiling.hi[tile])
@@ -338,12 +406,8 @@ class SPH2DApp(App):
             out = ~in_box(state, tiling.lo[tile], tiling.hi[tile])
         if not incoming and not out.any() and in_cell_order(state):
             return  # nobody came, nobody left, nobody changed cell: nothing to do
-        if out.any():  # a particle that jumped past every neighbour is lost (Vertanen deletes it)
-            near = np.zeros(int(out.sum()), bool)
-            leaving = take(state, out)
-            for n in tiling.neighbours[tile]:
-                near |= in_box(leaving, tiling.lo[n], tiling.hi[n])
-            state["deleted"] += int((~near).sum())
+        if out.any():  # Vertanen deletes a particle that jumped past every neighbour: stop instead
+            check_arrivals(state, out, tiling, tile, "exchange migrants more often (a smaller app.halo_every)")
         state.update(settle(take(state, slice(None)), self.cells, tiling, tile, incoming))
 
     # ----- results ----------------------------------------------------------------------------
