@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,18 +76,19 @@ class SPH3DParams:
 
     def validate(self) -> None:
         """Refuse parameters that would run and mean nothing (reads a ``.fluid`` file's header only)."""
+        if not isinstance(self.input, str):
+            raise ShoalError(f"app.input must be the path of a .fluid file, got {self.input!r}")
         if self.input:
             fluid_header(self.input)
-        elif isinstance(self.particles, bool) or not isinstance(self.particles, int) or self.particles < 8:
+        elif isinstance(self.particles, bool) or not isinstance(self.particles, numbers.Integral) or self.particles < 8:
             raise ShoalError(f"app.particles must be an integer >= 8, got {self.particles!r}")
-        column = np.asarray(self.column, dtype=np.float64) if _numbers(self.column) else None
-        if column is None or column.shape != (6,) or not np.all(np.isfinite(column)):
+        if not (_numbers(self.column) and len(self.column) == 6):
             raise ShoalError(f"app.column must be 6 finite numbers x0 y0 z0 x1 y1 z1, got {self.column}")
-        lo, hi = column[:3], column[3:]
+        lo, hi = np.array(self.column[:3], float), np.array(self.column[3:], float)
         if np.any(hi <= lo) or np.any(lo < DOMAIN_MIN) or np.any(hi > DOMAIN_MAX):
             raise ShoalError(f"app.column must be x0 y0 z0 x1 y1 z1 inside the tank {DOMAIN_MIN.tolist()} to "
                              f"{DOMAIN_MAX.tolist()}, got {self.column}")
-        if not (isinstance(self.time_step, (int, float)) and math.isfinite(self.time_step) and self.time_step > 0):
+        if not (_number(self.time_step) and self.time_step > 0):
             raise ShoalError(f"app.time_step must be a positive finite number of seconds, got {self.time_step!r}")
         limit = cfl_time_step(self.rest_particles_per_metre())
         if self.time_step > CFL_REFUSAL_FACTOR * limit:
@@ -105,9 +107,12 @@ class SPH3DParams:
         return fluid_header(self.input)[1] if self.input else int(self.particles)
 
 
+def _number(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _numbers(values) -> bool:
-    return isinstance(values, (list, tuple)) and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    return isinstance(values, (list, tuple)) and all(map(_number, values))
 
 
 def cfl_time_step(rest_particles_per_metre: float) -> float:

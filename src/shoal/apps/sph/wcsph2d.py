@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -86,7 +87,7 @@ class SPH2DParams:
                 raise ShoalError(f"app.{name} must be >= 0, got {getattr(self, name)}")
         for name in ("wall_layers", "halo_every"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
                 raise ShoalError(f"app.{name} must be an integer >= 1, got {value!r}")
         for name in ("tank", "gravity"):
             value = getattr(self, name)
@@ -135,7 +136,7 @@ class SPH2DParams:
 
 
 def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 # Bytes a particle costs: its stored fields (id, kind, x, v, vh, cell, acc; rho, rhoh, e, m, drho,
@@ -192,6 +193,9 @@ class SPH2DApp(App):
 
     # ----- initial state ------------------------------------------------------------------
     def _build_initial(self) -> dict:
+        """Fluid blocks, walls and shapes, ids in one global order. The 2D grid (the tank and
+        its wall layers) does not clamp: a particle starting outside it is refused, and one
+        leaving it later is deleted (an outflow)."""
         p = self.p
         width, height = p.tank
         if p.layout == "tank":
