@@ -125,7 +125,7 @@ class SPH2DParams:
 
     def particle_count(self) -> int:
         """About how many particles the run holds: fluid blocks on the lattice, the walls'
-        layers along the tank, cylinders and lines (a float until it is known to be sane)."""
+        layers along the tank, cylinders and lines (capped at 2^62, so absurd spacings stay numbers)."""
         dx, layers = self.dx, self.wall_layers
         width, height = self.tank
         fluid = sum((x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in self.fluid) / dx**2
