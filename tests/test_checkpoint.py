@@ -24,8 +24,8 @@ SPH = ["app.dx=0.05", "app.tank=[2.0, 1.2]", "app.fluid=[[0.0, 0.0, 0.5, 1.0]]",
 def test_resume_from_a_checkpoint_ends_identical(scenario, overrides, resume_as, tmp_path):
     full = run_scenario(scenario, steps=24, tiles=16, nodes=2, checkpoint_every=9, set=overrides,
                         out=tmp_path / "full")
-    kept = sorted(p.name for p in (full.path / "state").glob("checkpoint-*.pkl"))
-    assert kept == ["checkpoint-000009.pkl", "checkpoint-000018.pkl"]
+    kept = sorted(p.name for p in (full.path / "state").glob("checkpoint-*.h5"))
+    assert kept == ["checkpoint-000009.h5", "checkpoint-000018.h5"]
     resumed = run_scenario(None, resume=full.path, out=tmp_path / "resumed", **resume_as)
     assert resumed.summary["resumed_from_step"] == 18 and resumed.summary["steps"] == 6
     assert compare_runs(full.path, resumed.path).identical
@@ -45,7 +45,7 @@ def test_a_killed_run_resumes_in_place_and_matches_an_uninterrupted_one(tmp_path
     proc = subprocess.Popen([sys.executable, "-m", "shoal", "run", *args, "--checkpoint-every", "20",
                              "--out", str(run)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
-    while not list((run / "state").glob("checkpoint-*.pkl")) and time.time() < deadline:
+    while not list((run / "state").glob("checkpoint-*.h5")) and time.time() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()

@@ -6,11 +6,17 @@ without pickling it, :func:`flatten` turns it into ``{path: array}`` plus a layo
 JSON, so reading one back never runs code) and :func:`unflatten` rebuilds the same Python
 structure: dicts with string keys, lists, tuples, NumPy arrays, and bool/int/float/str/None
 scalars, each restored with its own type so that arithmetic on it stays bitwise the same.
+
+Many states at once (a checkpoint's tiles) are stored as columns: :func:`to_columns` gathers
+the entries that share a path, dtype and trailing shape from every state into one array
+(concatenated along the first axis) so a file holds a few large arrays instead of one small
+array per entry and tile; :func:`from_columns` splits them back.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -88,3 +94,73 @@ def _unflatten(layout: Any, path: str, arrays: dict) -> Any:
             seq = [_unflatten(v, f"{path}/{i}", arrays) for i, v in enumerate(items)]
             return seq if kind == "list" else tuple(seq)
     raise ShoalError("a packed tile state has a layout this shoal cannot read")
+
+
+@dataclass
+class Column:
+    """One entry ``path`` of several flattened states, concatenated along the first axis.
+
+    ``holders[i]`` is the position (among the states) of the i-th state that has this entry,
+    and its part of ``data`` is ``data[offsets[i]:offsets[i + 1]]``. A scalar entry (shape
+    ``()``) takes one element.
+    """
+
+    path: str
+    data: np.ndarray
+    scalar: bool
+    holders: np.ndarray
+    offsets: np.ndarray
+
+
+def to_columns(values: list[Any]) -> tuple[list[str], np.ndarray, list[Column]]:
+    """The distinct JSON layouts of ``values``, which layout each one has, and their entries as columns."""
+    layouts: dict[str, int] = {}
+    layout_of = np.zeros(len(values), dtype=np.int64)
+    parts: dict[tuple, tuple[list[int], list[np.ndarray]]] = {}
+    for i, value in enumerate(values):
+        arrays = flatten(value)
+        text = bytes(arrays.pop(LAYOUT)).decode()
+        layout_of[i] = layouts.setdefault(text, len(layouts))
+        for path, a in arrays.items():
+            key = (path, a.dtype.str, a.shape[1:] if a.ndim else None)
+            holders, pieces = parts.setdefault(key, ([], []))
+            holders.append(i)
+            pieces.append(a if a.ndim else a.reshape(1))
+    columns = []
+    for (path, dtype, trailing), (holders, pieces) in parts.items():
+        lengths = [len(p) for p in pieces]
+        data = np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
+        columns.append(Column(path, data, trailing is None, np.asarray(holders, dtype=np.int64),
+                              np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])))
+    return list(layouts), layout_of, columns
+
+
+def from_columns(layouts: list[str], layout_of: np.ndarray, columns: list[Column]) -> list[Any]:
+    """The values :func:`to_columns` was given (each entry a copy, so no two share memory)."""
+    flat: list[dict[str, np.ndarray]] = [{} for _ in layout_of]
+    for c in columns:
+        _check_column(c, len(flat))
+        for i, lo, hi in zip(c.holders.tolist(), c.offsets[:-1].tolist(), c.offsets[1:].tolist(), strict=True):
+            piece = c.data[lo:hi]
+            if c.scalar:
+                if hi - lo != 1:
+                    raise ShoalError(f"packed scalar entry {c.path or '/'} does not hold one value per state")
+                piece = piece.reshape(())
+            flat[i][c.path] = piece.copy()
+    out = []
+    for arrays, k in zip(flat, layout_of.tolist(), strict=True):
+        if not 0 <= k < len(layouts):
+            raise ShoalError(f"a packed state names layout {k} of {len(layouts)}")
+        arrays[LAYOUT] = np.frombuffer(layouts[k].encode(), dtype=np.uint8)
+        out.append(unflatten(arrays))
+    return out
+
+
+def _check_column(c: Column, nvalues: int) -> None:
+    """Refuse a column whose holders or offsets point outside its states or its data."""
+    where = f"packed entry {c.path or '/'}"
+    if c.data.ndim == 0 or c.holders.ndim != 1 or c.offsets.shape != (len(c.holders) + 1,):
+        raise ShoalError(f"{where} has data, holders and offsets of mismatched shapes")
+    if np.any((c.holders < 0) | (c.holders >= nvalues)) or np.any(np.diff(c.offsets) < 0) or \
+            c.offsets[0] < 0 or c.offsets[-1] > len(c.data):
+        raise ShoalError(f"{where} has holders or offsets out of range")
