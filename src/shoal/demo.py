@@ -59,7 +59,9 @@ def dam_break(steps: int | None = None, out: Path = Path("runs/demo")) -> int:
         paths = report_run(rec.path)
     s = rec.summary
     state = rec.state()
-    console.print(f"{len(state['id'])} particles, {s['tiles']} tiles, simulated {float(state['time']):.3f} s in "
+    gone = int(state["deleted"]) if "deleted" in state else 0
+    left = f" ({gone} splashed over the top of the far wall and left the tank)" if gone else ""
+    console.print(f"{len(state['id'])} particles{left}, {s['tiles']} tiles, simulated {float(state['time']):.3f} s in "
                   f"{s['wall_s']:.1f} s of wall time; load-imbalance factor {s['lif_mean']:.3f}, "
                   f"efficiency {s['efficiency']:.2f} ({s['efficiency_basis']})")
     T, Z = front_history(load_frames(folder / "frames"), width=1.0, dx=DEMO_DX)
