@@ -154,7 +154,7 @@ class Checkpoint:
                 problems.append(str(exc))
                 continue
             if problems:
-                logger.warning("skipping %s; resuming from %s", "; ".join(problems), path.name)
+                logger.warning("damaged checkpoint skipped: %s; resuming from %s", "; ".join(problems), path.name)
             return cp
         raise ShoalError(_nothing_to_resume(folder, problems))
 
@@ -268,7 +268,7 @@ def _load_tree(f: h5py.File) -> Tree:
     links: list[str] = []
     f.visititems_links(lambda name, link: None if isinstance(link, h5py.HardLink) else links.append(name))
     if links:
-        raise ShoalError(f"holds soft or external links ({', '.join(links[:3])}); a checkpoint has none")
+        raise ShoalError(f"holds soft or external links ({', '.join(links[:3])}), which a checkpoint never has")
     names = [""]
     f.visit(names.append)
     sha = hashlib.sha256()
@@ -294,18 +294,21 @@ def _canonical(value: Any, where: str) -> bytes:
         return b"s" + value.encode()
     a = np.asarray(value)
     if a.dtype.kind not in STORABLE:
-        raise ShoalError(f"{where} holds {a.dtype} data; a checkpoint holds numbers and text only")
+        raise ShoalError(f"{where} holds {_kind(a.dtype)} data, not the numbers and text of a checkpoint")
     return f"{a.dtype.str}{a.shape}".encode() + b"\0" + a.tobytes()
+
+
+def _kind(dtype: np.dtype) -> str:
+    return {"O": "Python object", "V": "opaque or compound"}.get(dtype.kind, str(dtype))
 
 
 def _read_dataset(ds: h5py.Dataset) -> np.ndarray:
     """The data of ``ds`` if it is plain numbers or bytes stored in this file, else a ShoalError."""
     where = f"dataset {ds.name}"
     if ds.dtype.kind not in STORABLE or ds.dtype.hasobject or ds.dtype.fields is not None:
-        raise ShoalError(f"{where} holds {ds.dtype} data (objects, opaque or compound); a checkpoint holds "
-                         "numbers and text only")
+        raise ShoalError(f"{where} holds {_kind(ds.dtype)} data, not the numbers and text of a checkpoint")
     if ds.is_virtual or ds.external or ds.id.get_create_plist().get_nfilters():
-        raise ShoalError(f"{where} is virtual, external or filtered; a checkpoint's data is plain and in the file")
+        raise ShoalError(f"{where} is virtual, external or filtered, not plain data in the file")
     if ds.id.get_storage_size() != ds.nbytes:
         raise ShoalError(f"{where} claims {ds.nbytes} bytes but stores {ds.id.get_storage_size()}")
     return ds[()]
@@ -332,7 +335,7 @@ def _decode(tree: Tree) -> Checkpoint:
     if root.get("format") != FORMAT:
         raise ShoalError(f"is not a shoal checkpoint (format {root.get('format')!r})")
     if root.get("version") != VERSION:
-        raise ShoalError(f"has checkpoint version {root.get('version')}; this shoal reads {VERSION}")
+        raise ShoalError(f"has checkpoint version {root.get('version')} (this shoal reads {VERSION})")
     if root.get("sha256") != tree.digest:
         raise ShoalError("fails its checksum (the content does not match the SHA-256 it was written with)")
     tiling = Tiling.from_dict(json.loads(root["tiling"]))

@@ -54,8 +54,13 @@ def _flatten(value: Any, path: str, out: dict) -> Any:
         return "a"
     if value is None:
         return "none"
+    if type(value) is str:
+        out[path] = np.frombuffer(value.encode(), dtype=np.uint8)  # UTF-8: exact, trailing NULs too
+        return "str"
     if type(value) in SCALARS:
         out[path] = np.asarray(value)
+        if out[path].dtype.hasobject:
+            raise ShoalError(f"tile state entry {path or '/'} is an integer beyond 64 bits")
         return SCALARS[type(value)]
     if isinstance(value, np.generic):
         out[path] = np.asarray(value)
@@ -82,6 +87,11 @@ def _unflatten(layout: Any, path: str, arrays: dict) -> Any:
             return a
         if layout == "np":
             return a[()]
+        if layout == "str":
+            try:
+                return bytes(np.asarray(a, dtype=np.uint8)).decode()
+            except (UnicodeDecodeError, ValueError, TypeError):
+                raise ShoalError(f"a packed tile state's text {path or '/'} is not UTF-8") from None
         kind = {v: k for k, v in SCALARS.items()}.get(layout)
         if kind is None:
             raise ShoalError(f"a packed tile state names an unknown kind {layout!r}")
