@@ -275,3 +275,13 @@ def test_converting_an_untrusted_pickle_runs_nothing(tmp_path):
     with pytest.raises(ShoalError, match="not a version-2 pickle checkpoint"):
         convert_pickle_checkpoint(old, trust=True)  # trusted: it runs, and is still no checkpoint
     assert (tmp_path / "ran-code").exists()
+
+
+def test_resume_with_no_intact_checkpoint_is_one_line_and_exit_2(full, tmp_path, capsys):
+    run = copy_run(full, tmp_path / "run")
+    for p in (run / "state").glob("checkpoint-*.h5"):
+        _garbage(p, None)
+    assert main(["run", "--resume", str(run), "--out", str(tmp_path / "resumed")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no intact checkpoint" in err and "checkpoint-000005.h5 is not an HDF5 file" in err
+    assert not (tmp_path / "resumed").exists()
