@@ -305,6 +305,13 @@ def _cmd_export_tit(args) -> int:
     return 0
 
 
+def _cmd_convert_checkpoint(args) -> int:
+    from .runtime.checkpoint import convert_pickle_checkpoint
+
+    print(f"wrote {convert_pickle_checkpoint(Path(args.file), trust=args.trust)}")
+    return 0
+
+
 def _cmd_demo(args) -> int:
     from . import demo
 
@@ -483,6 +490,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", action="store_true", help="draw Birdshot's Figures 3 and 4")
     p.add_argument("--out", default=".", help="folder for the figures")
     p.set_defaults(func=_cmd_lif)
+
+    p = sub.add_parser("convert-checkpoint", help="convert an old pickle checkpoint (checkpoint-NNNNNN.pkl) to HDF5")
+    p.add_argument("file", metavar="FILE", help="the .pkl checkpoint")
+    p.add_argument("--trust", action="store_true",
+                   help="I trust who made this file: unpickle it (loading a pickle runs any code in it)")
+    p.set_defaults(func=_cmd_convert_checkpoint)
 
     p = sub.add_parser("demo", help="the main job: Monaghan's breaking dam on 4 in-process nodes")
     p.add_argument("--steps", type=int, default=None, help="time steps of the main run (default: the scenario's)")

@@ -122,7 +122,8 @@ def animation(app, frames, folder: Path, ranges, width_px: int = MOVIE_WIDTH_PX)
     limits = _axes_limits(frames)
     (x0, y0), (x1, y1) = limits
     width_in, dpi = 10.0, width_px / 10.0
-    fig = _figure(width_in, max(3.0, width_in * 0.85 * (y1 - y0) / (x1 - x0) + 0.8))
+    height_px = 2 * round(dpi * max(3.0, width_in * 0.85 * (y1 - y0) / (x1 - x0) + 0.8) / 2)  # H.264: even sizes
+    fig = _figure(width_in, height_px / dpi)
     ax = fig.add_subplot()
     sc = draw_frame(app, frames[0], ranges["speed"], limits, ax)
     fig.colorbar(sc, ax=ax, label=QUANTITIES["speed"])
