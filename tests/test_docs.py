@@ -256,6 +256,27 @@ def test_code_blocks_parse_and_shoal_commands_exist(page):
         assert checked >= 3, f"{page.name}: too few code blocks checked ({checked})"
 
 
+# Shown by the dam-break tutorial, arriving with the ParaView time series: expected, not yet required.
+PENDING = {"shoal.report.vtk.write_series"}
+
+
+def test_the_names_the_pages_import_from_shoal_exist():
+    missing = set()
+    for page in PAGES:
+        for language, code in code_blocks(page):
+            if language != "python":
+                continue
+            for node in ast.walk(ast.parse(code)):
+                if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("shoal"):
+                    module = importlib.import_module(node.module)
+                    missing |= {f"{node.module}.{a.name}" for a in node.names if not hasattr(module, a.name)
+                                and not (hasattr(module, "__path__")  # a submodule of a package
+                                         and importlib.util.find_spec(f"{node.module}.{a.name}"))}
+    assert missing <= PENDING, f"the pages import names shoal lacks: {sorted(missing - PENDING)}"
+    if missing:
+        pytest.xfail(f"not yet in shoal: {sorted(missing)}")
+
+
 def test_the_extras_the_pages_install_exist():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     named = set()
