@@ -13,6 +13,11 @@ that rank 0 planned, sends migrating tiles' states to their new owners (packed b
 flat arrays), and gathers states on rank 0, which writes every file. Every wait sleeps
 instead of spinning, so ranks that share cores do not steal them from ranks still computing.
 
+Every message between ranks (halos, reduction values, tile states, results, stop requests)
+travels as one NumPy byte buffer through mpi4py's buffer API (:func:`encode`): a JSON header
+naming the arrays :func:`~shoal.runtime.packing.flatten` made of the value, then their bytes.
+A rank reads only JSON and numbers from another: nothing received is ever unpickled.
+
 A stop requested on any rank (``request_stop``, Ctrl-C) is negotiated by rank 0: it asks every
 rank still running for its frontier (the steps some tile of its has started; the rank starts
 no further step meanwhile), takes the largest, and every rank runs exactly that many steps.
@@ -24,11 +29,15 @@ dies, ``mpiexec`` terminates the others, which say at which step they stopped.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import math
 import os
 import signal
 import sys
 import threading
 import time
+from pathlib import Path, PurePath
 from typing import Any
 
 import mpi4py
@@ -36,11 +45,11 @@ import numpy as np
 
 mpi4py.rc.thread_level = "funneled"  # all MPI calls come from each rank's main thread
 from mpi4py import MPI  # noqa: E402  (the thread level must be set before MPI starts)
-from mpi4py.util import pkl5  # noqa: E402
 
 from ..errors import ShoalError  # noqa: E402
 from ..records import MESSAGES, TASKS  # noqa: E402
 from .local import ExecutionResult, LocalExecutor, sum_present  # noqa: E402
+from .packing import flatten, unflatten  # noqa: E402
 from .team import Team  # noqa: E402
 
 HALO, REDUCE, AGREE, GATHER, MIGRATE, CONTROL = 1, 2, 3, 4, 5, 6  # message tags
@@ -57,15 +66,124 @@ def wait_quietly(request: MPI.Request) -> None:
         nap = min(2 * nap, NAP_MAX_S)
 
 
+def probe_quietly(comm: MPI.Comm, source: int, tag: int, status: MPI.Status) -> MPI.Message:
+    """The next matching message, sleeping between probes instead of spinning."""
+    nap = NAP_MIN_S
+    while (message := comm.Improbe(source, tag, status)) is None:
+        time.sleep(nap)
+        nap = min(2 * nap, NAP_MAX_S)
+    return message
+
+
+# ----- messages as NumPy buffers ---------------------------------------------------------
+# A message is one uint8 buffer: two little-endian uint64 (the message's length and its
+# header's), the JSON header (per flattened array: path, dtype, shape, offset, Fortran order),
+# then every array's bytes at an offset aligned for any dtype, so arrays arrive as views.
+PREFIX = np.dtype("<u8")
+ALIGN = 64
+PART_BYTES = 1 << 30  # longest MPI message (counts are C ints): longer ones go as several parts, in order
+
+
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def _array_at(buf: np.ndarray, offset: int, dtype: np.dtype, shape: tuple, fortran: bool) -> np.ndarray:
+    """The array of ``dtype`` and ``shape`` whose bytes start at ``buf[offset]``, C or Fortran order."""
+    size = math.prod(shape) * dtype.itemsize
+    if size == 0:
+        return np.empty(shape, dtype, order="F" if fortran else "C")
+    flat = buf[offset:offset + size].view(dtype)
+    return flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape)
+
+
+def encode(value: Any) -> np.ndarray:
+    """``value`` (anything :func:`~shoal.runtime.packing.flatten` takes) as one byte buffer."""
+    arrays = flatten(value)
+    entries, offset = [], 0
+    for path, a in arrays.items():
+        if a.dtype.fields is not None or a.dtype.subdtype is not None:
+            raise ShoalError(f"message entry {path or '/'} has a structured dtype: send plain arrays")
+        fortran = a.ndim > 1 and a.flags.f_contiguous and not a.flags.c_contiguous  # kept as it was
+        entries.append((path, a.dtype.str, a.shape, offset, fortran))
+        offset = _aligned(offset + a.nbytes)
+    header = json.dumps(entries, separators=(",", ":")).encode()
+    start = _aligned(2 * PREFIX.itemsize + len(header))
+    buf = np.empty(start + offset, dtype=np.uint8)
+    buf[:2 * PREFIX.itemsize] = np.array([len(buf), len(header)], dtype=PREFIX).view(np.uint8)
+    buf[2 * PREFIX.itemsize:2 * PREFIX.itemsize + len(header)] = np.frombuffer(header, dtype=np.uint8)
+    for (_, _, shape, at, fortran), a in zip(entries, arrays.values(), strict=True):
+        if a.nbytes:
+            np.copyto(_array_at(buf, start + at, a.dtype, shape, fortran), a)
+    return buf
+
+
+def decode(buf: np.ndarray) -> Any:
+    """The value :func:`encode` made ``buf`` from; its arrays are views of ``buf``. Reads JSON
+    and numbers only: a damaged buffer is a :class:`ShoalError`, never code run."""
+    lead = 2 * PREFIX.itemsize
+    if len(buf) < lead:
+        raise ShoalError(f"an MPI message of {len(buf)} bytes is too short for its header")
+    total, length = (int(n) for n in buf[:lead].view(PREFIX))
+    if total != len(buf) or lead + length > total:
+        raise ShoalError(f"an MPI message of {len(buf)} bytes says it has {total} (header {length})")
+    start = _aligned(lead + length)
+    try:
+        entries = json.loads(bytes(buf[lead:lead + length]).decode())
+        arrays = {}
+        for path, dtype, shape, offset, fortran in entries:
+            dtype, shape, offset = np.dtype(str(dtype)), tuple(int(n) for n in shape), int(offset)
+            size = math.prod(shape) * dtype.itemsize
+            inside = 0 <= offset <= total - start - size and offset % ALIGN == 0
+            if dtype.hasobject or min(shape, default=0) < 0 or not inside:
+                raise ValueError(f"entry {path!r} has dtype {dtype}, shape {shape} at offset {offset}")
+            arrays[str(path)] = _array_at(buf, start + offset, dtype, shape, bool(fortran))
+    except (UnicodeDecodeError, ValueError, TypeError) as exc:
+        raise ShoalError(f"an MPI message has a damaged header: {exc}") from None
+    return unflatten(arrays)
+
+
+def _agreeable(obj: Any) -> Any:
+    """What :meth:`MPITeam.agree` sends for ``obj``: a path as its text, a run record as its fields."""
+    from ..session import RunRecord
+
+    if isinstance(obj, PurePath):
+        return {"path": str(obj)}
+    if isinstance(obj, RunRecord):
+        return {"run": (str(obj.path), obj.summary, obj.stopped_at)}
+    return {"value": obj}
+
+
+def _agreed(sent: dict) -> Any:
+    from ..session import RunRecord
+
+    (kind, value), = sent.items()
+    if kind == "path":
+        return Path(value)
+    if kind == "run":
+        path, summary, stopped_at = value
+        return RunRecord(Path(path), summary, stopped_at)
+    return value
+
+
+def _result_fields(result: ExecutionResult) -> dict:
+    """An execution result without its states, reductions keyed by (step, phase) as rows."""
+    fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(result) if f.name != "states"}
+    fields["reductions"] = [(step, phase, value) for (step, phase), value in result.reductions.items()]
+    return fields
+
+
+def _result(fields: dict) -> ExecutionResult:
+    fields["reductions"] = {(step, phase): value for step, phase, value in fields["reductions"]}
+    return ExecutionResult(states=None, **fields)
+
+
 class MPITeam(Team):
     """The ranks of ``MPI.COMM_WORLD``, one per node."""
 
     def __init__(self, comm: MPI.Comm | None = None):
         super().__init__()
         self.comm = comm if comm is not None else MPI.COMM_WORLD
-        # Python objects (halos, states) travel pickled with protocol 5: their arrays go as
-        # separate buffers, not copied into the pickle (15-25x faster from 1 MB on).
-        self.objects = pkl5.Intracomm(self.comm)
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self.is_root = self.rank == 0
         self.distributed = True
@@ -106,68 +224,81 @@ class MPITeam(Team):
         wait_quietly(self.comm.Iallreduce(np.array([value], dtype=np.float64), out, op=MPI.MAX))
         return float(out[0])
 
-    # Objects between chunks travel point to point, waited for in sleeping loops: a rank
-    # whose peer died is then never stuck inside MPI and can still say where it stopped.
-    def _post(self, obj: Any, dest: int, tag: int):
-        return self.objects.isend(obj, dest=dest, tag=tag)
+    # Messages travel point to point, waited for in sleeping loops: a rank whose peer died is
+    # then never stuck inside MPI and can still say where it stopped.
+    def post(self, value: Any, dest: int, tag: int) -> list[MPI.Request]:
+        """Start sending ``value`` (see :func:`encode`) to rank ``dest``: the requests to complete."""
+        buf = encode(value)
+        return [self.comm.Isend([buf[lo:lo + PART_BYTES], MPI.BYTE], dest=dest, tag=tag)
+                for lo in range(0, len(buf), PART_BYTES)]
+
+    def receive(self, message: MPI.Message, status: MPI.Status) -> Any:
+        """The value of a message matched with ``status`` (its further parts received too)."""
+        source, tag = status.Get_source(), status.Get_tag()
+        first = np.empty(status.Get_count(MPI.BYTE), dtype=np.uint8)
+        message.Recv([first, MPI.BYTE])
+        total = int(first[:PREFIX.itemsize].view(PREFIX)[0]) if len(first) >= PREFIX.itemsize else 0
+        if total <= len(first):
+            return decode(first)
+        buf = np.empty(total, dtype=np.uint8)
+        buf[:len(first)] = first
+        got, part = len(first), MPI.Status()
+        while got < total:  # the other parts follow in order (MPI does not overtake)
+            message = probe_quietly(self.comm, source, tag, part)
+            size = part.Get_count(MPI.BYTE)
+            if got + size > total:
+                raise ShoalError(f"rank {self.rank} received {got + size} bytes of a {total}-byte message")
+            message.Recv([buf[got:got + size], MPI.BYTE])
+            got += size
+        return decode(buf)
 
     def _take(self, source: int, tag: int) -> Any:
-        nap = NAP_MIN_S
-        while (message := self.objects.improbe(source, tag)) is None:
-            time.sleep(nap)
-            nap = min(2 * nap, NAP_MAX_S)
-        return message.recv()
+        status = MPI.Status()
+        return self.receive(probe_quietly(self.comm, source, tag, status), status)
 
     @staticmethod
     def _complete(requests) -> None:
         for request in requests:
-            nap = NAP_MIN_S
-            while not request.test()[0]:
-                time.sleep(nap)
-                nap = min(2 * nap, NAP_MAX_S)
+            wait_quietly(request)
 
     def _to_root(self, obj: Any, tag: int) -> list[Any] | None:
         """Every rank's ``obj`` on rank 0, in rank order (``None`` elsewhere)."""
         if not self.is_root:
-            self._complete([self._post(obj, 0, tag)])
+            self._complete(self.post(obj, 0, tag))
             return None
         return [obj] + [self._take(rank, tag) for rank in range(1, self.size)]
 
     def agree(self, obj: Any) -> Any:
         if self.is_root:
-            self._complete([self._post(obj, rank, AGREE) for rank in range(1, self.size)])
+            self._complete([r for rank in range(1, self.size) for r in self.post(_agreeable(obj), rank, AGREE)])
             return obj
-        return self._take(0, AGREE)
+        return _agreed(self._take(0, AGREE))
 
     def to_root(self, states: dict[int, Any], pack, unpack) -> dict[int, Any] | None:
-        parts = self._to_root({t: pack(s) for t, s in states.items()}, GATHER)
+        parts = self._to_root(_packed(states, pack), GATHER)
         if parts is None:
             return None
-        merged: dict[int, Any] = {}
-        for part in parts:
-            merged.update(part)
-        return {t: unpack(merged[t]) for t in sorted(merged)}
+        merged = {t: arrays for part in parts for t, arrays in part}
+        return {t: unpack(dict(merged[t])) for t in sorted(merged)}
 
     def migrate(self, states: dict[int, Any], old: np.ndarray, new: np.ndarray, pack, unpack) -> dict[int, Any]:
-        outgoing: list[dict[int, Any]] = [{} for _ in range(self.size)]
-        kept = {}
-        for t, s in states.items():
-            if new[t] == self.rank:
-                kept[t] = s
-            else:
-                outgoing[int(new[t])][t] = pack(s)
+        kept = {t: s for t, s in states.items() if new[t] == self.rank}
         others = [r for r in range(self.size) if r != self.rank]
-        sent = [self._post(outgoing[r], r, MIGRATE) for r in others]
+        sent = [request for r in others
+                for request in self.post(_packed({t: s for t, s in states.items() if new[t] == r}, pack), r, MIGRATE)]
         for r in others:
-            kept.update({t: unpack(a) for t, a in self._take(r, MIGRATE).items()})
+            kept.update({t: unpack(dict(arrays)) for t, arrays in self._take(r, MIGRATE)})
         self._complete(sent)
         return dict(sorted(kept.items()))
 
     def combine(self, result: ExecutionResult) -> ExecutionResult | None:
-        states, result.states = result.states, None
-        parts = self._to_root(result, GATHER)
-        result.states = states
-        return combine_ranks(parts) if parts is not None else None
+        parts = self._to_root(_result_fields(result), GATHER)
+        return combine_ranks([_result(p) for p in parts]) if parts is not None else None
+
+
+def _packed(states: dict[int, Any], pack) -> list[tuple[int, list]]:
+    """Tile states as (tile, [(path, array), ...]) of their packed arrays: what a message holds."""
+    return [(int(t), list(pack(s).items())) for t, s in states.items()]
 
 
 def combine_ranks(parts: list[ExecutionResult]) -> ExecutionResult:
@@ -206,7 +337,7 @@ class MPIExecutor(LocalExecutor):
     def __init__(self, app, tiling, cluster, owner, team: MPITeam, overlap: bool = True):
         if cluster.nodes != team.size:
             raise ShoalError(f"an MPI run has one node per rank: {cluster.nodes} nodes but {team.size} ranks")
-        self.team, self.comm, self.rank = team, team.objects, team.rank
+        self.team, self.comm, self.rank = team, team.comm, team.rank
         self.overlap = overlap
         self._run_id = 0  # every rank runs the same sequence of runs: CONTROL messages name theirs
         super().__init__(app, tiling, cluster, owner)
@@ -275,9 +406,10 @@ class MPIExecutor(LocalExecutor):
         mine[tile] = value
         if len(mine) == self._n_here:
             del self._mine[task]
+            message = (task, list(mine), list(mine.values()))
             for rank in range(self.team.size):
                 if rank != self.rank:
-                    self._outbox.append((rank, REDUCE, (task, mine)))
+                    self._outbox.append((rank, REDUCE, message))
             self._wake.set()
         self._collect({tile: value}, task)
 
@@ -298,8 +430,8 @@ class MPIExecutor(LocalExecutor):
             for dst, _ in items:
                 self._try_ready(dst)
         elif tag == REDUCE:
-            task, values = message
-            self._collect(values, task)
+            task, tiles, values = message
+            self._collect(dict(zip(tiles, values, strict=True)), task)
         else:
             raise ShoalError(f"rank {self.rank} received a message with unknown tag {tag}")
 
@@ -336,20 +468,20 @@ class MPIExecutor(LocalExecutor):
                 if not self.overlap:
                     out = self._release(out)
             for rank, tag, message in out:
-                sending.append(comm.isend(message, dest=rank, tag=tag))
+                sending.extend(self.team.post(message, rank, tag))
                 self._comm_count += len(message[2]) if tag == HALO else 0
             received = 0
-            while (incoming := comm.improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)) is not None:
-                message = incoming.recv()
-                tag = status.Get_tag()
+            while (incoming := comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)) is not None:
+                source, tag = status.Get_source(), status.Get_tag()
+                message = self.team.receive(incoming, status)
                 if tag == CONTROL:
-                    self._on_control(status.Get_source(), *message)
+                    self._on_control(source, *message)
                 else:
                     self._comm_count += len(message[2]) if tag == HALO else 0
                     with self._lock:
                         self._receive(tag, message)
                 received += 1
-            sending[:] = [r for r in sending if not r.test()[0]]
+            sending[:] = [r for r in sending if not r.Test()]
             self.team.step = self.first_step + self._steps_done
             reported = self._report(on_step, reported)
             if self._error is not None:
@@ -377,7 +509,7 @@ class MPIExecutor(LocalExecutor):
 
     # ----- stopping at a step boundary every rank agrees on --------------------------------
     def _control(self, rank: int, kind: int, value: int = 0) -> None:
-        self._sending.append(self.comm.isend((self._run_id, kind, value), dest=rank, tag=CONTROL))
+        self._sending.extend(self.team.post((self._run_id, kind, value), rank, CONTROL))
 
     def _on_control(self, source: int, run_id: int, kind: int, value: int) -> None:
         if run_id != self._run_id:
