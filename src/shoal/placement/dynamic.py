@@ -5,7 +5,8 @@ balancing step, returns a new ``owner[tile] -> node`` from a
 :class:`~shoal.placement.balancing.BalanceContext`. Policies keep whatever they need between
 calls in ``memory`` (a dict owned by the caller, one per run), so one policy object serves
 the executor and the replay alike. ``greedy`` and ``refine`` are Charm++'s GreedyLB and
-RefineLB as Charm++ runs them (:mod:`shoal.placement.charm`).
+RefineLB as Charm++ runs them (:mod:`shoal.placement.charm`); ``metis-periodic`` partitions
+afresh with METIS (:mod:`shoal.placement.metis`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..errors import ShoalError
 from ..tiling import Tiling
 from .balancing import BalanceContext, node_loads
 from .charm import charm_greedy, charm_refine
+from .metis import DEFAULT_UFACTOR, keep_most_in_place, metis_parts
 from .registry import NoParams, get_policy, register
 
 
@@ -59,6 +61,21 @@ class SwapParams:
             raise ShoalError(f"threshold must be >= 0, got {self.threshold}")
         if self.interval < 0:
             raise ShoalError(f"interval must be >= 0, got {self.interval}")
+
+
+@dataclass
+class MetisParams:
+    """``ufactor``: how far, in thousandths, a part may weigh over its target (30: 3%, METIS's
+    default); ``seed``: METIS's random seed (a seed gives one partition)."""
+
+    ufactor: int = DEFAULT_UFACTOR
+    seed: int = 0
+
+    def validate(self) -> None:
+        if isinstance(self.ufactor, bool) or not isinstance(self.ufactor, int) or not 1 <= self.ufactor <= 1000:
+            raise ShoalError(f"ufactor must be an integer from 1 to 1000 (thousandths), got {self.ufactor!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ShoalError(f"seed must be an integer >= 0, got {self.seed!r}")
 
 
 def shed_overload(owner: np.ndarray, loads: np.ndarray, cluster: Cluster, threshold: float) -> np.ndarray:
@@ -276,6 +293,22 @@ class Locality(_Dynamic):
 
 
 @dataclass(frozen=True)
+class MetisPeriodic(_Dynamic):
+    """METIS afresh every period on the measured loads (vertex weights) and the halo bytes the
+    tiles' state sizes imply (edge weights); the new parts go to the nodes that already hold
+    most of their bytes, so a partition that barely changed moves barely anything."""
+
+    name: str = "metis-periodic"
+    summary: str = "METIS on the measured loads every period, parts matched to nodes to move the fewest bytes"
+    params: type = MetisParams
+
+    def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
+        p = self.settings(ctx)
+        parts = metis_parts(ctx.tiling, ctx.cluster, ctx.tile_loads, ctx.tile_bytes, p.seed, p.ufactor)
+        return keep_most_in_place(parts, ctx.owner, ctx.cluster, ctx.tile_bytes)
+
+
+@dataclass(frozen=True)
 class Oracle(_Dynamic):
     name: str = "oracle"
     summary: str = "GreedyLB on the true loads of the coming period (a bound, for reports)"
@@ -285,6 +318,6 @@ class Oracle(_Dynamic):
         return charm_greedy(loads, ctx.cluster, ctx.background)
 
 
-for _policy in (Greedy(), Refine(), GreedyPhase(), GreedyRefine(), Swap(), Speculative(), Locality(), Oracle(),
-                NoBalancing()):
+for _policy in (Greedy(), Refine(), GreedyPhase(), GreedyRefine(), Swap(), Speculative(), Locality(), MetisPeriodic(),
+                Oracle(), NoBalancing()):
     register(_policy)
