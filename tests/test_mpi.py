@@ -170,7 +170,7 @@ def test_killed_rank_stops_the_job_and_the_run_resumes_on_two_ranks(ranks, mpiru
     lines = _watch(proc)
     try:
         deadline = time.monotonic() + 120
-        while not list((out / "state").glob("checkpoint-*.pkl")):
+        while not list((out / "state").glob("checkpoint-*.h5")):
             assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint was written"
             time.sleep(0.05)
         time.sleep(0.3)
@@ -286,7 +286,7 @@ def test_sigusr1_to_mpiexec_stops_every_rank_cleanly_and_the_run_resumes(ranks, 
     proc = subprocess.Popen(mpi_command(ranks, "run", *argv, "--checkpoint-every", "50", "--out", out),
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=mpi_env())
     deadline = time.monotonic() + 120
-    while not list((out / "state").glob("checkpoint-*.pkl")):
+    while not list((out / "state").glob("checkpoint-*.h5")):
         assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint was written"
         time.sleep(0.05)
     proc.send_signal(signal.SIGUSR1)
@@ -351,11 +351,118 @@ def test_resuming_on_fewer_ranks_between_balancing_steps(ranks, mpirun, tmp_path
     mpirun(ranks, "run", *argv, "--placement", "greedy", "--period", "7", "--checkpoint-every", "10",
            "--out", tmp_path / "full")
     state = tmp_path / "full" / "state"
-    assert sorted(p.name for p in state.glob("checkpoint-*.pkl"))[-1] == "checkpoint-000020.pkl"
+    assert sorted(p.name for p in state.glob("checkpoint-*.h5"))[-1] == "checkpoint-000020.h5"
     (tmp_path / "partial" / "state").mkdir(parents=True)
     for name in ("config.toml",):
         (tmp_path / "partial" / name).write_text((tmp_path / "full" / name).read_text())
-    for p in state.glob("checkpoint-*.pkl"):
+    for p in state.glob("checkpoint-*.h5"):
         (tmp_path / "partial" / "state" / p.name).write_bytes(p.read_bytes())
     mpirun(2, "run", "--resume", tmp_path / "partial")  # its balancer's period and background began on 3
     assert compare_runs(tmp_path / "full", tmp_path / "partial").identical
+
+
+WIRE_SCRIPT = """
+import os, pickle, socket, sys
+import numpy as np
+from mpi4py import MPI
+
+
+def refuse(*args, **kwargs):
+    raise AssertionError("a message between ranks was unpickled")
+
+
+MPI.pickle.__init__(pickle.dumps, refuse, pickle.HIGHEST_PROTOCOL)  # mpi4py's receive-side pickler
+sys.excepthook = lambda *exc: (sys.__excepthook__(*exc), MPI.COMM_WORLD.Abort(1))  # a failure ends every rank
+
+from shoal.cli import main
+from shoal.errors import ShoalError
+from shoal.runtime import mpi
+
+mpi.PART_BYTES = 1000  # tables of results and states then travel in many parts
+team = mpi.MPITeam()
+odd = {"fortran": np.asfortranarray(np.arange(12.0).reshape(3, 4)), "strided": np.arange(20)[::3],
+       "empty": np.zeros((0, 3), np.float32), "zero_d": np.array(7, np.int16), "flags": np.array([True, False]),
+       "text": np.array(["ab", "c"]), "scalars": (1, 2.5, "x", None, np.float32(3), [True])}
+
+
+def same(a, b):
+    assert type(a) is type(b), (a, b)
+    if isinstance(a, dict):
+        assert list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    elif isinstance(a, np.ndarray):
+        fortran = [x.ndim > 1 and x.flags.f_contiguous and not x.flags.c_contiguous for x in (a, b)]
+        assert (a.dtype, a.shape, a.tobytes(), fortran[0]) == (b.dtype, b.shape, b.tobytes(), fortran[1]), (a, b)
+    else:
+        assert a == b or (a is None and b is None), (a, b)
+    return True
+
+
+if team.rank == 1:
+    team._complete(team.post(odd, 0, 99))
+else:
+    same(odd, team._take(1, 99))
+    damaged = mpi.encode(odd)
+    damaged[20:30] = 0xFF
+    for buf in (damaged, damaged[:10], mpi.encode(odd)[:-8]):
+        try:
+            mpi.decode(buf)
+            raise AssertionError("a damaged message was read")
+        except ShoalError:
+            pass
+
+code = main(sys.argv[1:])
+assert code == 0, code
+assert "mpi4py.util.pkl5" not in sys.modules
+
+
+def sockets():
+    '''The inodes of the sockets this process holds (Linux /proc).'''
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # closed meanwhile (the listing's own)
+            continue
+        if target.startswith("socket:["):
+            found.add(target[len("socket:["):-1])
+    return found
+
+
+def address(field, family):
+    '''An address of /proc/net/tcp{,6}: hex of 32-bit words in host (little-endian) order, then a port.'''
+    words = bytes.fromhex(field.split(":")[0])
+    return socket.inet_ntop(family, b"".join(words[i:i + 4][::-1] for i in range(0, len(words), 4)))
+
+
+def tcp_ends():
+    '''(local, remote) addresses of every TCP socket this process holds.'''
+    mine, ends = sockets(), []
+    for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
+        for line in open(f"/proc/net/{table}").read().splitlines()[1:]:
+            fields = line.split()
+            if fields[9] in mine:
+                ends.append((address(fields[1], family), address(fields[2], family)))
+    return ends
+
+
+ends = tcp_ends()
+loopback = ("127.", "::1", "::ffff:127.")
+assert ends and all(a.startswith(loopback) for end in ends for a in end), ends
+"""
+
+
+@pytest.mark.mpi(ranks=(2,))
+def test_messages_are_buffers_never_unpickled_and_stay_on_loopback(ranks, references, tmp_path):
+    """With mpi4py's unpickler made to raise on every rank, a balanced run (messages in many
+    parts) ends identical to the local one; odd arrays keep dtype, shape, order and bytes; a
+    damaged message is refused; every TCP socket a rank holds has both ends on loopback."""
+    script = tmp_path / "wire.py"
+    script.write_text(WIRE_SCRIPT)
+    out = tmp_path / "run"
+    done = subprocess.run(mpi_python(ranks, script, "run", *SYNTHETIC, "--placement", "greedy", "--period", "3",
+                                     "--out", out), capture_output=True, text=True, timeout=60, env=mpi_env())
+    assert done.returncode == 0, done.stderr
+    assert compare_runs(references["synthetic"].path, out).identical
+    assert open_run(out).trace.balance["moved"].sum() > 0  # tile states travelled too
