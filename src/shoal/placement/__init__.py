@@ -3,7 +3,9 @@
 Every policy lives in one registry keyed by name, so tests and commands run over all of
 them. A policy returns ``owner[tile] -> node``; within a node nothing is fixed, any free core
 takes the next ready tile. Dynamic policies re-place every K steps through the one balancing
-step of :mod:`shoal.placement.balancing`.
+step of :mod:`shoal.placement.balancing`. The static policies live in :mod:`.static`, the
+dynamic ones in :mod:`.dynamic`; Charm++'s balancers in :mod:`.charm` and the METIS graph
+partition (``metis``, ``metis-periodic``) in :mod:`.metis` serve both.
 """
 
 from .static import node_quotas  # isort: skip  (registers the static policies first)

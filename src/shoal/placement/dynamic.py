@@ -72,6 +72,7 @@ class MetisParams:
     seed: int = 0
 
     def validate(self) -> None:
+        """Refuse a ``ufactor`` outside 1..1000 or a negative ``seed``, in one line."""
         if isinstance(self.ufactor, bool) or not isinstance(self.ufactor, int) or not 1 <= self.ufactor <= 1000:
             raise ShoalError(f"ufactor must be an integer from 1 to 1000 (thousandths), got {self.ufactor!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
@@ -303,6 +304,8 @@ class MetisPeriodic(_Dynamic):
     params: type = MetisParams
 
     def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
+        """METIS's parts of ``ctx``'s tile graph, each on the node that holds most of its bytes
+        (``memory`` unused: every period starts afresh)."""
         p = self.settings(ctx)
         parts = metis_parts(ctx.tiling, ctx.cluster, ctx.tile_loads, ctx.tile_bytes, p.seed, p.ufactor)
         return keep_most_in_place(parts, ctx.owner, ctx.cluster, ctx.tile_bytes)

@@ -38,7 +38,7 @@ DEFAULT_UFACTOR = 30
 
 
 def tile_graph(tiling: Tiling, tile_bytes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The tile graph in compressed rows: ``(xadj, adjncy, halo_bytes)``.
+    """The graph of ``tiling``'s tiles in compressed rows: ``(xadj, adjncy, halo_bytes)``.
 
     ``adjncy[xadj[t]:xadj[t + 1]]`` are tile ``t``'s neighbours; ``halo_bytes`` holds, for every
     entry, the bytes the two tiles send each other per step (symmetric), estimated from
@@ -77,11 +77,13 @@ def integer_weights(weights: np.ndarray) -> np.ndarray:
 
 def metis_parts(tiling: Tiling, cluster: Cluster, tile_cost: np.ndarray, tile_bytes: np.ndarray | None = None,
                 seed: int = 0, ufactor: int = DEFAULT_UFACTOR) -> np.ndarray:
-    """One METIS part per node: ``part[tile]``, part ``k`` sized for node ``k``'s cores.
+    """One METIS part of ``tiling`` per node of ``cluster``: ``part[tile]``, part ``k`` sized for
+    node ``k``'s cores.
 
     ``tile_cost`` weighs the vertices (seconds, cells: any unit), ``tile_bytes`` the edges (see
     :func:`tile_graph`). ``seed`` seeds METIS's randomized matching, so a seed gives one
-    partition. Every part gets at least one tile (METIS may leave one empty on tiny graphs).
+    partition; ``ufactor`` is METIS's tolerance in thousandths over a part's target. Every part
+    gets at least one tile (METIS may leave one empty on tiny graphs).
     """
     nodes = cluster.nodes
     if nodes == 1:

@@ -144,6 +144,7 @@ class Metis:
     summary: str = "METIS partition of the tile graph: balanced cells per core, least halo traffic between nodes"
 
     def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0) -> np.ndarray:
+        """One METIS part of ``tiling`` per node of ``cluster``, the same for the same ``seed``."""
         _check_enough_tiles(tiling, cluster)
         return metis_parts(tiling, cluster, tiling.cells, seed=seed)
 
