@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from shoal.cluster import Cluster
 from shoal.compare import compare_runs
+from shoal.config import balance_table
+from shoal.errors import ShoalError
 from shoal.placement import BalanceContext, get_policy
 from shoal.placement.metis import DEFAULT_UFACTOR, integer_weights, keep_most_in_place, metis_parts, tile_graph
 from shoal.session import run_scenario
@@ -126,6 +128,17 @@ def test_same_seed_same_owner_table():
     ctx = BalanceContext(tiling, cluster, owner, loads, tile_bytes=rng.integers(1, 10**5, tiling.ntiles),
                          params=periodic.params(seed=7))
     assert np.array_equal(periodic.rebalance(ctx, {}), periodic.rebalance(ctx, {}))
+
+
+@pytest.mark.parametrize("assignment, message", [
+    ("metis-periodic.ufactor=0", "ufactor must be from 1 to 1000"),
+    ("metis-periodic.ufactor=1.5", "expects int"),
+    ("metis-periodic.seed=-1", "seed must be >= 0"),
+    ("metis.seed=1", "unknown parameter of 'metis'"),
+])
+def test_bad_metis_parameters_are_one_line(assignment, message):
+    with pytest.raises(ShoalError, match=message):
+        balance_table({}, [assignment])
 
 
 def test_a_dam_break_under_metis_is_bitwise_the_same_as_under_sfc(tmp_path):
