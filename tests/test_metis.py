@@ -131,9 +131,9 @@ def test_same_seed_same_owner_table():
 
 
 @pytest.mark.parametrize("assignment, message", [
-    ("metis-periodic.ufactor=0", "ufactor must be from 1 to 1000"),
+    ("metis-periodic.ufactor=0", "metis-periodic.ufactor must be from 1 to 1000"),
     ("metis-periodic.ufactor=1.5", "expects int"),
-    ("metis-periodic.seed=-1", "seed must be >= 0"),
+    ("metis-periodic.seed=-1", "metis-periodic.seed must be >= 0"),
     ("metis.seed=1", "unknown parameter of 'metis'"),
 ])
 def test_bad_metis_parameters_are_one_line(assignment, message):

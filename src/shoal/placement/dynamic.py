@@ -74,9 +74,10 @@ class MetisParams:
     def validate(self) -> None:
         """Refuse a ``ufactor`` outside 1..1000 or a negative ``seed``, in one line."""
         if not 1 <= self.ufactor <= 1000:
-            raise ShoalError(f"ufactor must be from 1 to 1000 (thousandths over a part's target), got {self.ufactor}")
+            raise ShoalError(f"metis-periodic.ufactor must be from 1 to 1000 (thousandths over a part's target), "
+                             f"got {self.ufactor}")
         if self.seed < 0:
-            raise ShoalError(f"seed must be >= 0, got {self.seed}")
+            raise ShoalError(f"metis-periodic.seed must be >= 0, got {self.seed}")
 
 
 def shed_overload(owner: np.ndarray, loads: np.ndarray, cluster: Cluster, threshold: float) -> np.ndarray:
