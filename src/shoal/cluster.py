@@ -52,6 +52,22 @@ class Cluster:
 
     @classmethod
     def uniform(cls, nodes: int, cores: int, network: Network | None = None) -> Cluster:
+        """A cluster of identical nodes.
+
+        Parameters
+        ----------
+        nodes : int
+            Number of nodes, at least 1.
+        cores : int
+            Cores on every node, at least 1.
+        network : Network, optional
+            The network between nodes; the default ``Network()`` when omitted.
+
+        Raises
+        ------
+        ShoalError
+            If ``nodes`` or ``cores`` is not positive.
+        """
         if nodes <= 0:
             raise ShoalError(f"number of nodes must be positive, got {nodes}")
         if cores <= 0:
@@ -60,17 +76,22 @@ class Cluster:
 
     @property
     def nodes(self) -> int:
+        """Number of nodes."""
         return len(self.cores)
 
     @property
     def total_cores(self) -> int:
+        """Cores summed over all nodes."""
         return int(sum(self.cores))
 
     @property
     def core_array(self) -> np.ndarray:
+        """Cores on each node as an ``int64`` array of length ``nodes``."""
         return np.asarray(self.cores, dtype=np.int64)
 
     def to_dict(self) -> dict:
+        """JSON-ready dict: ``cores`` (a list) and the network's three parameters, flattened;
+        ``from_dict`` reads it back."""
         n = self.network
         return {
             "cores": list(self.cores),
@@ -81,4 +102,6 @@ class Cluster:
 
     @classmethod
     def from_dict(cls, d: dict) -> Cluster:
+        """The cluster ``to_dict`` wrote (keys ``cores``, ``latency_s``, ``bandwidth_Bps``,
+        ``overhead_s``); the same checks as the constructor apply."""
         return cls(tuple(d["cores"]), Network(d["latency_s"], d["bandwidth_Bps"], d["overhead_s"]))

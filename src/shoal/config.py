@@ -57,6 +57,14 @@ class RunParams:
     resize: list[list[int]] = field(default_factory=list)  # [[step, node, workers], ...]: worker threads from a step
 
     def validate(self) -> None:
+        """Check every field (counts positive or non-negative, the resize schedule inside the run,
+        both placement names registered).
+
+        Raises
+        ------
+        ShoalError
+            Naming the first field that is wrong (``run.<field>``) and its value.
+        """
         for name in ("steps", "nodes", "workers", "tiles_per_core"):
             if getattr(self, name) < 1:
                 raise ShoalError(f"run.{name} must be positive, got {getattr(self, name)}")
@@ -104,6 +112,9 @@ class Scenario:
     balance: dict[str, dict[str, Any]] = field(default_factory=dict)  # policy -> its parameters
 
     def to_dict(self) -> dict:
+        """The scenario as plain TOML-ready values: ``name``, ``description``, the ``run`` and
+        ``app`` tables (``app.name`` included) and ``balance`` when it is not empty;
+        ``scenario_from_dict`` reads it back."""
         out = {
             "name": self.name,
             "description": self.description,
@@ -115,6 +126,7 @@ class Scenario:
         return out
 
     def to_toml(self) -> str:
+        """The scenario as TOML text, itself a valid scenario file (the run folder's ``config.toml``)."""
         return tomli_w.dumps(self.to_dict())
 
     def override(self, assignments: list[str] | tuple[str, ...]) -> Scenario:
@@ -239,6 +251,28 @@ def balance_table(table: dict, assignments: list[str] | tuple[str, ...] = ()) ->
 
 
 def scenario_from_dict(d: dict, source: str = "scenario") -> Scenario:
+    """A validated scenario from a parsed TOML table.
+
+    Parameters
+    ----------
+    d : dict
+        Top-level keys ``name``, ``description``, ``run``, ``app`` (which must hold the app's
+        ``name``) and ``balance``; nothing else.
+    source : str
+        Where ``d`` came from (a file name or a scenario's name), to start every error message;
+        also the scenario's name, by its stem, when ``d`` has none.
+
+    Returns
+    -------
+    Scenario
+        With every table checked against its dataclass's field types and validated.
+
+    Raises
+    ------
+    ShoalError
+        Naming ``source`` and the key at fault: an unknown key, a table that is not a table, a
+        value of the wrong type or out of range, an unknown app or policy.
+    """
     unknown = set(d) - {"name", "description", "run", "app", "balance"}
     if unknown:
         raise ShoalError(f"{source}: unknown top-level keys {sorted(unknown)}; valid: name, description, run, app, "

@@ -89,20 +89,36 @@ def fsync_folder(folder: str | Path) -> None:
 
 
 def write_json(path: str | Path, data: Any) -> None:
-    """``data`` as indented JSON, atomically."""
+    """Write ``data`` to ``path`` as indented JSON (two spaces, a final newline), atomically.
+
+    ``path``'s folder must exist; ``data`` must be JSON-serialisable (``TypeError`` otherwise,
+    and ``path`` is left as it was).
+    """
     with atomic_write(path, "w") as fh:
         fh.write(json.dumps(data, indent=2) + "\n")
 
 
 def write_text(path: str | Path, text: str) -> None:
-    """``text``, atomically."""
+    """Write ``text`` to ``path`` as is (no newline added), atomically; ``path``'s folder must exist."""
     with atomic_write(path, "w") as fh:
         fh.write(text)
 
 
 def save_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
-    """Arrays as an ``.npz`` archive, atomically. Object arrays are refused: loading them would
-    need pickle."""
+    """Write ``arrays`` to ``path`` as an uncompressed ``.npz`` archive, atomically.
+
+    Parameters
+    ----------
+    path : str or Path
+        The archive, written under exactly this name (no ``.npz`` is appended); its folder must exist.
+    arrays : dict of str to array_like
+        The archive's members by name.
+
+    Raises
+    ------
+    TypeError
+        If an array holds Python objects: loading it would need pickle. Nothing is written.
+    """
     for name, arr in arrays.items():
         if np.asarray(arr).dtype.hasobject:
             raise TypeError(f"array {name!r} holds Python objects; an .npz must load without pickle")

@@ -20,7 +20,11 @@ from .errors import ShoalError
 
 
 def lif(loads) -> np.ndarray | float:
-    """Load-imbalance factor of per-node loads along the last axis (0 when all are idle)."""
+    """Load-imbalance factor of per-node loads along the last axis (0 when all are idle).
+
+    ``loads`` is array_like of any unit (seconds, work); a 1-D vector gives a float, a stack of
+    vectors an array of one LIF per vector. An empty last axis raises ``ShoalError``.
+    """
     loads = np.asarray(loads, dtype=np.float64)
     if loads.shape[-1] == 0:
         raise ShoalError("LIF of an empty load vector")
@@ -41,27 +45,100 @@ def _check_model(nodes: int, tiles_per_node: int, busy: float) -> None:
 
 
 def expected_lif_approx(nodes: int, tiles_per_node: int, busy: float) -> float:
-    """Birdshot's Eq. 2: ``sqrt(2 (1/p - 1)) * sqrt(log n / s)``."""
+    """Birdshot's Eq. 2: ``sqrt(2 (1/p - 1)) * sqrt(log n / s)``, the closed-form
+    approximation of E[LIF] (0 for one node).
+
+    Parameters
+    ----------
+    nodes : int
+        ``n``, at least 1.
+    tiles_per_node : int
+        ``s``, at least 1.
+    busy : float
+        ``p``, the probability that a tile is busy, in (0, 1].
+
+    Raises
+    ------
+    ShoalError
+        If a parameter is out of range.
+    """
     _check_model(nodes, tiles_per_node, busy)
     return float(np.sqrt(2.0 * (1.0 / busy - 1.0)) * np.sqrt(np.log(nodes) / tiles_per_node))
 
 
 def max_busy_cdf(nodes: int, tiles_per_node: int, busy: float) -> np.ndarray:
-    """``P(M <= k)`` for ``k = 0..s``: the CDF of the most loaded node's busy tiles."""
+    """``P(M <= k)`` for ``k = 0..s``: the CDF of the most loaded node's busy tiles.
+
+    Parameters
+    ----------
+    nodes : int
+        ``n``, at least 1.
+    tiles_per_node : int
+        ``s``, at least 1.
+    busy : float
+        ``p``, the probability that a tile is busy, in (0, 1].
+
+    Returns
+    -------
+    ndarray
+        ``s + 1`` probabilities, non-decreasing, the last one 1.
+
+    Raises
+    ------
+    ShoalError
+        If a parameter is out of range.
+    """
     _check_model(nodes, tiles_per_node, busy)
     k = np.arange(tiles_per_node + 1)
     return binom.cdf(k, tiles_per_node, busy) ** nodes
 
 
 def expected_lif_exact(nodes: int, tiles_per_node: int, busy: float) -> float:
-    """E[LIF] of Birdshot's binomial model, exactly: ``E[M] = sum_k (1 - F(k)^n)``."""
+    """E[LIF] of Birdshot's binomial model, exactly: ``E[M] = sum_k (1 - F(k)^n)`` and
+    ``E[LIF] = E[M] / (p s) - 1``.
+
+    Parameters
+    ----------
+    nodes : int
+        ``n``, at least 1.
+    tiles_per_node : int
+        ``s``, at least 1.
+    busy : float
+        ``p``, the probability that a tile is busy, in (0, 1].
+
+    Raises
+    ------
+    ShoalError
+        If a parameter is out of range.
+    """
     cdf = max_busy_cdf(nodes, tiles_per_node, busy)
     expected_max = float(np.sum(1.0 - cdf[:-1]))
     return expected_max / (busy * tiles_per_node) - 1.0
 
 
 def lif_distribution(nodes: int, tiles_per_node: int, busy: float) -> tuple[np.ndarray, np.ndarray]:
-    """Exact distribution of LIF in the binomial model: (values, probabilities)."""
+    """Exact distribution of LIF in the binomial model.
+
+    Parameters
+    ----------
+    nodes : int
+        ``n``, at least 1.
+    tiles_per_node : int
+        ``s``, at least 1.
+    busy : float
+        ``p``, the probability that a tile is busy, in (0, 1].
+
+    Returns
+    -------
+    values, probabilities : ndarray
+        The ``s + 1`` values LIF can take (``k / (p s) - 1`` for ``k = 0..s`` busy tiles on the
+        most loaded node) and the probability of each; the probabilities sum to 1.
+
+    Raises
+    ------
+    ShoalError
+        If a parameter is out of range.
+    """
     cdf = max_busy_cdf(nodes, tiles_per_node, busy)
     pmf = np.diff(np.concatenate([[0.0], cdf]))
     values = np.arange(tiles_per_node + 1) / (busy * tiles_per_node) - 1.0
@@ -79,6 +156,7 @@ class MonteCarloEstimate:
 
     @property
     def half_width(self) -> float:
+        """Half the width of the confidence interval: the estimate is ``mean ± half_width``."""
         return (self.high - self.low) / 2
 
 
@@ -97,10 +175,31 @@ def expected_lif_monte_carlo(
 
     Parameters
     ----------
+    nodes : int
+        ``n``, at least 1.
+    tiles_per_node : int
+        ``s``, at least 1.
+    busy : float
+        ``p``, the fraction of busy tiles, in (0, 1].
+    trials : int
+        Independent draws of a whole placement, at least 2.
+    seed : int
+        Seed of the random generator: the same seed gives the same estimate.
     model : {"placement", "binomial"}
         ``"placement"``: the real Birdshot placement, ``round(p n s)`` busy tiles dealt at
         random, exactly ``s`` per node; LIF against the measured mean. ``"binomial"``: the
         paper's model, busy tiles per node ~ B(s, p) independently; LIF against ``p s``.
+
+    Returns
+    -------
+    MonteCarloEstimate
+        The sample mean of LIF over the trials with its 95% confidence interval.
+
+    Raises
+    ------
+    ShoalError
+        If a parameter is out of range, the model is unknown, no tile would be busy, or
+        ``trials x nodes x tiles_per_node`` exceeds ``MONTE_CARLO_DRAWS``.
     """
     _check_model(nodes, tiles_per_node, busy)
     if trials < 2:
@@ -139,6 +238,22 @@ def tiles_per_node_for(target_lif: float, nodes: int, busy_fraction: float, limi
 
     E[LIF] falls with ``s`` (up to small lattice wiggles), so the answer is found by doubling
     and then bisection on the exact model.
+
+    Parameters
+    ----------
+    target_lif : float
+        The E[LIF] to reach, positive (0.05 for 5% above the mean).
+    nodes : int
+        ``n``, at least 1.
+    busy_fraction : float
+        ``p``, the probability that a tile is busy, in (0, 1].
+    limit : int
+        Largest tiles per node tried.
+
+    Raises
+    ------
+    ShoalError
+        If a parameter is out of range or no tiles per node up to ``limit`` reaches the target.
     """
     if target_lif <= 0:
         raise ShoalError(f"target LIF must be positive, got {target_lif}")

@@ -97,7 +97,7 @@ class ProgressLog:
     first : int
         The step it starts from (a resumed run's checkpoint).
     every_steps, every_s : int, float
-        How often to speak.
+        How often to speak: after this many steps, or this many seconds of wall time.
     """
 
     def __init__(self, name: str, total: int, first: int = 0, every_steps: int = 100, every_s: float = 30.0):
@@ -107,7 +107,10 @@ class ProgressLog:
         self.last_step = first
 
     def step(self, done: int, sim_time: float | None = None) -> None:
-        """Step ``done`` steps have finished (``sim_time``: the simulated time reached)."""
+        """Record that the run has reached step ``done``; log a line when one is due (always at the end).
+
+        ``sim_time`` is the simulated time reached, in seconds, when the app has one.
+        """
         now = time.perf_counter()
         if done < self.total and done - self.last_step < self.every_steps and now - self.last_time < self.every_s:
             return
@@ -115,7 +118,11 @@ class ProgressLog:
         logger.info(self.line(done, now - self.start, sim_time))
 
     def line(self, done: int, wall_s: float, sim_time: float | None = None) -> str:
-        """The progress line after ``done`` steps and ``wall_s`` seconds."""
+        """The progress line at step ``done``, ``wall_s`` seconds after the start.
+
+        It names the step and the fraction of the run done, the simulated time ``sim_time`` (s)
+        when given, the wall time and the ETA (``?`` before any step has run).
+        """
         ran = done - self.first
         left = (self.total - done) * wall_s / ran if ran > 0 else float("nan")
         sim = f", t = {sim_time:.4g} s" if sim_time is not None else ""

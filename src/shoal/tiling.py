@@ -87,7 +87,22 @@ class Tiling:
     # ----- construction -------------------------------------------------------------------
     @classmethod
     def from_shape(cls, grid, tile_shape, halo: int = 1) -> Tiling:
-        """Tiles of ``tile_shape`` cells; tiles on the high edges may be smaller."""
+        """Tiles of ``tile_shape`` cells; tiles on the high edges may be smaller.
+
+        Parameters
+        ----------
+        grid : sequence of int
+            Cells along each axis (2 or 3 axes, each positive).
+        tile_shape : sequence of int
+            Cells of a tile along each axis, each positive and at most the grid's size.
+        halo : int
+            Halo width in cells, at most the smallest tile extent.
+
+        Raises
+        ------
+        ShoalError
+            If the grid or the tile shape is not one of the above, or the halo is wider than a tile.
+        """
         grid = _check_grid(grid)
         tile_shape = tuple(int(t) for t in tile_shape)
         if len(tile_shape) != len(grid):
@@ -103,7 +118,22 @@ class Tiling:
 
     @classmethod
     def from_counts(cls, grid, counts, halo: int = 1) -> Tiling:
-        """``counts[axis]`` tiles along each axis, sizes differing by at most one cell."""
+        """``counts[axis]`` tiles along each axis, sizes differing by at most one cell.
+
+        Parameters
+        ----------
+        grid : sequence of int
+            Cells along each axis (2 or 3 axes, each positive).
+        counts : sequence of int
+            Tiles along each axis, each positive and at most the grid's size.
+        halo : int
+            Halo width in cells, at most the smallest tile extent.
+
+        Raises
+        ------
+        ShoalError
+            If the grid or the counts are not the above, or the halo is wider than a tile.
+        """
         grid = _check_grid(grid)
         counts = tuple(int(c) for c in counts)
         if len(counts) != len(grid):
@@ -120,7 +150,25 @@ class Tiling:
 
     @classmethod
     def from_count(cls, grid, ntiles: int, halo: int = 1) -> Tiling:
-        """Exactly ``ntiles`` tiles, as close to square (cubic) as the grid allows."""
+        """Exactly ``ntiles`` tiles, as close to square (cubic) as the grid allows: of the ways to
+        write ``ntiles`` as a product of tiles per axis, the one whose tiles have the smallest
+        ratio of longest to shortest side.
+
+        Parameters
+        ----------
+        grid : sequence of int
+            Cells along each axis (2 or 3 axes, each positive).
+        ntiles : int
+            Total tiles, between 1 and the number of cells.
+        halo : int
+            Halo width in cells, at most the smallest tile extent.
+
+        Raises
+        ------
+        ShoalError
+            If no product of ``ntiles`` fits the grid (a prime count larger than every axis,
+            say), or a parameter is out of range.
+        """
         grid = _check_grid(grid)
         ntiles = int(ntiles)
         if ntiles <= 0:
@@ -133,6 +181,7 @@ class Tiling:
     # ----- shape ---------------------------------------------------------------------------
     @property
     def ndim(self) -> int:
+        """Axes of the grid: 2 or 3."""
         return len(self.grid)
 
     @cached_property
@@ -142,6 +191,7 @@ class Tiling:
 
     @property
     def ntiles(self) -> int:
+        """Number of tiles; tile ids run from 0 to ``ntiles - 1``."""
         return int(np.prod(self.counts))
 
     def tile_index(self, tile: int) -> tuple[int, ...]:
@@ -149,6 +199,7 @@ class Tiling:
         return tuple(int(v) for v in np.unravel_index(tile, self.counts))
 
     def tile_id(self, index) -> int:
+        """Tile id of a grid position ``(i, j[, k])``, the inverse of :meth:`tile_index`."""
         return int(np.ravel_multi_index(tuple(index), self.counts))
 
     @cached_property
@@ -169,6 +220,7 @@ class Tiling:
         return np.prod(self.hi - self.lo, axis=1)
 
     def bounds(self, tile: int) -> tuple[tuple[int, int], ...]:
+        """``(first, one past the last)`` global cell of a tile along each axis."""
         return tuple((int(a), int(b)) for a, b in zip(self.lo[tile], self.hi[tile], strict=True))
 
     def slices(self, tile: int) -> tuple[slice, ...]:
@@ -262,10 +314,13 @@ class Tiling:
 
     # ----- serialisation -------------------------------------------------------------------
     def to_dict(self) -> dict:
+        """JSON-ready dict of ``grid``, ``edges`` (lists) and ``halo``, as checkpoints store a
+        tiling; :meth:`from_dict` reads it back."""
         return {"grid": list(self.grid), "edges": [e.tolist() for e in self.edges], "halo": self.halo}
 
     @classmethod
     def from_dict(cls, d: dict) -> Tiling:
+        """The tiling :meth:`to_dict` wrote (keys ``grid``, ``edges``, ``halo``)."""
         return cls(tuple(d["grid"]), tuple(np.asarray(e, dtype=np.int64) for e in d["edges"]), int(d["halo"]))
 
     def __repr__(self) -> str:

@@ -54,6 +54,16 @@ APPS: dict[str, AppSpec] = {}
 
 
 def register_app(spec: AppSpec) -> AppSpec:
+    """Add an app to the registry under ``spec.name`` and return ``spec`` unchanged.
+
+    Registering the same spec again does nothing, so a module may be imported twice.
+
+    Raises
+    ------
+    ValueError
+        If another spec is already registered under the same name (a programming error, not
+        a user's input).
+    """
     if spec.name in APPS and APPS[spec.name] is not spec:
         raise ValueError(f"app {spec.name!r} registered twice")
     APPS[spec.name] = spec
@@ -67,6 +77,13 @@ def all_apps() -> dict[str, AppSpec]:
 
 
 def get_app(name: str) -> AppSpec:
+    """The registered app called ``name`` (built-in apps are loaded on first use).
+
+    Raises
+    ------
+    ShoalError
+        If no app has that name; the message lists the known ones.
+    """
     _load_builtin()
     try:
         return APPS[name]

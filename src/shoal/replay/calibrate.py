@@ -58,7 +58,8 @@ def python_work(iters: int) -> int:
 
 class SpinApp(App):
     """Tasks that spin in compiled code for ``iters`` iterations, in ``calls`` lock-free calls
-    (none: one plain call), each after ``python_iters`` / ``calls`` iterations of Python."""
+    (none: one plain call), each after ``python_iters`` / ``calls`` iterations of Python; with
+    ``halo`` every task reads one small payload from each neighbour."""
 
     name = "calibration"
 
@@ -75,6 +76,9 @@ class SpinApp(App):
         return {int(dst): state[:1].copy() for dst in tiling.neighbours[src]}
 
     def run_spin(self, tile, state, halos, ctx, tiling):
+        """The one phase: spin ``state[0]`` as the constructor said and return ``iters``, the work
+        done. ``tile``, ``halos`` and ``tiling`` are not read (the executor delivers the
+        halos all the same: that is the payload overhead measured); ``ctx`` times the lock-free calls."""
         if not self.calls:
             state[0] = spin(state[0], self.iters)
         for _ in range(self.calls):

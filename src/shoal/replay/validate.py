@@ -11,13 +11,13 @@ ranking of policies is preserved.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..files import write_json
 from ..session import run_scenario
 from .calibrate import IN_PROCESS, calibrate, machine_model
 from .run import ReplayConfig, replay
@@ -38,11 +38,26 @@ STEPS = {"synthetic": 120, "sph": 300}
 
 @dataclass
 class Validation:
+    """Predicted against measured makespans of every validation case.
+
+    Parameters
+    ----------
+    rows : list of dict
+        One per case: ``group`` (``"synthetic"`` or ``"sph"``), ``scenario``, ``nodes``,
+        ``workers``, ``label`` (placement, and ``/period`` for a dynamic policy), the medians
+        ``measured_s`` and ``predicted_s`` (s), ``error`` (predicted / measured - 1), ``runs``,
+        ``measured_spread`` (range of the measured makespans over their median) and the
+        case's ``calibration``.
+    calibration : dict
+        The first case's calibration (:func:`~shoal.replay.calibrate.calibrate`).
+    """
+
     rows: list[dict]
     calibration: dict  # the first case's; every case's is in its row
 
     def ranking_preserved(self, group: str, workers: int = 1) -> bool:
-        """Whether the predictions order the group's multi-node cases as the measurements do.
+        """Whether the predictions order the multi-node cases of ``group`` run with ``workers``
+        threads per node as the measurements do.
 
         Two cases whose measured makespans differ by less than their runs scatter (and at
         least 1%) are a tie: the measurement does not rank them, so any predicted order will do.
@@ -59,7 +74,26 @@ class Validation:
 def validate(out: Path, quick: bool = False, repeats: int = 3,
              on_case: Callable[[str], None] | None = None) -> Validation:
     """Record every case ``repeats`` times; compare the medians of measured and predicted
-    makespans (this machine is shared: single runs scatter by several percent)."""
+    makespans (this machine is shared: single runs scatter by several percent).
+
+    Parameters
+    ----------
+    out : Path
+        Folder for the run folders of every case, ``calibration.json`` and ``validation.json``
+        (created if needed).
+    quick : bool
+        A quarter of the steps and half the calibration tasks: a rough check in less time.
+    repeats : int
+        Runs of each case, at least 1.
+    on_case : callable, optional
+        Called with a one-line label of each case (scenario, nodes x workers, policy) before
+        it runs: progress for the command line.
+
+    Returns
+    -------
+    Validation
+        One row per case, as written to ``validation.json``.
+    """
     out.mkdir(parents=True, exist_ok=True)
     rows, calibrations = [], []
     for k, (group, scenario, overrides, nodes, workers, placement, period) in enumerate(CASES):
@@ -82,7 +116,7 @@ def validate(out: Path, quick: bool = False, repeats: int = 3,
         rows.append({"group": group, "scenario": scenario, "nodes": nodes, "workers": workers, "label": label,
                      "measured_s": m, "predicted_s": p, "error": p / m - 1, "runs": repeats,
                      "measured_spread": float(np.ptp(measured) / m), "calibration": cal})
-    (out / "calibration.json").write_text(json.dumps(calibrations, indent=2) + "\n")
+    write_json(out / "calibration.json", calibrations)
     result = Validation(rows, calibrations[0])
-    (out / "validation.json").write_text(json.dumps({"rows": rows, "calibration": calibrations}, indent=2) + "\n")
+    write_json(out / "validation.json", {"rows": rows, "calibration": calibrations})
     return result

@@ -37,7 +37,7 @@ class Phase:
     halo : bool
         Whether the phase reads its neighbours' halos, packed from their state right after
         their previous task by the app's method named ``pack``.
-    reduction : {"min", "max", "sum"} or None
+    reduction : {None, "min", "max", "sum"}
         Combine the value every tile returns, in tile-id order, into one global value (for
         example the minimum time step). This is a barrier: no tile starts its next phase until
         every tile has finished this one.
@@ -75,7 +75,15 @@ class Phase:
 
 
 def reduce_in_order(kind: str, values: list[float]) -> float:
-    """Combine per-tile values in tile-id order, so the result never depends on timing."""
+    """Combine per-tile values in tile-id order, so the result never depends on timing.
+
+    Parameters
+    ----------
+    kind : {"min", "max", "sum"}
+        The reduction a :class:`Phase` names.
+    values : list of float
+        One value per tile, in tile-id order; a sum adds them left to right.
+    """
     if kind == "sum":
         total = 0.0
         for v in values:
@@ -136,19 +144,44 @@ class App(abc.ABC):
     # ----- required ---------------------------------------------------------------------------
     @abc.abstractmethod
     def init_tile(self, tile: int, tiling: Tiling) -> Any:
-        """The initial state of one tile."""
+        """The initial state of tile ``tile`` of ``tiling``: whatever the phase methods read
+        (usually a dict of NumPy arrays). It depends on the tile alone, never on where it runs."""
 
     @abc.abstractmethod
     def gather(self, states: dict[int, Any], tiling: Tiling) -> dict[str, np.ndarray]:
         """Global arrays of the whole state, independent of the tiling (compared bitwise by
-        ``shoal compare``)."""
+        ``shoal compare``).
+
+        Parameters
+        ----------
+        states : dict of int to state
+            Every tile's state, by tile id.
+        tiling : Tiling
+            The tiling the states belong to.
+        """
 
     def pack_halos(self, state: Any, src: int, tiling: Tiling) -> dict[int, Any]:
-        """What tile ``src`` sends each neighbour for a phase with ``halo=True``:
-        ``{neighbour: payload}`` for every neighbour in ``tiling.neighbours[src]``. Required
-        when a phase reads halos and names no other packer. One call per tile, so that an app
-        can find all its neighbours' data in one pass. (A subclass whose phases read halos
-        with this packer is refused unless it overrides it.)"""
+        """What tile ``src`` sends each neighbour for a phase with ``halo=True``.
+
+        Required when a phase reads halos and names no other packer. One call per tile, so
+        that an app can find all its neighbours' data in one pass. (A subclass whose phases
+        read halos with this packer is refused unless it overrides it.)
+
+        Parameters
+        ----------
+        state : state
+            Tile ``src``'s state right after its previous task; the packer must not change it.
+        src : int
+            The sending tile's id.
+        tiling : Tiling
+            The run's tiling.
+
+        Returns
+        -------
+        dict of int to payload
+            ``{neighbour: payload}`` for every neighbour in ``tiling.neighbours[src]``; a payload
+            is an array or a dict, tuple or list of arrays.
+        """
         return {}
 
     # ----- optional hooks ---------------------------------------------------------------------
@@ -178,8 +211,9 @@ class App(abc.ABC):
         return True
 
     def time(self, step: int, states: dict[int, Any]) -> float:
-        """Simulated time in seconds after ``step`` steps, from any tile's state. Default: the
-        step count (apps without a physical clock)."""
+        """Simulated time in seconds after ``step`` steps, read from ``states`` (every tile's
+        state by tile id; any one is enough). Default: the step count (apps without a physical
+        clock)."""
         return float(step)
 
     def portable(self, state: Any) -> Any:
@@ -205,10 +239,20 @@ class App(abc.ABC):
         return gathered
 
     def draw(self, frame: dict[str, np.ndarray], ax, scale: tuple[float, float] | None = None):
-        """Draw a frame on a matplotlib ``Axes``, colours on ``scale`` (default: the frame's
-        own range); return the mappable for a colour bar. Default: points coloured by speed
-        when the frame has positions ``x``, else the first grid field as an image (a middle
-        slice in 3D)."""
+        """Draw a frame on a matplotlib axes; return the mappable for a colour bar. Default:
+        points coloured by speed when the frame has positions ``x``, else the first grid field
+        as an image (a middle slice in 3D).
+
+        Parameters
+        ----------
+        frame : dict of str to ndarray
+            What :meth:`frame` returned.
+        ax : matplotlib.axes.Axes
+            Where to draw.
+        scale : (float, float), optional
+            Lower and upper colour limits, in the drawn field's units; default the frame's own
+            range (pass one scale to every frame of an animation so colours mean the same).
+        """
         from ..report.drawing import draw_arrays
 
         return draw_arrays(frame, ax, scale)

@@ -79,6 +79,26 @@ logger = logging.getLogger("shoal")
 
 @dataclass
 class Checkpoint:
+    """Everything a run needs to continue from the start of ``step`` (the file layout is in the
+    module's description).
+
+    Parameters
+    ----------
+    step : int
+        The step the run continues from: steps ``0 .. step - 1`` are done.
+    tiling : Tiling
+        The run's tiling; a resumed run keeps it.
+    states : dict of int to state
+        Every tile's portable state (:meth:`~shoal.runtime.app.App.portable`: the app's
+        transient keys left out), by tile id.
+    owner : ndarray of int
+        The node of every tile at ``step``.
+    balancer : dict
+        The balancer's memory (:meth:`~shoal.placement.balancing.Balancer.checkpoint_state`).
+    reduced : dict
+        ``{(step, phase name): value}``: the lagged reductions of ``step - 1`` that ``step`` reads.
+    """
+
     step: int
     tiling: Tiling
     states: dict[int, Any]  # portable states (the app's transient keys left out)
@@ -87,7 +107,9 @@ class Checkpoint:
     reduced: dict = field(default_factory=dict)  # (step, phase name) -> value, of step - 1
 
     def write(self, folder: Path, keep: int | None = 2) -> Path:
-        """Write ``folder/checkpoint-NNNNNN.h5`` atomically; keep the ``keep`` latest (all if None)."""
+        """Write ``folder/checkpoint-NNNNNN.h5`` atomically (``folder`` is created if needed), then
+        delete all but the ``keep`` latest checkpoints of ``folder`` (none if ``keep`` is None).
+        Returns the new file's path."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"checkpoint-{self.step:06d}.h5"
