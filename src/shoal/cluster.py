@@ -15,6 +15,20 @@ class Network:
     (the replay engine's model, which also queues messages on each node's interface).
 
     Defaults are those of a 10 Gb/s Ethernet cluster.
+
+    Parameters
+    ----------
+    latency_s : float
+        Seconds a message takes to cross the network, whatever its size; >= 0.
+    bandwidth_Bps : float
+        Bytes per second a node's interface sends or receives; > 0.
+    overhead_s : float
+        Fixed seconds each message costs the sending interface (software overhead); >= 0.
+
+    Raises
+    ------
+    ShoalError
+        If a value is out of range.
     """
 
     latency_s: float = 5e-6

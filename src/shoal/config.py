@@ -38,7 +38,41 @@ from .errors import ShoalError
 
 @dataclass
 class RunParams:
-    """How a scenario runs (the ``[run]`` table)."""
+    """How a scenario runs (the ``[run]`` table). :meth:`validate` checks it.
+
+    Attributes
+    ----------
+    steps : int
+        Steps to run, at least 1.
+    tiles : int
+        Total tiles; 0 means ``tiles_per_core`` times the cluster's total cores.
+    tiles_per_core : int
+        Tiles per core when ``tiles`` is 0, at least 1.
+    tile_shape : list of int
+        Cells of a tile along each axis; when given, it wins over ``tiles``.
+    nodes : int
+        Nodes of the cluster (MPI ranks, or in-process nodes of one process), at least 1.
+    workers : int
+        Worker threads on each node at the start, at least 1.
+    placement : str
+        The placement policy's registry name (static or dynamic).
+    initial : str
+        The starting placement of a dynamic policy.
+    period : int
+        Steps between rebalancing; a dynamic policy needs one above 0.
+    seed : int
+        Seed of the random placements (birdshot, say), >= 0.
+    halo : int
+        Halo width in cells, >= 0.
+    checkpoint_every : int
+        Write a checkpoint every this many steps (0: never).
+    frame_every : int
+        Write the app's frame every this many steps (0: only the last).
+    overlap : bool
+        MPI: send halos the moment they are packed (False: once the rank ends the phase).
+    resize : list of [int, int, int]
+        ``[step, node, workers]`` entries: from ``step`` on, ``node`` runs ``workers`` threads.
+    """
 
     steps: int = 50
     tiles: int = 0  # total tiles; 0 means tiles_per_core x total cores
@@ -102,7 +136,23 @@ class RunParams:
 
 @dataclass
 class Scenario:
-    """A named, fully resolved configuration: run parameters plus the app's parameters."""
+    """A named, fully resolved configuration: run parameters plus the app's parameters.
+
+    Attributes
+    ----------
+    name : str
+        The scenario's name (a built-in's, or the file's stem).
+    description : str
+        One line for listings.
+    app : str
+        The app's registry name.
+    run : RunParams
+        The ``[run]`` table.
+    params : dataclass
+        The app's parameters (its ``AppSpec.params``), from the ``[app]`` table.
+    balance : dict
+        ``{policy name: {parameter: value}}`` from the ``[balance]`` table and ``--lb``.
+    """
 
     name: str
     description: str

@@ -147,7 +147,17 @@ def lif_distribution(nodes: int, tiles_per_node: int, busy: float) -> tuple[np.n
 
 @dataclass(frozen=True)
 class MonteCarloEstimate:
-    """A sample mean with its 95% confidence interval."""
+    """A sample mean with its 95% confidence interval.
+
+    Attributes
+    ----------
+    mean : float
+        The sample mean.
+    low, high : float
+        The interval's ends: ``mean ∓ 1.96`` standard errors.
+    trials : int
+        The sample's size.
+    """
 
     mean: float
     low: float

@@ -99,6 +99,14 @@ class StepContext:
     Apps call their compiled kernels through :meth:`kernel` (or wrap them in
     :func:`~shoal.runtime.timing.lock_free`), which times them: the rest of a task is Python
     holding the interpreter lock, which the replay models as such.
+
+    Attributes
+    ----------
+    step : int
+        The step the task belongs to, counted from the run's step 0.
+    reduced : dict of str to float
+        The global values a task may read, by the name of the phase that reduced them: the
+        previous phase's reduction of this step, or a lagged one of the step before.
     """
 
     step: int

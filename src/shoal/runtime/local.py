@@ -49,6 +49,27 @@ class ExecutionResult:
     ``tasks`` and ``messages`` are tables of :data:`~shoal.records.TASKS` and
     :data:`~shoal.records.MESSAGES`: every task of the steps run, in (step, phase, tile) order
     (tasks another process ran have ``node`` -1), and every halo payload packed here.
+
+    Attributes
+    ----------
+    states : dict of int to state
+        Every tile's state after the last step run, by tile id.
+    first_step : int
+        The step the run started from.
+    steps : int
+        Steps run: fewer than asked when the run was stopped.
+    reductions : dict
+        ``{(step, phase name): value}`` of every reduction of the steps run.
+    wall_s : float
+        Wall time of the run, in seconds.
+    step_end : ndarray of float
+        Seconds from the run's start to the end of each step run.
+    oversubscribed : bool
+        Whether the run had more worker threads than the machine has cores (its times then
+        measure the machine's scheduler as much as the app).
+    comm_cpu_s, comm_messages : ndarray, optional
+        Per node, where a communication thread moves messages between processes (MPI): its CPU
+        seconds, and how many tile-to-tile payloads it sent or received.
     """
 
     states: dict[int, Any]
@@ -97,8 +118,21 @@ class LocalExecutor:
 
     # ----- public --------------------------------------------------------------------------
     def reconfigure(self, owner: np.ndarray | None = None, cores: dict[int, int] | None = None) -> None:
-        """Between runs: new owners for the tiles, and ``{node: worker threads}`` for nodes
-        whose pool grows or shrinks (a node keeps at least one thread)."""
+        """Between runs: new owners for the tiles, and new pool sizes for some nodes.
+
+        Parameters
+        ----------
+        owner : ndarray of int, optional
+            The node of every tile from the next run on; unchanged when omitted.
+        cores : dict of int to int, optional
+            ``{node: worker threads}`` for nodes whose pool grows or shrinks; a node keeps at
+            least one thread.
+
+        Raises
+        ------
+        ShoalError
+            If ``cores`` names a node the cluster lacks or leaves one without a thread.
+        """
         if owner is not None:
             self.owner = np.asarray(owner, dtype=np.int64).copy()
         if cores:
@@ -135,6 +169,8 @@ class LocalExecutor:
     ) -> ExecutionResult:
         """Run ``steps`` steps; ``on_step(k)`` is called (from this thread) as steps finish.
 
+        ``states`` are the tiles' states by tile id to start from (a resumed run's; default
+        every tile's :meth:`~shoal.runtime.app.App.init_tile`), at step ``first_step``.
         ``reduced_before`` holds the reductions of earlier steps, by (step, phase name): a
         lagged reduction's value from the step before ``first_step`` is read from there (at
         step 0 from the app's ``initial_reductions()``). Once ``stop`` is set the run ends at

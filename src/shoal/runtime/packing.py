@@ -146,7 +146,19 @@ def to_columns(values: list[Any]) -> tuple[list[str], np.ndarray, list[Column]]:
 
 
 def from_columns(layouts: list[str], layout_of: np.ndarray, columns: list[Column]) -> list[Any]:
-    """The values :func:`to_columns` was given (each entry a copy, so no two share memory)."""
+    """The values :func:`to_columns` was given (each entry a copy, so no two share memory).
+
+    Parameters
+    ----------
+    layouts, layout_of, columns
+        What :func:`to_columns` returned (or were read back from a file).
+
+    Raises
+    ------
+    ShoalError
+        If a column's holders or offsets point outside the values or the data, a scalar entry
+        holds other than one value, or a value names a layout that is not there.
+    """
     flat: list[dict[str, np.ndarray]] = [{} for _ in layout_of]
     for c in columns:
         _check_column(c, len(flat))

@@ -39,6 +39,7 @@ class WorkerPool:
 
     @property
     def size(self) -> int:
+        """Threads that serve runs: the size the pool was made with or last resized to."""
         return self._target
 
     def resize(self, size: int) -> None:
