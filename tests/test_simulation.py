@@ -120,7 +120,7 @@ def test_a_stop_requested_mid_run_ends_at_a_step_boundary_with_every_tile_there(
     reference = _sim("sph2d", tiles=6)
     reference.run(ran)
     assert_same_state(reference.gather(), sim.gather())
-    assert (tmp_path / f"checkpoint-{ran:06d}.pkl").exists()
+    assert (tmp_path / f"checkpoint-{ran:06d}.h5").exists()
     for s in (sim, reference):
         s.close()
 
@@ -132,7 +132,7 @@ def test_ctrl_c_stops_a_run_that_resumes_to_the_same_end(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "shoal", "run", *args, "--checkpoint-every", "50", "--out",
                              str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
-    while not list((run / "state").glob("checkpoint-*.pkl")) and time.time() < deadline:
+    while not list((run / "state").glob("checkpoint-*.h5")) and time.time() < deadline:
         time.sleep(0.05)  # the first checkpoint: the run is stepping
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
@@ -185,8 +185,10 @@ def test_a_resumed_run_starts_with_the_threads_its_schedule_gave_by_then(tmp_pat
     full = tiny_run(tmp_path / "full", **kw)
     resumed = run_scenario(None, resume=full.path, out=tmp_path / "resumed")
     assert compare_runs(full.path, resumed.path).identical
-    trace = resumed.trace
-    assert trace.worker_steps.tolist() == [6, 9] and trace.worker_cores.tolist() == [[1, 2], [1, 3]]
+    trace = resumed.trace  # the whole run's: carried on from the first run's trace up to step 6
+    assert trace.worker_steps.tolist() == [0, 4, 9]
+    assert trace.worker_cores.tolist() == [[2, 2], [1, 2], [1, 3]]
+    assert trace.steps.tolist() == list(range(12))
 
 
 def test_callbacks_due_at_the_stop_step_run_and_a_stop_at_the_end_is_a_finished_run():

@@ -13,19 +13,34 @@
     the final state, the trace and the summary.
 
 A run folder holds ``config.toml`` (the resolved scenario), ``trace.h5``, ``state/final.npz``
-(the gathered global state), ``frames/`` for the app's frames, and ``summary.json``. The
-summary is written last: a folder without it is an interrupted run, never mistaken for a
-complete one. A run stopped on request (Ctrl-C, ``request_stop``) leaves a checkpoint and no
-summary, and ``--resume`` continues it.
+(the gathered global state), ``frames/`` for the app's frames, ``summary.json`` and
+``run.lock``. The summary is written last: a folder without it is an interrupted run, never
+mistaken for a complete one. A run stopped on request (Ctrl-C, ``request_stop``) leaves a
+checkpoint and no summary, and ``--resume`` continues it.
+
+A run folder belongs to one run. :func:`claim_folder` refuses, before anything is written, an
+``--out`` that is a file, lies under one, cannot be written, or already holds anything (a
+finished run, an interrupted one, other files) unless the run resumes that very folder; it
+then holds an exclusive lock on ``run.lock`` for the run's life, so a second run into the
+folder is refused naming the first one's process id.
+
+The trace grows as the run goes: a chunk is the steps between checkpoints (every
+``TRACE_CHUNK_STEPS`` steps when the run writes none), appended and committed at the chunk's
+end and before every checkpoint, so a killed run leaves a trace of every completed chunk and
+a resumed run carries it on from the checkpoint's step: its trace holds every step from 0.
 """
 
 from __future__ import annotations
 
 import copy
+import fcntl
 import json
+import logging
 import os
+import shutil
 import time
 import tomllib
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,19 +52,25 @@ from .apps import get_app
 from .cluster import Cluster
 from .config import Scenario, load_scenario, scenario_from_dict
 from .errors import ShoalError
+from .files import save_npz, write_json, write_text
 from .placement import Balancer, PlacementPolicy, get_policy, policy_params
 from .placement.registry import check_owner
+from .records import BALANCE, MESSAGES, TASKS
 from .runtime.checkpoint import Checkpoint
 from .runtime.simulation import At, Every, Simulation, state_bytes
 from .runtime.team import Team, current_team
 from .summary import summarize
 from .tiling import Tiling
-from .trace import Trace
+from .trace import Trace, TraceWriter
+
+logger = logging.getLogger("shoal")
 
 LOOKAHEAD = {"oracle"}  # needs the true loads of the future: replay only
 # The keyword arguments of run_scenario that override a scenario's [run] table.
 RUN_FLAGS = ("steps", "tiles", "tiles_per_core", "nodes", "workers", "placement", "period", "seed", "initial",
              "checkpoint_every")
+TRACE_CHUNK_STEPS = 50  # steps per trace chunk of a run without checkpoints
+LOCK = "run.lock"
 
 
 @dataclass
@@ -65,8 +86,14 @@ class RunRecord:
         return Trace.read(self.path / "trace.h5")
 
     def state(self) -> dict[str, np.ndarray]:
-        with np.load(self.path / "state" / "final.npz") as z:
-            return {k: z[k] for k in z.files}
+        path = self.path / "state" / "final.npz"
+        if not path.exists():
+            raise ShoalError(f"{path} is missing: the run folder has no final state")
+        try:
+            with np.load(path) as z:
+                return {k: z[k] for k in z.files}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+            raise ShoalError(f"{path} is not a readable final state (truncated or damaged): {exc}") from None
 
     def report(self) -> list[Path]:
         from .report import report_run
@@ -128,7 +155,7 @@ def run_scenario(
         simulate(built.sim, plan.scenario.run.steps)
         return write(plan, built, team)
     finally:
-        built.sim.close()
+        built.close()
 
 
 # ----- resolve --------------------------------------------------------------------------------
@@ -167,7 +194,11 @@ def resumable(run: Path) -> Scenario:
     if not (run / "config.toml").exists():
         raise ShoalError(f"{run} is not a run folder (no config.toml)")
     Checkpoint.latest_path(run / "state")
-    return scenario_from_dict(tomllib.loads((run / "config.toml").read_text()), str(run))
+    try:
+        config = tomllib.loads((run / "config.toml").read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ShoalError(f"{run / 'config.toml'} is not valid TOML: {exc}") from None
+    return scenario_from_dict(config, str(run))
 
 
 # ----- build ----------------------------------------------------------------------------------
@@ -182,15 +213,30 @@ def build_tiling(sc: Scenario, grid: tuple[int, ...], cluster: Cluster) -> Tilin
 
 @dataclass
 class Built:
-    """What ``build`` makes: the simulation, its run folder and its tiles' sizes at the start."""
+    """What ``build`` makes: the simulation, its run folder (claimed, with its lock), its trace
+    writer (first process) and its tiles' sizes at the start."""
 
     sim: Simulation
     path: Path
     tile_bytes: np.ndarray
+    lock: FolderLock | None = None
+    trace: TraceWriter | None = None
+
+    def close(self) -> None:
+        """End the worker threads, close the trace and let go of the folder."""
+        self.sim.close()
+        if self.trace is not None:
+            self.trace.close()
+        if self.lock is not None:
+            self.lock.release()
 
 
 def build(plan: Resolved, team: Team) -> Built:
-    """The simulation of a resolved run, its callbacks attached, and the run folder made."""
+    """The simulation of a resolved run, its run folder claimed, its callbacks attached.
+
+    Everything that checks the input runs before the folder is claimed; should anything after
+    fail, a folder this run made is removed again.
+    """
     sc, policy, checkpoint = plan.scenario, plan.policy, plan.checkpoint
     app = get_app(sc.app).build(sc.params, sc.run.steps)
     first = checkpoint.step if checkpoint else 0
@@ -202,15 +248,9 @@ def build(plan: Resolved, team: Team) -> Built:
     else:
         owner = policy.place(tiling, cluster, sc.run.seed)
     owner = check_owner(owner, tiling, cluster)
-
     path = team.agree(plan.out if plan.out is not None else _default_out(sc))
-    if (path / "summary.json").exists():
-        raise ShoalError(f"{path} already holds a finished run; choose another --out")
-    if team.is_root:
-        (path / "state").mkdir(parents=True, exist_ok=True)
-        (path / "frames").mkdir(exist_ok=True)
-        if checkpoint is None or path != plan.resume:
-            (path / "config.toml").write_text(sc.to_toml())
+    own = plan.resume is not None and path.resolve() == plan.resume.resolve()
+    _on_root(team, lambda: check_folder(path, own))
 
     app.prepare(tiling)
     states = None
@@ -218,21 +258,80 @@ def build(plan: Resolved, team: Team) -> Built:
         states = {int(t): checkpoint.states[t] for t in team.local_tiles(owner)}
     balancer = None
     if policy.dynamic:
-        proxy = _run_proxy(sc, app, tiling, path / "proxy") if policy.name == "speculative" and team.is_root else None
         balancer = Balancer(policy, sc.run.period, tiling, tuple(p.barrier for p in app.phases),
-                            policy_params(policy, sc.balance), proxy)
+                            policy_params(policy, sc.balance))
         if checkpoint and checkpoint.balancer:
             balancer.restore(checkpoint.balancer, carry_costs=team.is_root, nodes=cluster.nodes)  # rank 0 carries
     sim = Simulation(app, tiling, cluster, owner, team=team, states=states, step=first,
                      reduced=checkpoint.reduced if checkpoint else None, balancer=balancer,
                      checkpoints=path / "state", overlap=sc.run.overlap)
-    _attach(sim, sc, path / "frames")
-    return Built(sim, path, team.sum(state_bytes(app, sim.states, tiling.ntiles, arrays_only=False)))
+    built = Built(sim, path, team.sum(state_bytes(app, sim.states, tiling.ntiles, arrays_only=False)))
+    try:
+        built.lock = _on_root(team, lambda: claim_folder(path, own))
+        # The run folder exists from here on: a run.log handler for the run's life belongs here.
+        if team.is_root:
+            (path / "state").mkdir(exist_ok=True)
+            (path / "frames").mkdir(exist_ok=True)
+            if not own:
+                write_text(path / "config.toml", sc.to_toml())
+            built.trace = TraceWriter(path / "trace.h5", _trace_start(plan, built, team), resumed_at=first or None)
+        sim.trace_to(built.trace)
+        if policy.name == "speculative" and team.is_root:
+            balancer.proxy = _run_proxy(sc, app, tiling, path / "proxy")
+        _attach(sim, sc, path / "frames")
+    except BaseException:
+        built.close()
+        if built.lock is not None and built.lock.made:
+            shutil.rmtree(path, ignore_errors=True)  # nothing half-written left behind
+        raise
+    return built
+
+
+def _on_root(team: Team, fn: Callable[[], Any]) -> Any:
+    """``fn()`` on the first process; its ShoalError, if any, raised on every process."""
+    result, error = None, None
+    if team.is_root:
+        try:
+            result = fn()
+        except ShoalError as exc:
+            error = str(exc)
+    error = team.agree(error)
+    if error is not None:
+        raise ShoalError(error)
+    return result
+
+
+def _trace_start(plan: Resolved, built: Built, team: Team) -> Trace:
+    """What the run's trace file starts as: empty tables, or what came before the checkpoint a
+    resumed run continues from."""
+    sim, sc = built.sim, plan.scenario
+    if plan.checkpoint is not None:
+        source = plan.resume / "trace.h5"
+        try:
+            before = Trace.read(source).truncated(sim.step_count)
+        except ShoalError as exc:
+            logger.warning("the trace before step %d is lost (%s): the trace starts at step %d", sim.step_count, exc,
+                           sim.step_count)
+        else:
+            if len(before.steps) == sim.step_count:
+                return before
+            logger.warning("%s holds %d of the %d steps before the checkpoint: the trace starts at step %d", source,
+                           len(before.steps), sim.step_count, sim.step_count)
+    T, nodes = sim.tiling.ntiles, sim.cluster.nodes
+    phases = sim.app.phases
+    return Trace(
+        tasks=TASKS.empty(), messages=MESSAGES.empty(), phases=[p.name for p in phases], tiling=sim.tiling,
+        cluster=sim.cluster, placement_steps=np.zeros(0, np.int64), placement_owners=np.zeros((0, T), np.int64),
+        step_end=np.zeros(0), app=sc.app, scenario=sc.name, config=sc.to_dict(),
+        barrier_phases=[p.reduction is not None for p in phases], lagged_phases=[p.lagged for p in phases],
+        tile_bytes=built.tile_bytes, balance=BALANCE.empty() if sim.balancer is not None else None,
+        communication={"cpu_s": np.zeros(nodes), "messages": np.zeros(nodes, np.int64)} if team.distributed else None,
+        worker_steps=np.zeros(0, np.int64), worker_cores=np.zeros((0, nodes), np.int64))
 
 
 def _attach(sim: Simulation, sc: Scenario, frames: Path) -> None:
     """The run's callbacks, in the order they run at a step boundary: frames, worker resizes,
-    balancing, checkpoints."""
+    balancing, the trace's chunk, checkpoints (each writes the chunk up to it first)."""
     r = sc.run
     if r.frame_every:
         sim.add_callback(lambda s: write_frame(s, frames), Every(r.frame_every))
@@ -244,6 +343,8 @@ def _attach(sim: Simulation, sc: Scenario, frames: Path) -> None:
         sim.add_callback(Simulation.rebalance, Every(r.period, until=r.steps))
     if r.checkpoint_every:
         sim.add_callback(Simulation.write_checkpoint, Every(r.checkpoint_every, until=r.steps))
+    else:
+        sim.add_callback(Simulation.flush_trace, Every(TRACE_CHUNK_STEPS, until=r.steps))
 
 
 def write_frame(sim: Simulation, frames: Path) -> None:
@@ -251,7 +352,7 @@ def write_frame(sim: Simulation, frames: Path) -> None:
     gathered = sim.gather()
     if gathered is not None:
         _check_finite(gathered, sim.step_count)
-        _save_npz(frames / f"state-{sim.step_count:06d}.npz", sim.app.frame(gathered))
+        save_npz(frames / f"state-{sim.step_count:06d}.npz", sim.app.frame(gathered))
 
 
 def _default_out(sc: Scenario) -> Path:
@@ -261,6 +362,94 @@ def _default_out(sc: Scenario) -> Path:
     while path.exists():
         path, k = Path(f"{base}-{k}"), k + 1
     return path
+
+
+# ----- the run folder -------------------------------------------------------------------------
+class FolderLock:
+    """An exclusive ``flock`` on a run folder's ``run.lock``, held until :meth:`release` (or the
+    process ends, however it ends). ``made``: the run created the folder."""
+
+    def __init__(self, fd: int, made: bool):
+        self.fd, self.made = fd, made
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def check_folder(path: Path, own: bool = False, locked: bool = False) -> None:
+    """Refuse a run folder this run may not write into (one line), writing nothing.
+
+    ``own``: the run resumes this folder, which may then hold its interrupted run; ``locked``:
+    this process holds the folder's lock.
+    """
+    if path.exists() and not path.is_dir():
+        raise ShoalError(f"--out {path} is a file, not a folder")
+    existing = next(p for p in (path, *path.parents) if p.exists() or p == Path(p.anchor))
+    if not existing.is_dir():
+        raise ShoalError(f"--out {path} lies under {existing}, which is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ShoalError(f"--out {path}: {existing} is not writable")
+    if existing != path:
+        return  # a new folder
+    holder = None if locked else _lock_holder(path)
+    if holder is not None:
+        raise ShoalError(f"{path} is in use by another run (pid {holder})")
+    if (path / "summary.json").exists():
+        raise ShoalError(f"{path} already holds a finished run; choose another --out")
+    content = sorted(p.name for p in path.iterdir() if p.name != LOCK)
+    if content and not own:
+        what = "an interrupted run (continue it with --resume)" if (path / "config.toml").exists() else \
+            f"other files ({', '.join(content[:3])}{', ...' if len(content) > 3 else ''})"
+        raise ShoalError(f"{path} already holds {what}; choose another --out")
+
+
+def claim_folder(path: Path, own: bool = False) -> FolderLock:
+    """Make (if need be) and lock the run folder ``path`` for this run, after
+    :func:`check_folder`; the lock is held until released or the process ends."""
+    check_folder(path, own)
+    made = not path.exists()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        # The lock file is opened in place, never replaced: flock holds on to its inode.
+        fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise ShoalError(f"--out {path} cannot be written: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ShoalError(f"{path} is in use by another run (pid {_lock_holder(path) or 'unknown'})") from None
+    lock = FolderLock(fd, made)
+    try:
+        check_folder(path, own, locked=True)  # again, holding the lock: another run may have come and gone
+    except ShoalError:
+        lock.release()
+        raise
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return lock
+
+
+def _lock_holder(path: Path) -> str | None:
+    """The process id holding ``path``'s lock, or None when nobody holds it."""
+    try:
+        fd = os.open(path / LOCK, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None
+    except BlockingIOError:
+        for _ in range(20):  # a run that just took the lock writes its pid right after
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            if pid:
+                return pid
+            time.sleep(0.01)
+        return "unknown"
+    finally:
+        os.close(fd)
 
 
 def _run_proxy(sc: Scenario, app, tiling: Tiling, out: Path):
@@ -289,43 +478,29 @@ def simulate(sim: Simulation, steps: int) -> None:
 
 # ----- write ----------------------------------------------------------------------------------
 def write(plan: Resolved, built: Built, team: Team) -> RunRecord:
-    """The final state, the trace and the summary (on the first process); a stopped run
-    writes its trace only and stays resumable."""
+    """The trace's last chunk, the final state and the summary (on the first process); a
+    stopped run has its trace and checkpoint already, and stays resumable."""
     sc, sim, path = plan.scenario, built.sim, built.path
     if sc.run.frame_every and sim.stopped_at is None and sim.step_count % sc.run.frame_every:
         write_frame(sim, path / "frames")  # the last step's, when the schedule did not write it
+    sim.flush_trace()
     final = sim.all_states() if sim.stopped_at is None else None
-    result = team.combine(sim.result())
     if not team.is_root:
         return team.agree(None)
-    trace = Trace.of_run(result, sim.app.phases, sim.tiling, sim.cluster, placements=sim.placements,
-                         workers=sim.worker_history, balance=sim.balancer.records() if sim.balancer else None,
-                         app=sc.app, scenario=sc.name, config=sc.to_dict(), tile_bytes=built.tile_bytes)
-    trace.write(path / "trace.h5")
+    built.trace.close()
     if sim.stopped_at is not None:
         return team.agree(RunRecord(path, None, sim.stopped_at))
     gathered = sim.app.gather(final, sim.tiling)
     _check_finite(gathered, sim.step_count)
-    _save_npz(path / "state" / "final.npz", gathered)
+    save_npz(path / "state" / "final.npz", gathered)
+    trace = Trace.read(path / "trace.h5")  # every step from 0, a resumed run's too
+    basis = "task-cost" if built.trace.oversubscribed else "wall"
     summary = {"app": sc.app, "scenario": sc.name, "placement": sc.run.placement, "period": sc.run.period,
                "workers": sc.run.workers, "seed": sc.run.seed, "predicted": False, "ranks": team.size,
                "resumed_from_step": plan.checkpoint.step if plan.checkpoint else None,
-               **summarize(trace, result.wall_s, "task-cost" if result.oversubscribed else "wall")}
-    _write_json(path / "summary.json", summary)
+               **summarize(trace, built.trace.clock, basis)}
+    write_json(path / "summary.json", summary)
     return team.agree(RunRecord(path, summary))
-
-
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".partial")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
-def _save_npz(path: Path, arrays: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".partial")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-    os.replace(tmp, path)
 
 
 def _check_finite(arrays: dict, step: int) -> None:
@@ -341,4 +516,10 @@ def open_run(path: str | Path) -> RunRecord:
         raise ShoalError(f"no run folder at {path}")
     if not (path / "summary.json").exists():
         raise ShoalError(f"{path} has no summary.json: the run did not finish")
-    return RunRecord(path, json.loads((path / "summary.json").read_text()))
+    try:
+        summary = json.loads((path / "summary.json").read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ShoalError(f"{path / 'summary.json'} is not valid JSON: {exc}") from None
+    if not isinstance(summary, dict):
+        raise ShoalError(f"{path / 'summary.json'} is not a JSON object")
+    return RunRecord(path, summary)

@@ -33,26 +33,38 @@ adds groups without changing the schema's version, and older traces still read:
 ``/communication`` (runs across processes) — per node, ``cpu_s`` f8 (CPU seconds of the
     thread that moved messages between processes) and ``messages`` i8 (tile-to-tile payloads
     it sent or received): what a replay charges per message sent or received.
-``/workers`` (runs whose nodes changed their worker threads) — ``from_step`` i4 (n,) and
-    ``cores`` i4 (n, nodes): the worker threads of every node from each step on.
+``/workers`` — ``from_step`` i4 (n,) and ``cores`` i4 (n, nodes): the worker threads of
+    every node from each step on (older traces have it only when they changed).
+``/committed`` — i8 (6,): how many rows of ``tasks``, ``messages``, ``steps``, ``placement``,
+    ``workers`` and ``balance`` are complete. Rows past them belong to a chunk whose writer
+    was killed, and are ignored (absent: every row is complete).
 
-Files are written to a temporary name and renamed, so a trace on disk is always complete.
+Every dataset carries ``units`` and ``description`` attributes. The tables that grow (all but
+``/tiling``, ``/cluster``, ``/phases``, ``/tiles``, ``/communication``) are resizable, so a
+run appends to its trace as it goes (:class:`TraceWriter`): a chunk of steps at a time,
+flushed, then committed. A run killed at any moment leaves a trace of every completed chunk;
+a resumed run carries its trace on from the checkpoint's step. A whole trace (a replay's) is
+written to a temporary name and renamed.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import h5py
 import numpy as np
 
 from .cluster import Cluster, Network
 from .errors import ShoalError
+from .files import atomic_path
 from .records import BALANCE, MESSAGES, TASKS, Schema
 from .tiling import Tiling
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SCHEMA = "shoal-trace"
 VERSION = 1
@@ -98,7 +110,11 @@ class Trace:
             self.worker_steps = np.array([first])
             self.worker_cores = np.array([self.cluster.cores])
         self.worker_steps = np.asarray(self.worker_steps, dtype=np.int64)
-        self.worker_cores = np.asarray(self.worker_cores, dtype=np.int64).reshape(len(self.worker_steps), -1)
+        self.worker_cores = np.asarray(self.worker_cores, dtype=np.int64).reshape(len(self.worker_steps),
+                                                                                  self.cluster.nodes)
+        self.placement_steps = np.asarray(self.placement_steps, dtype=np.int64)
+        self.placement_owners = np.asarray(self.placement_owners).reshape(len(self.placement_steps),
+                                                                          self.tiling.ntiles)
 
     @classmethod
     def of_run(cls, result, phases, tiling: Tiling, cluster: Cluster, placements: list[tuple[int, np.ndarray]],
@@ -170,111 +186,321 @@ class Trace:
 
     # ----- I/O --------------------------------------------------------------------------------
     def write(self, path: str | Path) -> Path:
+        """The whole trace, atomically (a reader sees the old file or this one)."""
         path = Path(path)
-        tmp = path.with_name(path.name + ".partial")
-        with h5py.File(tmp, "w") as f:
-            f.attrs["schema"] = SCHEMA
-            f.attrs["version"] = VERSION
-            f.attrs["predicted"] = bool(self.predicted)
-            f.attrs["app"] = self.app
-            f.attrs["scenario"] = self.scenario
-            f.attrs["phases"] = json.dumps(list(self.phases))
-            f.attrs["config"] = json.dumps(self.config, default=str)
-            from . import __version__
-
-            f.attrs["shoal_version"] = __version__
-            _write_table(f.create_group("tasks"), TASKS, self.tasks, compress=True)
-            _write_table(f.create_group("messages"), MESSAGES, self.messages, compress=True)
-            g = f.create_group("tiling")
-            g.attrs["grid"] = list(self.tiling.grid)
-            g.attrs["halo"] = self.tiling.halo
-            for a, e in enumerate(self.tiling.edges):
-                g.create_dataset(f"edges{a}", data=e)
-            g = f.create_group("cluster")
-            g.create_dataset("cores", data=np.asarray(self.cluster.cores, dtype=np.int32))
-            net = self.cluster.network
-            g.attrs.update(latency_s=net.latency_s, bandwidth_Bps=net.bandwidth_Bps, overhead_s=net.overhead_s)
-            g = f.create_group("placement")
-            g.create_dataset("from_step", data=np.asarray(self.placement_steps, dtype=np.int32))
-            g.create_dataset("owner", data=np.asarray(self.placement_owners, dtype=np.int32))
-            g = f.create_group("steps")
-            g.create_dataset("step", data=self.steps.astype(np.int32))
-            g.create_dataset("end", data=np.asarray(self.step_end, dtype=np.float64))
-            g = _optional_group(f, "phases")
-            g.create_dataset("barrier", data=np.asarray(self.barrier_phases, dtype=bool))
-            g.create_dataset("lagged", data=np.asarray(self.lagged_phases, dtype=bool))
-            if self.tile_bytes is not None:
-                _optional_group(f, "tiles").create_dataset("state_bytes", data=np.asarray(self.tile_bytes, np.int64))
-            if self.balance is not None:
-                _write_table(_optional_group(f, "balance"), BALANCE, self.balance)
-            if self.communication is not None:
-                g = _optional_group(f, "communication")
-                g.create_dataset("cpu_s", data=np.asarray(self.communication["cpu_s"], np.float64))
-                g.create_dataset("messages", data=np.asarray(self.communication["messages"], np.int64))
-            if self.resized:
-                g = _optional_group(f, "workers")
-                g.create_dataset("from_step", data=self.worker_steps.astype(np.int32))
-                g.create_dataset("cores", data=self.worker_cores.astype(np.int32))
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp, h5py.File(tmp, "w", libver=LIBVER) as f:
+            _create(f, self)
         return path
 
     @classmethod
     def read(cls, path: str | Path) -> Trace:
+        """The trace at ``path`` (a file, or a run folder holding ``trace.h5``); every way a
+        file can be damaged is one :class:`~shoal.errors.ShoalError` naming it."""
         path = Path(path)
         if path.is_dir():
             path = path / "trace.h5"
         if not path.exists():
             raise ShoalError(f"no trace at {path}")
         try:
-            f = h5py.File(path, "r")
+            # SWMR read: a trace whose writer was killed still says it is open for writing.
+            f = h5py.File(path, "r", swmr=True)
         except OSError as exc:
-            raise ShoalError(f"{path} is not a readable trace: {exc}") from None
-        with f:
-            if f.attrs.get("schema") != SCHEMA:
-                raise ShoalError(f"{path} is not a shoal trace")
-            version = int(f.attrs["version"])
-            if version != VERSION:
-                raise ShoalError(f"{path} has trace schema version {version}; this shoal reads {VERSION}")
-            groups = {name: _optional(f, name, path) for name in GROUP_VERSIONS}
-            g = f["tiling"]
-            ndim = len(g.attrs["grid"])
-            tiling = Tiling(tuple(int(n) for n in g.attrs["grid"]),
-                            tuple(g[f"edges{a}"][()].astype(np.int64) for a in range(ndim)),
-                            int(g.attrs["halo"]))
-            g = f["cluster"]
-            cluster = Cluster(tuple(int(c) for c in g["cores"][()]),
-                              Network(float(g.attrs["latency_s"]), float(g.attrs["bandwidth_Bps"]),
-                                      float(g.attrs["overhead_s"])))
-            phases, workers = groups["phases"], groups["workers"]
-            return cls(
-                tasks=_read_table(f["tasks"], TASKS), messages=_read_table(f["messages"], MESSAGES),
-                phases=json.loads(f.attrs["phases"]), tiling=tiling, cluster=cluster,
-                placement_steps=f["placement"]["from_step"][()],
-                placement_owners=f["placement"]["owner"][()],
-                step_end=f["steps"]["end"][()],
-                app=str(f.attrs["app"]), scenario=str(f.attrs["scenario"]),
-                predicted=bool(f.attrs["predicted"]), config=json.loads(f.attrs["config"]),
-                barrier_phases=[bool(b) for b in phases["barrier"][()]] if phases else None,
-                lagged_phases=[bool(b) for b in phases["lagged"][()]] if phases and "lagged" in phases else None,
-                tile_bytes=groups["tiles"]["state_bytes"][()] if groups["tiles"] else None,
-                balance=_read_table(groups["balance"], BALANCE) if groups["balance"] else None,
-                communication={k: groups["communication"][k][()] for k in ("cpu_s", "messages")}
-                if groups["communication"] else None,
-                worker_steps=workers["from_step"][()] if workers else None,
-                worker_cores=workers["cores"][()] if workers else None,
-            )
+            raise ShoalError(f"{path} is not a readable trace (truncated or not HDF5): {_first_line(exc)}") from None
+        try:
+            with f:
+                return _read(cls, f, path)
+        except ShoalError:
+            raise
+        except (OSError, RuntimeError, ValueError, TypeError, KeyError) as exc:
+            raise ShoalError(f"{path} is a damaged trace (truncated?): {_first_line(exc)}") from None
+
+    def truncated(self, step: int) -> Trace:
+        """The trace of the steps before ``step`` (what a run resumed at ``step`` carries on):
+        placements and worker threads that took effect before it, balancing steps up to it."""
+        t, m = self.tasks, self.messages
+        keep_steps = self.steps < step
+        placed, workers = self.placement_steps < step, self.worker_steps < step
+        return replace(
+            self, tasks=TASKS.select(t, t["step"] < step), messages=MESSAGES.select(m, m["step"] < step),
+            step_end=np.asarray(self.step_end)[keep_steps],
+            placement_steps=self.placement_steps[placed], placement_owners=self.placement_owners[placed],
+            worker_steps=self.worker_steps[workers], worker_cores=self.worker_cores[workers],
+            balance=None if self.balance is None else BALANCE.select(self.balance, self.balance["step"] <= step))
+
+    def to_pandas(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The task and message tables as pandas DataFrames (needs ``pip install shoal[analysis]``).
+
+        Returns
+        -------
+        tasks, messages : pandas.DataFrame
+            One row per task and per halo payload, columns as in :data:`shoal.records.TASKS`
+            and :data:`shoal.records.MESSAGES`; each column's unit is in ``df.attrs["units"]``.
+        """
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ShoalError("Trace.to_pandas needs pandas: pip install shoal[analysis]") from None
+        out = []
+        for schema, table in ((TASKS, self.tasks), (MESSAGES, self.messages)):
+            df = pd.DataFrame({name: table[name] for name in schema.names if name in table})
+            df.attrs["units"] = {c.name: c.unit for c in schema.columns if c.name in table}
+            out.append(df)
+        return out[0], out[1]
 
 
-def _write_table(group, schema: Schema, table: dict[str, np.ndarray], compress: bool = False) -> None:
+class TraceWriter:
+    """A run's trace file, grown one chunk at a time while the run goes.
+
+    The file starts as ``start`` (the header with no steps, or what a resumed run carries on),
+    written atomically, and is then kept open in HDF5's single-writer/multiple-reader (SWMR)
+    mode: every :meth:`append` grows the tables, flushes them, and only then raises
+    ``/committed``, so a process killed at any moment leaves a file whose committed rows are
+    every completed chunk (the reader ignores rows past them).
+    """
+
+    def __init__(self, path: str | Path, start: Trace, resumed_at: int | None = None):
+        self.path = Path(start.write(path))
+        self.clock = float(start.step_end[-1]) if len(start.step_end) else 0.0  # wall time so far
+        self.communication = None if start.communication is None else dict(start.communication)
+        self.oversubscribed = False
+        self._last = {"placement": start.placement_owners[-1] if len(start.placement_steps) else None,
+                      "workers": start.worker_cores[-1] if len(start.worker_steps) else None}
+        self._resumed_at = resumed_at
+        self._file = h5py.File(self.path, "a", libver=LIBVER)
+        self._file.swmr_mode = True
+
+    def append(self, result=None, placements=(), workers=(), balance_rows=()) -> None:
+        """One chunk: an ``ExecutionResult`` of the steps since the last chunk (every process's
+        rows combined; ``None`` if none ran), the ``(step, owner)`` placements and ``(step,
+        cores)`` worker threads that took effect since, and the new ``/balance`` rows."""
+        f, rows = self._file, dict(zip(COMMITTED, (int(n) for n in self._file["committed"][()]), strict=True))
+        if result is not None and result.steps:
+            tasks = dict(result.tasks)
+            tasks["start"], tasks["end"] = tasks["start"] + self.clock, tasks["end"] + self.clock
+            rows["tasks"] = _append_columns(f["tasks"], tasks)
+            rows["messages"] = _append_columns(f["messages"], result.messages)
+            steps = np.arange(result.first_step, result.first_step + result.steps)
+            rows["steps"] = _append_columns(f["steps"], {"step": steps, "end": result.step_end + self.clock})
+            self.clock += result.wall_s
+            self.oversubscribed |= bool(result.oversubscribed)
+            if result.comm_cpu_s is not None and "communication" in f:
+                c = self.communication or {"cpu_s": 0.0, "messages": 0}
+                self.communication = {"cpu_s": c["cpu_s"] + result.comm_cpu_s,
+                                      "messages": c["messages"] + result.comm_messages}
+                for name, values in self.communication.items():
+                    f["communication"][name][...] = values
+        for group, column, entries in (("placement", "owner", placements), ("workers", "cores", workers)):
+            for step, value in entries:
+                value = np.asarray(value)
+                seam = step == self._resumed_at and self._last[group] is not None
+                if seam and np.array_equal(value, self._last[group]):
+                    continue  # the resumed run starts where the carried-on history already is
+                rows[group] = _append_columns(f[group], {"from_step": [step], column: value[None]})
+                self._last[group] = value
+        if len(balance_rows) and "balance" in f:
+            rows["balance"] = _append_columns(f["balance"], BALANCE.from_rows(list(balance_rows)))
+        for name in f:
+            if isinstance(f[name], h5py.Group):
+                for ds in f[name].values():
+                    ds.flush()
+        f["committed"][...] = [rows[name] for name in COMMITTED]  # the chunk is complete only now
+        f["committed"].flush()
+        f.flush()
+
+    def close(self) -> None:
+        if self._file.id.valid:
+            self._file.close()
+
+
+LIBVER = ("v110", "latest")  # the oldest file format that SWMR appending needs
+# Growing tables, in the order of the ``/committed`` row counts.
+COMMITTED = ("tasks", "messages", "steps", "placement", "workers", "balance")
+# Units and descriptions of the datasets that are not table columns.
+DATASETS = {
+    "steps/step": ("", "step"),
+    "steps/end": ("s", "wall time since the run began at which the step's last task ended"),
+    "placement/from_step": ("", "first step of the owner table"),
+    "placement/owner": ("", "node of every tile (rows: owner tables, columns: tiles)"),
+    "workers/from_step": ("", "first step of the worker threads"),
+    "workers/cores": ("", "worker threads of every node (rows: changes, columns: nodes)"),
+    "tiling/edges": ("cells", "cell index where each tile slab begins along the axis, and the grid's end"),
+    "cluster/cores": ("", "worker threads per node at the first step"),
+    "phases/barrier": ("", "whether the phase is followed by a global barrier"),
+    "phases/lagged": ("", "whether the barrier holds the next phase of the step after"),
+    "tiles/state_bytes": ("B", "bytes of state a migration of the tile moves"),
+    "communication/cpu_s": ("s", "CPU time of the thread that moved messages between processes, per node"),
+    "communication/messages": ("", "tile-to-tile payloads that thread sent or received, per node"),
+    "committed": ("", "complete rows of tasks, messages, steps, placement, workers, balance"),
+}
+
+
+def _create(f: h5py.File, t: Trace) -> None:
+    """Every group of ``t``, growing tables as resizable datasets."""
+    from . import __version__
+
+    f.attrs.update(schema=SCHEMA, version=VERSION, predicted=bool(t.predicted), app=t.app, scenario=t.scenario,
+                   phases=json.dumps(list(t.phases)), config=json.dumps(t.config, default=str),
+                   shoal_version=__version__)
+    g = f.create_group("tiling")
+    g.attrs.update(grid=list(t.tiling.grid), halo=t.tiling.halo)
+    for a, e in enumerate(t.tiling.edges):
+        _dataset(g, f"edges{a}", e, "tiling/edges")
+    g = f.create_group("cluster")
+    _dataset(g, "cores", np.asarray(t.cluster.cores, dtype=np.int32))
+    net = t.cluster.network
+    g.attrs.update(latency_s=net.latency_s, bandwidth_Bps=net.bandwidth_Bps, overhead_s=net.overhead_s)
+    g = _optional_group(f, "phases")
+    _dataset(g, "barrier", np.asarray(t.barrier_phases, dtype=bool))
+    _dataset(g, "lagged", np.asarray(t.lagged_phases, dtype=bool))
+    if t.tile_bytes is not None:
+        _dataset(_optional_group(f, "tiles"), "state_bytes", np.asarray(t.tile_bytes, np.int64))
+    if t.communication is not None:
+        g = _optional_group(f, "communication")
+        _dataset(g, "cpu_s", np.asarray(t.communication["cpu_s"], np.float64))
+        _dataset(g, "messages", np.asarray(t.communication["messages"], np.int64))
+    rows = {"tasks": _growing(f.create_group("tasks"), TASKS, t.tasks),
+            "messages": _growing(f.create_group("messages"), MESSAGES, t.messages),
+            "steps": _growing(f.create_group("steps"), None, {"step": t.steps.astype(np.int32),
+                                                               "end": np.asarray(t.step_end, np.float64)}),
+            "placement": _growing(f.create_group("placement"), None, {
+                "from_step": np.asarray(t.placement_steps, np.int32),
+                "owner": np.asarray(t.placement_owners, np.int32).reshape(-1, t.tiling.ntiles)}),
+            "workers": _growing(_optional_group(f, "workers"), None, {
+                "from_step": t.worker_steps.astype(np.int32), "cores": t.worker_cores.astype(np.int32)}),
+            "balance": _growing(_optional_group(f, "balance"), BALANCE, t.balance) if t.balance is not None else 0}
+    _dataset(f, "committed", np.array([rows[name] for name in COMMITTED], dtype=np.int64))
+
+
+def _dataset(group, name: str, data, key: str | None = None):
+    ds = group.create_dataset(name, data=data)
+    ds.attrs.update(zip(("units", "description"), DATASETS[key or ds.name.lstrip("/")], strict=True))
+    return ds
+
+
+def _growing(group, schema: Schema | None, table: dict[str, np.ndarray]) -> int:
+    """Resizable, compressed datasets of a table's columns (chunks of rows); returns the rows."""
     for name, values in table.items():
-        column = schema.column(name)
-        options = {"compression": "gzip", "compression_opts": 1, "shuffle": True} if compress else {}
-        ds = group.create_dataset(name, data=values, **options)
-        ds.attrs.update(units=column.unit, description=column.description)
+        values = np.asarray(values)
+        unit, description = ((schema.column(name).unit, schema.column(name).description) if schema is not None
+                             else DATASETS[f"{group.name.lstrip('/')}/{name}"])
+        row_bytes = values.dtype.itemsize * int(np.prod(values.shape[1:], dtype=np.int64))
+        chunk_rows = max(1, min(8192, 2**20 // max(1, row_bytes)))  # chunks of at most about 1 MiB
+        ds = group.create_dataset(name, data=values, maxshape=(None, *values.shape[1:]),
+                                  chunks=(chunk_rows, *values.shape[1:]), compression="gzip", compression_opts=1,
+                                  shuffle=True)
+        ds.attrs.update(units=unit, description=description)
+    return len(next(iter(table.values()))) if table else 0
 
 
-def _read_table(group, schema: Schema) -> dict[str, np.ndarray]:
-    return schema.table({name: group[name][()] for name in schema.names if name in group})
+def _append_columns(group, table: dict[str, np.ndarray]) -> int:
+    """Rows added at the end of a group's resizable columns; returns the rows it now has."""
+    n = 0
+    for name, values in table.items():
+        if name not in group:
+            continue  # a column the file was created without (an optional one)
+        ds, values = group[name], np.asarray(values)
+        n = ds.shape[0]
+        ds.resize(n + len(values), axis=0)
+        ds[n:] = values
+        n += len(values)
+    return n
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _read(cls, f: h5py.File, path: Path) -> Trace:
+    """A trace from an open file, each part checked (see :meth:`Trace.read`)."""
+    def need(name: str):
+        if name not in f:
+            raise ShoalError(f"{path} is missing /{name}: not a complete trace")
+        return f[name]
+
+    def attr_json(name: str):
+        try:
+            return json.loads(f.attrs[name])
+        except KeyError:
+            raise ShoalError(f"{path} is missing the attribute {name!r}") from None
+        except (TypeError, ValueError):
+            raise ShoalError(f"{path}: attribute {name!r} is not valid JSON") from None
+
+    if f.attrs.get("schema") != SCHEMA:
+        raise ShoalError(f"{path} is not a shoal trace")
+    try:
+        version = int(f.attrs.get("version"))
+    except (TypeError, ValueError):
+        raise ShoalError(f"{path}: trace version {f.attrs.get('version')!r} is not a number") from None
+    if version != VERSION:
+        raise ShoalError(f"{path} has trace schema version {version}; this shoal reads {VERSION}")
+    groups = {name: _optional(f, name, path) for name in GROUP_VERSIONS}
+    committed = dict(zip(COMMITTED, f["committed"][()].tolist(), strict=True)) if "committed" in f else {}
+
+    def rows(name: str, group) -> dict[str, np.ndarray]:
+        """The committed rows of a growing group's datasets (rows past them: an unfinished chunk)."""
+        n = committed.get(name)
+        return {k: (ds[:n] if n is not None else ds[()]) for k, ds in group.items()}
+
+    phases = attr_json("phases")
+    if not isinstance(phases, list) or not all(isinstance(p, str) for p in phases):
+        raise ShoalError(f"{path}: attribute 'phases' is not a JSON list of names")
+    config = attr_json("config")
+    g = need("tiling")
+    grid = tuple(int(n) for n in g.attrs["grid"])
+    tiling = Tiling(grid, tuple(need(f"tiling/edges{a}")[()].astype(np.int64) for a in range(len(grid))),
+                    int(g.attrs["halo"]))
+    g = need("cluster")
+    cluster = Cluster(tuple(int(c) for c in g["cores"][()]),
+                      Network(*(float(g.attrs[k]) for k in ("latency_s", "bandwidth_Bps", "overhead_s"))))
+    tasks = _checked(TASKS, rows("tasks", need("tasks")), path)
+    messages = _checked(MESSAGES, rows("messages", need("messages")), path)
+    placement = rows("placement", need("placement"))
+    ph, workers = groups["phases"], groups["workers"]
+    workers = rows("workers", workers) if workers is not None else None
+    trace = cls(
+        tasks=tasks, messages=messages, phases=phases, tiling=tiling, cluster=cluster,
+        placement_steps=placement["from_step"], placement_owners=placement["owner"],
+        step_end=rows("steps", need("steps"))["end"], app=str(f.attrs.get("app", "")),
+        scenario=str(f.attrs.get("scenario", "")), predicted=bool(f.attrs.get("predicted", False)),
+        config=config if isinstance(config, dict) else {},
+        barrier_phases=[bool(b) for b in ph["barrier"][()]] if ph else None,
+        lagged_phases=[bool(b) for b in ph["lagged"][()]] if ph and "lagged" in ph else None,
+        tile_bytes=groups["tiles"]["state_bytes"][()] if groups["tiles"] else None,
+        balance=_checked(BALANCE, rows("balance", groups["balance"]), path) if groups["balance"] else None,
+        communication={k: groups["communication"][k][()] for k in ("cpu_s", "messages")}
+        if groups["communication"] else None,
+        worker_steps=workers["from_step"] if workers else None,
+        worker_cores=workers["cores"] if workers else None,
+    )
+    _check_indices(trace, path)
+    return trace
+
+
+def _checked(schema: Schema, columns: dict[str, np.ndarray], path: Path) -> dict[str, np.ndarray]:
+    missing = [c.name for c in schema.columns if not c.optional and c.name not in columns]
+    if missing:
+        raise ShoalError(f"{path} is missing /{schema.name}/{missing[0]}: not a complete trace")
+    try:
+        return schema.table(columns)
+    except ShoalError as exc:
+        raise ShoalError(f"{path}: {exc}") from None
+
+
+def _check_indices(t: Trace, path: Path) -> None:
+    """Every tile, node and phase index a table holds names one that exists."""
+    T, N, P = t.tiling.ntiles, t.cluster.nodes, len(t.phases)
+    checks = (("tasks", "tile", t.tasks["tile"], T), ("tasks", "phase", t.tasks["phase"], P),
+              ("tasks", "node", t.tasks["node"], N), ("messages", "src", t.messages["src"], T),
+              ("messages", "dst", t.messages["dst"], T), ("placement", "owner", t.placement_owners, N))
+    for table, column, values, bound in checks:
+        bad = (values < 0) | (values >= bound)
+        if np.any(bad):
+            raise ShoalError(f"{path}: /{table}/{column} holds {int(np.asarray(values)[bad].flat[0])}, outside "
+                             f"0..{bound - 1}")
+    if t.placement_owners.ndim != 2 or t.placement_owners.shape[1] != T:
+        raise ShoalError(f"{path}: /placement/owner has shape {t.placement_owners.shape}, not (changes, {T} tiles)")
+    if len(t.step_end) != len(t.steps):
+        raise ShoalError(f"{path}: /steps has {len(t.step_end)} rows for {len(t.steps)} steps of tasks")
 
 
 def _optional_group(f, name: str):

@@ -133,6 +133,9 @@ class Simulation:
         self.placements: list[tuple[int, np.ndarray]] = [(step, owner.copy())]
         self.worker_history: list[tuple[int, tuple[int, ...]]] = [(step, tuple(cluster.cores))]
         self.stopped_at: int | None = None
+        self.trace_writer = None  # the first process's TraceWriter, when the run records a trace
+        self._tracing = False
+        self._traced = {"parts": 0, "placements": 0, "workers": 0, "balance": 0}  # entries already appended
         self._callbacks: list[Callback] = []
         self._measurements: list[Callable[[StepRecord], None]] = []
         self._stop = threading.Event()
@@ -262,14 +265,40 @@ class Simulation:
         self.reconfigure(owner=self.team.agree(new))
 
     def write_checkpoint(self) -> None:
-        """A checkpoint of the current step into :attr:`checkpoints` (written by the first process)."""
+        """A checkpoint of the current step into :attr:`checkpoints` (written by the first process),
+        after the trace's chunk up to it: a run resumed from it finds every earlier step traced."""
         if self.checkpoints is None:
             raise ShoalError("this simulation has no checkpoint folder")
+        self.flush_trace()
         everything = self.all_states()
         balancer = self.balancer.checkpoint_state(self.team) if self.balancer is not None else {}
         if self.team.is_root:
             Checkpoint(self.step_count, self.tiling, everything, self.owner, balancer, self.reduced).write(
                 self.checkpoints)
+
+    # ----- the trace, a chunk at a time ---------------------------------------------------------
+    def trace_to(self, writer) -> None:
+        """Append the run's trace to ``writer`` (a :class:`~shoal.trace.TraceWriter` on the first
+        process, ``None`` on the others) at every :meth:`flush_trace`. Every process calls it."""
+        self.trace_writer, self._tracing = writer, True
+
+    def flush_trace(self) -> None:
+        """Append what ran since the last chunk: every process's task and message rows (gathered
+        on the first process, which writes them), the placements, worker threads and balancing
+        steps since. Every process calls it at the same step boundary; a no-op without a trace."""
+        if not self._tracing:
+            return
+        done = self._traced
+        new = self.parts[done["parts"]:]
+        if not new and done["placements"] == len(self.placements) and done["workers"] == len(self.worker_history):
+            return
+        combined = self.team.combine(merge_results(new)) if new else None
+        rows = self.balancer.rows if self.balancer is not None else []
+        if self.trace_writer is not None:
+            self.trace_writer.append(combined, self.placements[done["placements"]:],
+                                     self.worker_history[done["workers"]:], rows[done["balance"]:])
+        done.update(parts=len(self.parts), placements=len(self.placements), workers=len(self.worker_history),
+                    balance=len(rows))
 
     # ----- results ------------------------------------------------------------------------------
     def result(self) -> ExecutionResult:
