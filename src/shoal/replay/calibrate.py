@@ -93,7 +93,27 @@ class SpinApp(App):
 def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3, nodes: int = 1, workers: int = 1) -> dict:
     """The executor's overhead per task and per halo payload (s) on one worker, best of a few
     repeats, with tasks of about ``task_s`` seconds; its restart on ``nodes`` x ``workers``
-    threads (each woken for the run and waited for), the shape of the runs it will model."""
+    threads (each woken for the run and waited for), the shape of the runs it will model.
+
+    Parameters
+    ----------
+    tasks : int
+        Tasks each measuring run executes (on a tiling of 64 tiles): more tasks, less scatter.
+    task_s : float
+        Seconds of compiled work in each task.
+    repeats : int
+        Runs of each measurement; the best (or, for the hand-off, the median) is kept.
+    nodes, workers : int
+        The in-process nodes and worker threads per node of the runs to model.
+
+    Returns
+    -------
+    dict
+        ``task_overhead_s``, ``payload_overhead_s``, ``restart_s``, ``wake_s`` and
+        ``handoff_s`` (seconds; :func:`machine_model` turns them into a replay's
+        configuration), with ``measured_tasks``, ``task_s`` and ``restart_threads`` saying
+        what was measured.
+    """
     iters = iterations_for(lambda n: spin(0.0, n), task_s)
     tiling = Tiling.from_counts((32, 32), (8, 8))
     steps = max(1, tasks // tiling.ntiles)

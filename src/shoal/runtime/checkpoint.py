@@ -198,6 +198,12 @@ def convert_pickle_checkpoint(path: str | Path, trust: bool) -> Path:
     -------
     Path
         The new ``checkpoint-NNNNNN.h5`` in the same folder (older checkpoints are kept).
+
+    Raises
+    ------
+    ShoalError
+        Without ``trust`` (saying how to convert), or when ``path`` is not a file or not a
+        readable version-2 pickle checkpoint.
     """
     path = Path(path)
     if not trust:
