@@ -77,4 +77,6 @@ def _compare_fields(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> Compa
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path) -> Comparison:
+    """The final states of two finished run folders compared; a missing or damaged folder,
+    summary or final state is a :class:`~shoal.errors.ShoalError` naming it (never "different")."""
     return compare_states(open_run(run_a).state(), open_run(run_b).state())

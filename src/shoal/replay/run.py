@@ -388,25 +388,27 @@ def _work(trace: Trace) -> np.ndarray:
 
 
 def write_replay(result: ReplayResult, out) -> dict:
-    """A run folder for a replay: same layout as a real run's, marked as predicted."""
-    import json
-    import os
+    """A run folder for a replay: same layout as a real run's, marked as predicted. The folder
+    is claimed as a run's is (:func:`shoal.session.claim_folder`): one that holds anything, or
+    that another run is writing, is refused before anything is written."""
     from pathlib import Path
 
     import tomli_w
 
+    from ..files import write_json, write_text
+    from ..session import claim_folder
+
     out = Path(out)
-    if (out / "summary.json").exists():
-        raise ShoalError(f"{out} already holds a finished run; choose another --out")
-    out.mkdir(parents=True, exist_ok=True)
     cfg = {k: v for k, v in result.config.__dict__.items()
            if k not in ("network", "tiles_per_core", "proxy", "nodes", "cores") and v is not None}
     cfg["tiles_per_core"] = result.config.tiles_per_core or 0
     cfg["network"] = result.trace.cluster.to_dict()
-    (out / "config.toml").write_text(tomli_w.dumps({"replay": cfg}))
-    result.trace.write(out / "trace.h5")
     summary = result.summary()
-    tmp = out / "summary.json.partial"
-    tmp.write_text(json.dumps(summary, indent=2) + "\n")
-    os.replace(tmp, out / "summary.json")
+    lock = claim_folder(out)
+    try:
+        write_text(out / "config.toml", tomli_w.dumps({"replay": cfg}))
+        result.trace.write(out / "trace.h5")
+        write_json(out / "summary.json", summary)  # last: a folder without it is unfinished
+    finally:
+        lock.release()
     return summary

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +63,10 @@ def sweep(trace_path: str | Path, placements: list[str], tiles_per_core: list[in
     holds the ``ReplayConfig`` fields every case shares."""
     for name in placements:
         get_policy(name)
+    # Read here first: a damaged trace is one line naming it, not a crash in every worker.
+    Trace.read(trace_path)
+    if proxy:
+        Trace.read(proxy)
     todo = cases(placements, tiles_per_core, periods, nodes, cores, seed, network or Network(), model)
     extra = []
     if birdshot_seeds:
@@ -72,13 +77,16 @@ def sweep(trace_path: str | Path, placements: list[str], tiles_per_core: list[in
     rows, seeds = [], []
     init = (str(trace_path), str(proxy) if proxy else None)
     with ProcessPoolExecutor(jobs, initializer=_load, initargs=init) as pool:
-        for k, row in enumerate(pool.map(_one, todo + extra, chunksize=1)):
-            if k < len(todo):
-                rows.append(row)
-            else:
-                seeds.append(row["step_time_mean_s"])
-            if on_done:
-                on_done(k)
+        try:
+            for k, row in enumerate(pool.map(_one, todo + extra, chunksize=1)):
+                if k < len(todo):
+                    rows.append(row)
+                else:
+                    seeds.append(row["step_time_mean_s"])
+                if on_done:
+                    on_done(k)
+        except BrokenProcessPool:
+            raise ShoalError(f"a replay process of the sweep of {trace_path} died (out of memory?)") from None
     rows.sort(key=lambda r: r["makespan_s"])
     return SweepResult(rows, seeds)
 
