@@ -30,10 +30,12 @@ dies, ``mpiexec`` terminates the others, which say at which step they stopped.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
 import signal
+import struct
 import sys
 import threading
 import time
@@ -49,7 +51,7 @@ from mpi4py import MPI  # noqa: E402  (the thread level must be set before MPI s
 from ..errors import ShoalError  # noqa: E402
 from ..records import MESSAGES, TASKS  # noqa: E402
 from .local import ExecutionResult, LocalExecutor, sum_present  # noqa: E402
-from .packing import flatten, unflatten  # noqa: E402
+from .packing import LAYOUT, flatten, unflatten  # noqa: E402
 from .team import Team  # noqa: E402
 
 HALO, REDUCE, AGREE, GATHER, MIGRATE, CONTROL = 1, 2, 3, 4, 5, 6  # message tags
@@ -76,71 +78,98 @@ def probe_quietly(comm: MPI.Comm, source: int, tag: int, status: MPI.Status) -> 
 
 
 # ----- messages as NumPy buffers ---------------------------------------------------------
-# A message is one uint8 buffer: two little-endian uint64 (the message's length and its
-# header's), the JSON header (per flattened array: path, dtype, shape, offset, Fortran order),
-# then every array's bytes at an offset aligned for any dtype, so arrays arrive as views.
-PREFIX = np.dtype("<u8")
-ALIGN = 64
-PART_BYTES = 1 << 30  # longest MPI message (counts are C ints): longer ones go as several parts, in order
+# A message starts with one byte buffer: four little-endian uint64 (a magic number, how many
+# routing integers follow, the lengths of the JSON header and of the layout), the integers
+# (int64), the header (per array: path, dtype, shape, Fortran order, whether it travels
+# inline), the value's layout from flatten, then each small array's bytes at an aligned
+# offset. Each large array follows as its own message(s), sent from its own memory and
+# received straight into a new array: no copy on either side. Headers repeat from step to
+# step (the same halos), so both sides keep the latest ones made and read.
+PREFIX = struct.Struct("<4Q")
+MAGIC = int.from_bytes(b"shoalmsg", "little")
+ALIGN = 16  # the largest alignment a NumPy dtype needs
+INLINE_BYTES = 1 << 15  # arrays up to this size travel in the first buffer (one message for a halo)
+PART_BYTES = 1 << 30  # longest MPI message (counts are C ints): longer arrays go as several, in order
+_to_json = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def _aligned(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-def _array_at(buf: np.ndarray, offset: int, dtype: np.dtype, shape: tuple, fortran: bool) -> np.ndarray:
-    """The array of ``dtype`` and ``shape`` whose bytes start at ``buf[offset]``, C or Fortran order."""
-    size = math.prod(shape) * dtype.itemsize
-    if size == 0:
-        return np.empty(shape, dtype, order="F" if fortran else "C")
-    flat = buf[offset:offset + size].view(dtype)
-    return flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape)
+def _bytes_of(a: np.ndarray) -> np.ndarray:
+    """The bytes of a C-contiguous array, as a flat uint8 view."""
+    return a.reshape(-1).view(np.uint8)
 
 
-def encode(value: Any) -> np.ndarray:
-    """``value`` (anything :func:`~shoal.runtime.packing.flatten` takes) as one byte buffer."""
+@functools.lru_cache(maxsize=4096)
+def _header(entries: tuple) -> bytes:
+    return _to_json(entries).encode()
+
+
+@functools.lru_cache(maxsize=4096)
+def _entries(header: bytes) -> tuple:
+    """A header's arrays as (path, dtype, stored shape, Fortran order, inline), checked."""
+    entries = []
+    for path, dtype, shape, fortran, small in json.loads(header.decode()):
+        dtype, shape = np.dtype(str(dtype)), tuple(int(n) for n in shape)
+        if dtype.hasobject or min(shape, default=0) < 0:
+            raise ValueError(f"entry {path!r} has dtype {dtype} and shape {shape}")
+        entries.append((str(path), dtype, shape[::-1] if fortran else shape, bool(fortran), bool(small)))
+    return tuple(entries)
+
+
+def encode(value: Any, ints=()) -> tuple[bytes, list[np.ndarray]]:
+    """``value`` (anything :func:`~shoal.runtime.packing.flatten` takes) and routing integers
+    ``ints`` as a first byte buffer, and the large arrays (C-contiguous) that follow it."""
     arrays = flatten(value)
-    entries, offset = [], 0
+    layout = arrays.pop(LAYOUT)
+    entries, inline, large = [], [], []
     for path, a in arrays.items():
         if a.dtype.fields is not None or a.dtype.subdtype is not None:
             raise ShoalError(f"message entry {path or '/'} has a structured dtype: send plain arrays")
         fortran = a.ndim > 1 and a.flags.f_contiguous and not a.flags.c_contiguous  # kept as it was
-        entries.append((path, a.dtype.str, a.shape, offset, fortran))
-        offset = _aligned(offset + a.nbytes)
-    header = json.dumps(entries, separators=(",", ":")).encode()
-    start = _aligned(2 * PREFIX.itemsize + len(header))
-    buf = np.empty(start + offset, dtype=np.uint8)
-    buf[:2 * PREFIX.itemsize] = np.array([len(buf), len(header)], dtype=PREFIX).view(np.uint8)
-    buf[2 * PREFIX.itemsize:2 * PREFIX.itemsize + len(header)] = np.frombuffer(header, dtype=np.uint8)
-    for (_, _, shape, at, fortran), a in zip(entries, arrays.values(), strict=True):
-        if a.nbytes:
-            np.copyto(_array_at(buf, start + at, a.dtype, shape, fortran), a)
-    return buf
+        c = a.T if fortran else a if a.flags.c_contiguous else a.copy()
+        small = c.nbytes <= INLINE_BYTES
+        entries.append((path, a.dtype.str, a.shape, fortran, small))
+        (inline if small else large).append(c)
+    header = _header(tuple(entries))
+    lead = PREFIX.pack(MAGIC, len(ints), len(header), len(layout)) + struct.pack(f"<{len(ints)}q", *ints)
+    parts = [lead, header, layout]
+    at = len(lead) + len(header) + len(layout)
+    for c in inline:
+        if c.nbytes:
+            parts += [bytes(_aligned(at) - at), _bytes_of(c)]
+            at = _aligned(at) + c.nbytes
+    return b"".join(parts), large
 
 
-def decode(buf: np.ndarray) -> Any:
-    """The value :func:`encode` made ``buf`` from; its arrays are views of ``buf``. Reads JSON
-    and numbers only: a damaged buffer is a :class:`ShoalError`, never code run."""
-    lead = 2 * PREFIX.itemsize
-    if len(buf) < lead:
-        raise ShoalError(f"an MPI message of {len(buf)} bytes is too short for its header")
-    total, length = (int(n) for n in buf[:lead].view(PREFIX))
-    if total != len(buf) or lead + length > total:
-        raise ShoalError(f"an MPI message of {len(buf)} bytes says it has {total} (header {length})")
-    start = _aligned(lead + length)
+def decode(first: np.ndarray, take_array) -> tuple[list[int], Any]:
+    """The routing integers and the value :func:`encode` made; ``take_array(out)`` receives a
+    large array's bytes into the flat uint8 array ``out``. Reads JSON and numbers only: a
+    damaged message is a :class:`ShoalError`, never code run."""
     try:
-        entries = json.loads(bytes(buf[lead:lead + length]).decode())
-        arrays = {}
-        for path, dtype, shape, offset, fortran in entries:
-            dtype, shape, offset = np.dtype(str(dtype)), tuple(int(n) for n in shape), int(offset)
-            size = math.prod(shape) * dtype.itemsize
-            inside = 0 <= offset <= total - start - size and offset % ALIGN == 0
-            if dtype.hasobject or min(shape, default=0) < 0 or not inside:
-                raise ValueError(f"entry {path!r} has dtype {dtype}, shape {shape} at offset {offset}")
-            arrays[str(path)] = _array_at(buf, start + offset, dtype, shape, bool(fortran))
-    except (UnicodeDecodeError, ValueError, TypeError) as exc:
-        raise ShoalError(f"an MPI message has a damaged header: {exc}") from None
-    return unflatten(arrays)
+        magic, count, length, layout = PREFIX.unpack_from(first)
+        if magic != MAGIC:
+            raise ValueError("it does not start like a shoal message")
+        ints = list(struct.unpack_from(f"<{count}q", first, PREFIX.size))
+        at = PREFIX.size + 8 * count
+        arrays = {LAYOUT: first[at + length:at + length + layout]}
+        entries, at = _entries(bytes(first[at:at + length])), at + length + layout
+        for path, dtype, stored, fortran, small in entries:
+            n = math.prod(stored)
+            if not small:
+                a = np.empty(stored, dtype)
+                take_array(_bytes_of(a))
+            elif n * dtype.itemsize == 0:
+                a = np.empty(stored, dtype)
+            else:
+                a = np.frombuffer(first, dtype, n, _aligned(at)).reshape(stored)
+                at = _aligned(at) + n * dtype.itemsize
+            arrays[path] = a.T if fortran else a
+    except (UnicodeDecodeError, ValueError, TypeError, struct.error) as exc:
+        raise ShoalError(f"an MPI message is damaged: {exc}") from None
+    return ints, unflatten(arrays)
 
 
 def _agreeable(obj: Any) -> Any:
@@ -226,35 +255,37 @@ class MPITeam(Team):
 
     # Messages travel point to point, waited for in sleeping loops: a rank whose peer died is
     # then never stuck inside MPI and can still say where it stopped.
-    def post(self, value: Any, dest: int, tag: int) -> list[MPI.Request]:
-        """Start sending ``value`` (see :func:`encode`) to rank ``dest``: the requests to complete."""
-        buf = encode(value)
-        return [self.comm.Isend([buf[lo:lo + PART_BYTES], MPI.BYTE], dest=dest, tag=tag)
-                for lo in range(0, len(buf), PART_BYTES)]
+    def post(self, value: Any, dest: int, tag: int, ints=()) -> list[MPI.Request]:
+        """Start sending ``value`` and routing integers ``ints`` (see :func:`encode`) to rank
+        ``dest``: the requests to complete (each keeps its buffer alive)."""
+        first, large = encode(value, ints)
+        requests = [self.comm.Isend([first, MPI.BYTE], dest=dest, tag=tag)]
+        for a in large:
+            raw = _bytes_of(a)
+            requests += [self.comm.Isend([raw[lo:lo + PART_BYTES], MPI.BYTE], dest=dest, tag=tag)
+                         for lo in range(0, len(raw), PART_BYTES)]
+        return requests
 
-    def receive(self, message: MPI.Message, status: MPI.Status) -> Any:
-        """The value of a message matched with ``status`` (its further parts received too)."""
+    def receive(self, message: MPI.Message, status: MPI.Status) -> tuple[list[int], Any]:
+        """The routing integers and value of a message matched with ``status`` (its large
+        arrays, which follow it in order from the same rank and tag, received too)."""
         source, tag = status.Get_source(), status.Get_tag()
         first = np.empty(status.Get_count(MPI.BYTE), dtype=np.uint8)
         message.Recv([first, MPI.BYTE])
-        total = int(first[:PREFIX.itemsize].view(PREFIX)[0]) if len(first) >= PREFIX.itemsize else 0
-        if total <= len(first):
-            return decode(first)
-        buf = np.empty(total, dtype=np.uint8)
-        buf[:len(first)] = first
-        got, part = len(first), MPI.Status()
-        while got < total:  # the other parts follow in order (MPI does not overtake)
-            message = probe_quietly(self.comm, source, tag, part)
-            size = part.Get_count(MPI.BYTE)
-            if got + size > total:
-                raise ShoalError(f"rank {self.rank} received {got + size} bytes of a {total}-byte message")
-            message.Recv([buf[got:got + size], MPI.BYTE])
-            got += size
-        return decode(buf)
+        part = MPI.Status()
+
+        def take_array(out: np.ndarray) -> None:
+            for lo in range(0, len(out), PART_BYTES):
+                follow = probe_quietly(self.comm, source, tag, part)
+                if part.Get_count(MPI.BYTE) != min(PART_BYTES, len(out) - lo):
+                    raise ValueError(f"an array's part from rank {source} has {part.Get_count(MPI.BYTE)} bytes")
+                follow.Recv([out[lo:lo + PART_BYTES], MPI.BYTE])
+
+        return decode(first, take_array)
 
     def _take(self, source: int, tag: int) -> Any:
         status = MPI.Status()
-        return self.receive(probe_quietly(self.comm, source, tag, status), status)
+        return self.receive(probe_quietly(self.comm, source, tag, status), status)[1]
 
     @staticmethod
     def _complete(requests) -> None:
@@ -359,7 +390,7 @@ class MPIExecutor(LocalExecutor):
 
     def _setup(self, steps, states, first_step):
         super()._setup(steps, states, first_step)
-        self._outbox: list[tuple[int, int, Any]] = []  # (rank, tag, message) for the main thread
+        self._outbox: list[tuple[int, int, tuple]] = []  # (rank, tag, (ints, values)) for the main thread
         self._mine: dict[int, dict[int, float]] = {}  # this rank's reduction values per task
         self._n_here = int(self._here.sum())
         self._local_done = self._n_here == 0
@@ -394,8 +425,8 @@ class MPIExecutor(LocalExecutor):
                 self._inbox[dst].setdefault(task, {})[tile] = payload
             else:
                 remote.setdefault(int(self.owner[dst]), []).append((dst, payload))
-        for rank, items in remote.items():
-            self._outbox.append((rank, HALO, (task, tile, items)))
+        for rank, items in remote.items():  # routing: the task, this tile, each payload's tile
+            self._outbox.append((rank, HALO, ((task, tile, *(d for d, _ in items)), [p for _, p in items])))
         if remote:
             self._wake.set()
         for dst, _ in halo_out:
@@ -406,7 +437,7 @@ class MPIExecutor(LocalExecutor):
         mine[tile] = value
         if len(mine) == self._n_here:
             del self._mine[task]
-            message = (task, list(mine), list(mine.values()))
+            message = ((task, *mine), list(mine.values()))  # routing: the task and the tiles
             for rank in range(self.team.size):
                 if rank != self.rank:
                     self._outbox.append((rank, REDUCE, message))
@@ -422,15 +453,15 @@ class MPIExecutor(LocalExecutor):
         # A limit raised again (rank 0's, above this rank's frontier) has steps left to run here.
         self._local_done = self._n_here == 0 or self._steps_done >= self._limit // len(self.phases)
 
-    def _receive(self, tag: int, message) -> None:
+    def _receive(self, tag: int, ints: list[int], values: list) -> None:
         if tag == HALO:
-            task, src, items = message
-            for dst, payload in items:
+            task, src, dsts = ints[0], ints[1], ints[2:]
+            for dst, payload in zip(dsts, values, strict=True):
                 self._inbox[dst].setdefault(task, {})[src] = payload
-            for dst, _ in items:
+            for dst in dsts:
                 self._try_ready(dst)
         elif tag == REDUCE:
-            task, tiles, values = message
+            task, tiles = ints[0], ints[1:]
             self._collect(dict(zip(tiles, values, strict=True)), task)
         else:
             raise ShoalError(f"rank {self.rank} received a message with unknown tag {tag}")
@@ -439,8 +470,8 @@ class MPIExecutor(LocalExecutor):
         """Without overlap: the messages whose producing task every local tile has finished."""
         self._held.extend(out)
         finished = int(np.asarray(self._next)[self._here].min()) if self._n_here else self._ntasks
-        ready = [m for m in self._held if m[1] != HALO or m[2][0] <= finished]
-        self._held = [m for m in self._held if m[1] == HALO and m[2][0] > finished]
+        ready = [m for m in self._held if m[1] != HALO or m[2][0][0] <= finished]  # a halo's task
+        self._held = [m for m in self._held if m[1] == HALO and m[2][0][0] > finished]
         return ready
 
     def _wait(self, on_step, stop) -> int:
@@ -467,19 +498,19 @@ class MPIExecutor(LocalExecutor):
                 out, self._outbox = self._outbox, []
                 if not self.overlap:
                     out = self._release(out)
-            for rank, tag, message in out:
-                sending.extend(self.team.post(message, rank, tag))
-                self._comm_count += len(message[2]) if tag == HALO else 0
+            for rank, tag, (ints, values) in out:
+                sending.extend(self.team.post(values, rank, tag, ints))
+                self._comm_count += len(values) if tag == HALO else 0
             received = 0
             while (incoming := comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)) is not None:
                 source, tag = status.Get_source(), status.Get_tag()
-                message = self.team.receive(incoming, status)
+                ints, values = self.team.receive(incoming, status)
                 if tag == CONTROL:
-                    self._on_control(source, *message)
+                    self._on_control(source, *ints)
                 else:
-                    self._comm_count += len(message[2]) if tag == HALO else 0
+                    self._comm_count += len(values) if tag == HALO else 0
                     with self._lock:
-                        self._receive(tag, message)
+                        self._receive(tag, ints, values)
                 received += 1
             sending[:] = [r for r in sending if not r.Test()]
             self.team.step = self.first_step + self._steps_done
@@ -509,7 +540,7 @@ class MPIExecutor(LocalExecutor):
 
     # ----- stopping at a step boundary every rank agrees on --------------------------------
     def _control(self, rank: int, kind: int, value: int = 0) -> None:
-        self._sending.extend(self.team.post((self._run_id, kind, value), rank, CONTROL))
+        self._sending.extend(self.team.post(None, rank, CONTROL, (self._run_id, kind, value)))
 
     def _on_control(self, source: int, run_id: int, kind: int, value: int) -> None:
         if run_id != self._run_id:
