@@ -1,8 +1,10 @@
-"""MPI: halo exchange between two ranks, ranks against threads, overlap, and replay's prediction.
+"""MPI: what a message between ranks costs, ranks against threads, overlap, and replay's prediction.
 
-1. Ping-pong between two ranks with the message path the MPI executor uses (a pickled halo
-   sent with ``isend`` and found with ``Iprobe``), against raw MPI buffers (``Send``/``Recv``)
-   in the same run: half round-trip latency and bandwidth, and their ratio.
+1. Per-payload cost between two ranks (half a round trip), three ways in the same run: the
+   halo message pickled with mpi4py's lowercase API (protocol 5, what shoal sent before),
+   the same message as one NumPy byte buffer through the buffer API (what the executor sends
+   now, :func:`shoal.runtime.mpi.encode`), and the bare array with ``Send``/``Recv`` (the
+   floor). Median and spread of 5 repeats, and the ratio pickle / buffers.
 2. Step time of the synthetic hot spot and the 2D dam break on 2 ranks x 1 worker against
    1 rank x 2 workers (and the local executor's 1 node x 2 workers).
 3. Idle fraction on 2 ranks with halos sent the moment they are packed (overlap) and held
@@ -12,9 +14,9 @@
    against the measured step time: without and with the communication thread's CPU time per
    message, which the run measures and the trace records.
 
-Run: ``python bench/mpi.py`` (it starts ``mpiexec`` itself; as root it sets
-``OMPI_ALLOW_RUN_AS_ROOT``). Each configuration runs 3 times and the median is kept: this
-machine is shared and noisy.
+Run: ``python bench/mpi.py`` (it starts ``mpiexec`` itself, on this host's shared memory and
+loopback only; as root it sets ``OMPI_ALLOW_RUN_AS_ROOT``); ``--payloads`` runs part 1 only.
+Each configuration runs several times and the median is kept: this machine is shared and noisy.
 """
 
 from __future__ import annotations
@@ -29,8 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
+from common import REPEATS, host, median_spread
+
 SIZES = [8, 1024, 65536, 1 << 20, 8 << 20]
-REPEATS = 3
+RUN_REPEATS = 3  # whole runs (parts 2-4) take a while
+HALO = 1  # the executor's tag for halos
 CASES = {
     "synthetic": ["synthetic-hotspot", "--steps", "60", "--tiles", "32", "--set", "app.grid=[192,192]",
                   "--set", "app.work_per_cell=2000.0"],
@@ -42,21 +47,45 @@ CASES = {
 POLICY = {"placement": "greedy", "period": 10, "initial": "birdshot"}
 
 
-def _shoal_path(objects, rank: int, payload: np.ndarray) -> None:
-    """One round trip the way MPIExecutor moves a halo: pickled (protocol 5), matched probe."""
+def sph_halo(particles: int = 64) -> dict:
+    """A halo as the 2D SPH packs one: a few fields of the particles near a tile's edge."""
+    rng = np.random.default_rng(0)
+    return {"x": rng.random((particles, 2)), "v": rng.random((particles, 2)), "rho": rng.random(particles),
+            "p": rng.random(particles), "m": np.full(particles, 0.01), "id": np.arange(particles, dtype=np.int64)}
+
+
+def pickle_round_trip(objects, rank: int, message) -> None:
+    """Before: the message pickled (protocol 5, arrays out of band), found with a matched probe.
+    Kept here only, to measure what the buffers replaced."""
     from mpi4py import MPI
 
     if rank == 0:
-        objects.isend((1, 0, [(1, payload)]), dest=1, tag=1).wait()
-    while (message := objects.improbe(MPI.ANY_SOURCE, MPI.ANY_TAG)) is None:
+        objects.isend(message, dest=1, tag=HALO).wait()
+    while (incoming := objects.improbe(MPI.ANY_SOURCE, MPI.ANY_TAG)) is None:
         pass
-    message.recv()
+    incoming.recv()
     if rank == 1:
-        objects.isend((1, 0, [(1, payload)]), dest=0, tag=1).wait()
+        objects.isend(message, dest=0, tag=HALO).wait()
 
 
-def _raw_path(comm, rank: int, payload: np.ndarray, buf: np.ndarray) -> None:
-    """One round trip of raw buffers: the baseline."""
+def buffer_round_trip(team, rank: int, message, status) -> None:
+    """Now: the message as NumPy buffers (:meth:`MPITeam.post`: routing integers, then the
+    payloads), decoded on arrival."""
+    from mpi4py import MPI
+
+    (task, tile, items) = message
+    ints, values = (task, tile, *(d for d, _ in items)), [p for _, p in items]
+    if rank == 0:
+        MPI.Request.Waitall(team.post(values, 1, HALO, ints))
+    while (incoming := team.comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)) is None:
+        pass
+    team.receive(incoming, status)
+    if rank == 1:
+        MPI.Request.Waitall(team.post(values, 0, HALO, ints))
+
+
+def raw_round_trip(comm, rank: int, payload: np.ndarray, buf: np.ndarray) -> None:
+    """The bare array with blocking ``Send``/``Recv``: the floor."""
     if rank == 0:
         comm.Send(payload, dest=1)
         comm.Recv(buf, source=1)
@@ -78,39 +107,53 @@ def _busy_worker(stop) -> None:
 
 
 def pingpong(loaded: bool) -> None:
-    """Rank 0 and 1 bounce messages; rank 0 prints one JSON line per size. ``loaded``: while a
-    worker thread computes on each rank, as during a run, so the main thread competes for a core."""
+    """Rank 0 and 1 bounce messages; rank 0 prints one JSON line per payload with every
+    repeat's half round trip per path. ``loaded``: while a worker thread computes on each
+    rank, as during a run, so the main thread competes for a core."""
     import threading
+
+    from mpi4py import MPI
+    from mpi4py.util import pkl5
 
     from shoal.runtime.mpi import MPITeam
 
     team = MPITeam()
-    comm, objects, rank = team.comm, team.objects, team.rank
+    comm, rank, status = team.comm, team.rank, MPI.Status()
+    objects = pkl5.Intracomm(comm)
     stop = threading.Event()
     if loaded:
         threading.Thread(target=_busy_worker, args=(stop,), daemon=True).start()
-    for size in SIZES if not loaded else SIZES[:1]:
-        payload = np.ones(size // 8 + (size < 8), dtype=np.float64)
-        buf = np.empty_like(payload)
-        reps = max(20, min(2000, int(2e8 // max(size, 1) // 8)))
-        paths = {"raw": lambda p=payload, b=buf: _raw_path(comm, rank, p, b),
-                 "shoal": lambda p=payload: _shoal_path(objects, rank, p)}
-        times = {}
-        for name, fn in paths.items():
-            for _ in range(5):
-                fn()
-            comm.Barrier()
-            tic = time.perf_counter()
-            for _ in range(reps):
-                fn()
-            times[name] = (time.perf_counter() - tic) / reps / 2
+    payloads = [(f"{size} B array", np.ones(max(size // 8, 1))) for size in SIZES]
+    payloads.insert(2, ("SPH halo, 64 particles", sph_halo()))
+    for label, payload in payloads[:1] if loaded else payloads:
+        message = (3, 17, [(18, payload)])  # (task, source tile, [(destination tile, payload)])
+        nbytes = sum(a.nbytes for a in payload.values()) if isinstance(payload, dict) else payload.nbytes
+        flat = payload if isinstance(payload, np.ndarray) else np.concatenate([a.ravel().view(np.uint8)
+                                                                              for a in payload.values()])
+        buf = np.empty_like(flat)
+        reps = max(20, min(2000, int(2e8 // nbytes // 8)))
+        paths = {"pickle": lambda m=message: pickle_round_trip(objects, rank, m),
+                 "buffers": lambda m=message: buffer_round_trip(team, rank, m, status),
+                 "raw": lambda p=flat, b=buf: raw_round_trip(comm, rank, p, b)}
+        times: dict[str, list[float]] = {name: [] for name in paths}
+        for _ in range(REPEATS):  # the paths interleaved, so drift of the machine hits each alike
+            for name, fn in paths.items():
+                for _ in range(5):
+                    fn()
+                comm.Barrier()
+                tic = time.perf_counter()
+                for _ in range(reps):
+                    fn()
+                times[name].append((time.perf_counter() - tic) / reps / 2)
         if rank == 0:
-            print(json.dumps({"bytes": payload.nbytes, **times}), flush=True)
+            print(json.dumps({"payload": label, "bytes": nbytes, **times}), flush=True)
     stop.set()
 
 
 def mpi_env() -> dict:
-    return {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    from shoal.runtime.team import ONE_HOST_OPEN_MPI
+
+    return {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", **ONE_HOST_OPEN_MPI}
 
 
 def mpiexec(ranks: int, *args) -> list[str]:
@@ -130,26 +173,41 @@ def run(ranks: int | None, argv: list[str], workers: int, out: Path, *extra: str
     return json.loads((out / "summary.json").read_text())
 
 
+def _line(row: dict, note: str = "") -> str:
+    (pickled, p_spread), (buffers, b_spread), (raw, r_spread) = (median_spread(row[k])
+                                                                 for k in ("pickle", "buffers", "raw"))
+    return (f"{row['payload']:<24} {row['bytes']:>9} {pickled * 1e6:>9.1f} ±{p_spread:>4.0%} {buffers * 1e6:>9.1f} "
+            f"±{b_spread:>4.0%} {raw * 1e6:>9.1f} ±{r_spread:>4.0%} {pickled / buffers:>7.2f} {buffers / raw:>7.2f}"
+            f" {row['bytes'] / buffers / 1e9:>7.2f}{note}")
+
+
+def payload_costs() -> list[dict]:
+    """Part 1: every payload's costs by path, printed (and the smallest's under load); the rows."""
+    def bounce(flag: str) -> list[dict]:
+        done = subprocess.run(mpiexec(2, __file__, flag), check=True, env=mpi_env(), capture_output=True, text=True)
+        return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+    print(host())
+    print(f"1. cost of one message between 2 ranks (half round trip, us; median ± spread of {REPEATS})")
+    print(f"{'payload':<24} {'bytes':>9} {'pickle':>15} {'buffers':>15} {'raw':>15} {'pickle/':>7} {'buffers/':>7}"
+          f" {'buffers':>7}")
+    print(f"{'':<24} {'':>9} {'(before)':>15} {'(now)':>15} {'Send/Recv':>15} {'buffers':>7} {'raw':>7} {'GB/s':>7}")
+    rows = bounce("--pingpong")
+    for row in rows:
+        print(_line(row))
+    print(_line(bounce("--pingpong-loaded")[0], "  while a worker computes on every rank"))
+    return rows
+
+
 def main() -> None:
     from shoal.cluster import Network
     from shoal.replay import ReplayConfig, replay
     from shoal.replay.calibrate import calibrate, machine_model
     from shoal.trace import Trace
 
-    print("1. halo exchange between 2 ranks (half round trip)")
-    done = subprocess.run(mpiexec(2, __file__, "--pingpong"), check=True, env=mpi_env(), capture_output=True,
-                          text=True)
-    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    print(f"{'bytes':>10} {'raw MPI':>12} {'shoal path':>12} {'ratio':>7} {'raw GB/s':>9} {'shoal GB/s':>11}")
-    for r in rows:
-        print(f"{r['bytes']:>10} {r['raw'] * 1e6:>10.1f}us {r['shoal'] * 1e6:>10.1f}us {r['shoal'] / r['raw']:>7.2f}"
-              f" {r['bytes'] / r['raw'] / 1e9:>9.2f} {r['bytes'] / r['shoal'] / 1e9:>11.2f}")
-    done = subprocess.run(mpiexec(2, __file__, "--pingpong-loaded"), check=True, env=mpi_env(),
-                          capture_output=True, text=True)
-    loaded = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")][0]
-    print(f"{loaded['bytes']:>10} {loaded['raw'] * 1e6:>10.1f}us {loaded['shoal'] * 1e6:>10.1f}us "
-          f"{loaded['shoal'] / loaded['raw']:>7.2f}   while a worker computes on every rank")
-    bandwidth = rows[-1]["bytes"] / rows[-1]["shoal"]
+    rows = payload_costs()
+    bandwidth = rows[-1]["bytes"] / median_spread(rows[-1]["buffers"])[0]
+    latency = median_spread(rows[0]["buffers"])[0]
     calibration = calibrate()
     latency = rows[0]["shoal"]
     models = {"no message CPU": 0.0, "message CPU": None}  # None: as the trace measured it
@@ -167,7 +225,7 @@ def main() -> None:
             steps = {}
             for label, ranks, workers, extra in configs:
                 measured, idle, msg_cpu, predicted = [], [], [], {m: [] for m in models}
-                for k in range(REPEATS):
+                for k in range(RUN_REPEATS):
                     out = Path(tmp) / f"{app}-{label.replace(' ', '_')}-{k}"
                     s = run(ranks, argv, workers, out, *extra)
                     measured.append(s["wall_s"] / s["steps"])
@@ -193,5 +251,7 @@ def main() -> None:
 if __name__ == "__main__":
     if "--pingpong" in sys.argv or "--pingpong-loaded" in sys.argv:
         pingpong(loaded="--pingpong-loaded" in sys.argv)
+    elif "--payloads" in sys.argv:
+        payload_costs()
     else:
         main()

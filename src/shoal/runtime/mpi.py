@@ -276,7 +276,9 @@ class MPITeam(Team):
 
         def take_array(out: np.ndarray) -> None:
             for lo in range(0, len(out), PART_BYTES):
-                follow = probe_quietly(self.comm, source, tag, part)
+                # Sent right behind the first buffer: poll briefly before napping.
+                follow = next((m for _ in range(200) if (m := self.comm.Improbe(source, tag, part)) is not None),
+                              None) or probe_quietly(self.comm, source, tag, part)
                 if part.Get_count(MPI.BYTE) != min(PART_BYTES, len(out) - lo):
                     raise ValueError(f"an array's part from rank {source} has {part.Get_count(MPI.BYTE)} bytes")
                 follow.Recv([out[lo:lo + PART_BYTES], MPI.BYTE])
