@@ -125,3 +125,28 @@ def test_a_report_of_the_apps_run_draws_its_final_frame(reference, tmp_path):
     paths = {p.name: p for p in report_run(rec.path)}
     assert {"frame-final.png", "load-heatmap.png", "timeline.png"} <= set(paths)
     assert plt.imread(paths["frame-final.png"]).std() > 0.05
+
+
+def test_apps_declared_as_entry_points_register_and_a_broken_one_is_one_line(tmp_path, monkeypatch):
+    import importlib.metadata
+
+    import shoal.apps as apps
+    from shoal.errors import ShoalError
+
+    (tmp_path / "plugin_heat.py").write_text(
+        "from shoal.apps import AppSpec, register_app\n"
+        "from shoal.apps.synthetic import SyntheticApp, SyntheticParams\n"
+        "register_app(AppSpec('plugin-heat', SyntheticParams, SyntheticApp, 'a plugin'))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    good = importlib.metadata.EntryPoint("plugin-heat", "plugin_heat", "shoal.apps")
+    broken = importlib.metadata.EntryPoint("broken", "no_such_module_here", "shoal.apps")
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [good] if group == "shoal.apps" else [])
+    monkeypatch.setattr(apps, "_PLUGINS_LOADED", False)
+    try:
+        assert apps.get_app("plugin-heat").summary == "a plugin"
+        monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [broken])
+        monkeypatch.setattr(apps, "_PLUGINS_LOADED", False)
+        with pytest.raises(ShoalError, match="app plugin 'broken' .* failed to load"):
+            apps.get_app("synthetic")
+    finally:
+        apps.APPS.pop("plugin-heat", None)

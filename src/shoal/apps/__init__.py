@@ -91,5 +91,23 @@ def get_app(name: str) -> AppSpec:
         raise ShoalError(f"unknown app {name!r}; known: {', '.join(sorted(APPS))}") from None
 
 
+_PLUGINS_LOADED = False
+
+
 def _load_builtin() -> None:
+    """Import the built-in apps and those other packages declare as entry points in the
+    ``shoal.apps`` group (``[project.entry-points."shoal.apps"] heat = "mypkg.heat"``): importing
+    an app's module registers it."""
+    global _PLUGINS_LOADED
     from . import sph, synthetic  # noqa: F401  (they register themselves)
+
+    if _PLUGINS_LOADED:
+        return
+    _PLUGINS_LOADED = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="shoal.apps"):
+        try:
+            ep.load()
+        except Exception as exc:  # a broken plugin: say which, keep the others
+            raise ShoalError(f"app plugin {ep.name!r} ({ep.value}) failed to load: {exc}") from None
