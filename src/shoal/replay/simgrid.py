@@ -15,20 +15,30 @@ its bandwidth, with an unconstrained backbone: under CM02 (``--cfg=network/model
 SMPI's bandwidth and latency factors set to 1) a lone message then takes
 ``latency + bytes / bandwidth``, as in shoal's model without per-message overhead.
 Run it with ``smpirun -np N -platform platform.xml -hostfile hostfile -replay index.txt
---cfg=network/model:CM02 --cfg=smpi/bw-factor:1 --cfg=smpi/lat-factor:1 <smpi_replay binary>``.
+--cfg=network/model:CM02 --cfg=smpi/bw-factor:1 --cfg=smpi/lat-factor:1 <smpi_replay binary>``,
+or :func:`simgrid_replay`, which finds both programs (:func:`find_smpi`) and returns the
+simulated time. On Debian and Ubuntu they come with ``apt-get install libsimgrid-dev``
+(``smpirun``, and ``smpireplaymain`` from ``libsimgrid3.*``).
 """
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
 
 from ..cluster import Network
 from ..errors import ShoalError
+from ..files import write_text
 from ..trace import Trace
 
 HOST_SPEED = 1e9  # flops per second of every modeled host
+# Where packages put SMPI's replay program (Debian's multiarch folders, a source build's prefix).
+REPLAYER_GLOBS = ("/usr/lib/*/simgrid/smpireplaymain", "/usr/lib/simgrid/smpireplaymain",
+                  "/usr/local/lib/simgrid/smpireplaymain", "/usr/local/lib/*/simgrid/smpireplaymain")
 
 
 def export_tit(trace: Trace, out: str | Path, network: Network | None = None, sampi: bool = False) -> Path:
@@ -67,10 +77,10 @@ def export_tit(trace: Trace, out: str | Path, network: Network | None = None, sa
                 lines[r] += [f"{r} iteration_out", f"{r} migrate"]
     for r in range(T):
         lines[r].append(f"{r} finalize")
-        (out / f"rank-{r}.txt").write_text("# version: 1.0\n" + "\n".join(lines[r]) + "\n")
-    (out / "index.txt").write_text("".join(f"{(out / f'rank-{r}.txt').resolve()}\n" for r in range(T)))
-    (out / "hostfile").write_text("".join(f"node-{r}\n" for r in range(T)))
-    (out / "platform.xml").write_text(platform_xml(T, net))
+        write_text(out / f"rank-{r}.txt", "# version: 1.0\n" + "\n".join(lines[r]) + "\n")
+    write_text(out / "index.txt", "".join(f"{(out / f'rank-{r}.txt').resolve()}\n" for r in range(T)))
+    write_text(out / "hostfile", "".join(f"node-{r}\n" for r in range(T)))
+    write_text(out / "platform.xml", platform_xml(T, net))
     return out
 
 
@@ -100,3 +110,43 @@ def platform_xml(hosts: int, net: Network) -> str:
            bb_bw="{net.bandwidth_Bps * 1000:.6g}Bps" bb_lat="0s"/>
 </platform>
 """
+
+
+def find_smpi() -> tuple[Path, Path] | str:
+    """SimGrid's ``smpirun`` and its trace replayer, or a sentence saying which is missing."""
+    smpirun = shutil.which("smpirun")
+    if smpirun is None:
+        return "SimGrid is not installed: no smpirun on PATH (Debian/Ubuntu: apt-get install libsimgrid-dev)"
+    found = sorted(p for pattern in REPLAYER_GLOBS for p in Path("/").glob(pattern.lstrip("/")))
+    if not found:
+        return (f"SimGrid's smpirun is at {smpirun} but its replayer smpireplaymain is in none of "
+                f"{', '.join(REPLAYER_GLOBS)}")
+    return Path(smpirun), found[0]
+
+
+def simgrid_replay(folder: str | Path, timeout_s: float = 300.0) -> float:
+    """Replay a folder :func:`export_tit` wrote with SimGrid's SMPI; return the simulated time (s).
+
+    Raises
+    ------
+    ShoalError
+        SimGrid is missing, or its replay failed or printed no simulated time.
+    """
+    folder = Path(folder)
+    tools = find_smpi()
+    if isinstance(tools, str):
+        raise ShoalError(tools)
+    smpirun, replayer = tools
+    ranks = (folder / "index.txt").read_text().count("\n")
+    run = subprocess.run([str(smpirun), "-np", str(ranks), "-platform", "platform.xml", "-hostfile", "hostfile",
+                          "-replay", "index.txt", "--cfg=network/model:CM02", "--cfg=smpi/bw-factor:1",
+                          "--cfg=smpi/lat-factor:1", str(replayer)],
+                         cwd=folder, capture_output=True, text=True, timeout=timeout_s)
+    output = run.stdout + run.stderr
+    found = re.search(r"Simulation time ([0-9.eE+-]+)", output)
+    if run.returncode or not found:
+        lines = output.strip().splitlines() or ["no output"]
+        # SimGrid's own reason, without its "[host:pid time] file:line: [category]" prefix.
+        why = next((x for x in lines if "CRITICAL]" in x or "ERROR]" in x), lines[-1]).split("] ")[-1]
+        raise ShoalError(f"{folder}: SimGrid's replay failed (exit {run.returncode}): {why}")
+    return float(found.group(1))
