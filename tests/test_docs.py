@@ -256,8 +256,7 @@ def test_code_blocks_parse_and_shoal_commands_exist(page):
         assert checked >= 3, f"{page.name}: too few code blocks checked ({checked})"
 
 
-# Shown by the dam-break tutorial, arriving with the ParaView time series: expected, not yet required.
-PENDING = {"shoal.report.vtk.write_series"}
+PENDING: set[str] = set()  # names a page may show before they land in shoal (none now)
 
 
 def test_the_names_the_pages_import_from_shoal_exist():

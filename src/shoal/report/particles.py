@@ -1,5 +1,5 @@
 """Pictures of particle runs: frames, contour views on the run's colour scales, an animation,
-VTK files, and the dam-break front against Martin & Moyce.
+a ParaView time series, and the dam-break front against Martin & Moyce.
 
 Figures are drawn on their own Agg canvases: importing or calling this module leaves the
 caller's matplotlib backend alone. Colour scales are robust: pressure from 0 to the column's
@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from scipy.interpolate import griddata
 from scipy.spatial import cKDTree
 
-from .vtk import write_particles_vtk
+from .vtk import write_series
 
 FLUID = 0
 QUANTITIES = {"speed": "speed (m/s)", "rho": "density (kg/m³)", "p": "pressure (Pa)"}
@@ -166,16 +166,6 @@ def contour_views(frame, path: Path, ranges, spacing: float) -> Path:
     return path
 
 
-def vtk_frames(frames, out: Path) -> list[Path]:
-    out.mkdir(exist_ok=True)
-    paths = []
-    for f in frames:
-        fields = {"id": f["id"], "kind": f["kind"].astype(np.int32), "velocity": f["v"], "density": f["rho"],
-                  "pressure": f["p"], "speed": _value(f, "speed")}
-        paths.append(write_particles_vtk(out / f"{f['path'].stem}.vtk", f["x"], fields))
-    return paths
-
-
 def dam_break_front(frames, path: Path, width: float, dx: float, tank: float) -> Path:
     """The surge front against time, with Martin & Moyce's points and the far wall."""
     from ..apps.sph.validation import MARTIN_MOYCE, front_history, martin_moyce_agreement
@@ -214,7 +204,7 @@ def report_particles(run: Path, config: dict, app) -> list[Path]:
     paths.append(contour_views(frames[-1], run / "contours-final.png", ranges, 1.5 * dx))
     paths.append(contour_views(frames[len(frames) // 2], run / "contours-middle.png", ranges, 1.5 * dx))
     paths.append(animation(app, frames, run, ranges))
-    paths += vtk_frames(frames, out / "vtk")
+    paths.append(write_series(run))  # frames/series.pvd: ParaView opens it with physical time
     blocks = params.get("fluid", [])
     if params.get("layout") == "tank" and len(blocks) == 1 and blocks[0][0] == 0 and blocks[0][1] == 0:
         width, height = blocks[0][2], blocks[0][3]

@@ -1,13 +1,9 @@
 """VTK output of frames, which ParaView and VisIt read directly.
 
-Two forms:
-
-- :func:`write_particles_vtk`: one legacy binary ``.vtk`` file (an UNSTRUCTURED_GRID of vertex
-  cells, one per particle, the particle fields as POINT_DATA).
-- :func:`write_series`: a run folder's frames as a time series, one VTK XML file per frame
-  (``.vtp`` poly data of the particles' vertices for particle apps, ``.vti`` image data for
-  grid apps) and a ParaView data file (``.pvd``) giving each file its simulated time, so
-  ParaView's time toolbar shows seconds, not frame numbers.
+:func:`write_series` writes a run folder's frames as a time series, one VTK XML file per frame
+(``.vtp`` poly data of the particles' vertices for particle apps, ``.vti`` image data for grid
+apps) and a ParaView data file (``.pvd``) giving each file its simulated time, so ParaView's
+time toolbar shows seconds, not frame numbers.
 
 The XML files are written here rather than by a library: meshio writes neither poly data nor
 image data, and the ``vtk`` wheel (over 500 MB) would be a heavy dependency for a few lines of
@@ -32,56 +28,6 @@ SERIES_FILE = "series.pvd"
 # VTK XML type names of the NumPy dtypes a frame holds.
 _VTK_TYPES = {"i1": "Int8", "u1": "UInt8", "i2": "Int16", "u2": "UInt16", "i4": "Int32", "u4": "UInt32",
               "i8": "Int64", "u8": "UInt64", "f4": "Float32", "f8": "Float64", "b1": "UInt8"}
-
-
-# ----- legacy VTK --------------------------------------------------------------------------------
-def _block(f, header: str, data: np.ndarray, dtype: str) -> None:
-    f.write(header.encode())
-    f.write(np.ascontiguousarray(data, dtype=dtype).tobytes())
-    f.write(b"\n")
-
-
-def write_particles_vtk(path: Path, x: np.ndarray, fields: dict[str, np.ndarray], title: str = "shoal") -> Path:
-    """Write particles to a legacy binary VTK file.
-
-    Parameters
-    ----------
-    path : Path
-        The ``.vtk`` file to write.
-    x : ndarray, shape (n, 2) or (n, 3)
-        Positions.
-    fields : dict of str to ndarray
-        Per-particle values: scalars (n,) become SCALARS (int or double), vectors (n, 2 or 3)
-        become VECTORS padded to 3 components as VTK requires.
-    title : str
-        The file's title line (at most 200 characters kept).
-
-    Returns
-    -------
-    Path
-        ``path``.
-    """
-    n = len(x)
-    pts = np.zeros((n, 3))
-    pts[:, : x.shape[1]] = x
-    with atomic_write(path) as f:
-        f.write(f"# vtk DataFile Version 3.0\n{title[:200]}\nBINARY\nDATASET UNSTRUCTURED_GRID\n".encode())
-        _block(f, f"POINTS {n} double\n", pts, ">f8")
-        cells = np.empty((n, 2), dtype=">i4")
-        cells[:, 0] = 1
-        cells[:, 1] = np.arange(n)
-        _block(f, f"CELLS {n} {2 * n}\n", cells, ">i4")
-        _block(f, f"CELL_TYPES {n}\n", np.ones(n), ">i4")
-        f.write(f"POINT_DATA {n}\n".encode())
-        for name, arr in fields.items():
-            arr = np.asarray(arr)
-            if arr.ndim == 1:
-                kind = ">i4" if arr.dtype.kind in "iub" else ">f8"
-                vtype = "int" if kind == ">i4" else "double"
-                _block(f, f"SCALARS {name} {vtype} 1\nLOOKUP_TABLE default\n", arr, kind)
-            else:
-                _block(f, f"VECTORS {name} double\n", _pad3(arr), ">f8")
-    return Path(path)
 
 
 # ----- time series -------------------------------------------------------------------------------
