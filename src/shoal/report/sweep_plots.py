@@ -5,23 +5,21 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+from .canvas import new_figure, save_figure
 
 
-def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+def _axes(width_in: float, height_in: float, panels: int = 1):
+    """A figure on its own canvas (the caller's matplotlib backend is left alone) and its axes."""
+    fig = new_figure(width_in, height_in)
+    axes = fig.subplots(1, panels)
+    return fig, axes
 
 
 def step_time_vs_tiles_per_core(rows, path: Path) -> Path:
     """Birdshot Figure 10: predicted step time against tiles per core, one line per policy."""
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = _axes(7, 4.2)
     nodes = max(r["nodes"] for r in rows)
     lines = defaultdict(dict)
     for r in rows:
@@ -39,12 +37,12 @@ def step_time_vs_tiles_per_core(rows, path: Path) -> Path:
     ax.set_title(f"Step time vs tiles per core ({nodes} nodes)")
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def birdshot_seeds(seeds, reference_rows, path: Path) -> Path:
     """Birdshot Figure 13: the distribution of predicted step time over many random placements."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = _axes(7, 4)
     ax.hist(np.array(seeds) * 1e3, bins=40, color="tab:blue", alpha=0.8)
     for r in reference_rows:
         ax.axvline(r["step_time_mean_s"] * 1e3, ls="--", lw=1, color="k")
@@ -52,12 +50,12 @@ def birdshot_seeds(seeds, reference_rows, path: Path) -> Path:
     ax.set_xlabel("predicted step time (ms)")
     ax.set_ylabel("seeds")
     ax.set_title(f"Birdshot over {len(seeds)} seeds")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def step_time_over_time(rows, path: Path) -> Path:
     """Birdshot Figure 14: predicted step time over the run, one line per policy (best case each)."""
-    fig, ax = plt.subplots(figsize=(8, 4.2))
+    fig, ax = _axes(8, 4.2)
     best = {}
     for r in rows:
         if r["placement"] not in best or r["makespan_s"] < best[r["placement"]]["makespan_s"]:
@@ -69,14 +67,14 @@ def step_time_over_time(rows, path: Path) -> Path:
     ax.set_title("Step time over the run (best configuration of each policy)")
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def makespan_vs_period_and_decomposition(rows, path: Path) -> Path:
     """SAMPI Figure 7: makespan vs balancing period, and vs over-decomposition."""
     nodes = max(r["nodes"] for r in rows)
     rows = [r for r in rows if r["nodes"] == nodes]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (a, b) = _axes(11, 4, panels=2)
     by = defaultdict(lambda: defaultdict(list))
     for r in rows:
         if r["period"]:
@@ -103,7 +101,7 @@ def makespan_vs_period_and_decomposition(rows, path: Path) -> Path:
     b.set_title("Makespan vs over-decomposition")
     b.grid(alpha=0.3)
     b.legend(fontsize=7, ncol=2)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def draw_sweep(result, out: Path) -> list[Path]:
