@@ -100,7 +100,8 @@ class BalanceContext:
 
 
 def node_loads(owner: np.ndarray, loads: np.ndarray, cluster: Cluster) -> np.ndarray:
-    """Per-node load per core of per-tile ``loads``."""
+    """Load per core of every node: the per-tile ``loads`` summed by ``owner[tile] -> node``,
+    divided by the node's cores (the unit of ``loads`` per core)."""
     return np.bincount(owner, weights=loads, minlength=cluster.nodes) / cluster.core_array
 
 
@@ -156,8 +157,19 @@ class Balancer:
         return {"memory": self.memory, "cost": team.sum(self.cost), "background": team.sum(bg), "steps": self.steps}
 
     def restore(self, state: dict, carry_costs: bool, nodes: int) -> None:
-        """Continue from a checkpoint's :meth:`checkpoint_state` on ``nodes`` nodes (costs only
-        where ``carry_costs``; background load only if the run kept its number of nodes)."""
+        """Continue from a checkpoint.
+
+        Parameters
+        ----------
+        state : dict
+            What :meth:`checkpoint_state` returned when the checkpoint was written.
+        carry_costs : bool
+            Whether to keep the period's costs so far (the first process does; the others start
+            from zero so that the sum over processes stays right). Costs of another number of
+            phases or tiles are dropped.
+        nodes : int
+            Nodes of the resumed run; the background load is kept only if it has as many.
+        """
         self.memory = state["memory"]
         if carry_costs and state["cost"].shape == self.cost.shape:
             self.cost = state["cost"]
@@ -168,9 +180,39 @@ class Balancer:
     def plan(self, step: int, owner: np.ndarray, cluster: Cluster, loads: np.ndarray, background: np.ndarray,
              tile_bytes: np.ndarray, future_loads: np.ndarray | None = None,
              proxy_loads: np.ndarray | None = None) -> np.ndarray:
-        """The policy's new owner table from per-step ``loads`` ``(phases, tiles)`` and per-node
-        ``background``; records the balancing step (plan time, tiles and bytes moved, LIF of the
-        period's loads before and after)."""
+        """The policy's new owner table; records the balancing step as a ``/balance`` row (plan
+        time, tiles and bytes moved, LIF of the period's loads before and after).
+
+        Parameters
+        ----------
+        step : int
+            The step at which the tiles are re-placed.
+        owner : ndarray of int64, shape (tiles,)
+            The current node of every tile.
+        cluster : Cluster
+            The nodes the tiles run on.
+        loads : ndarray, shape (phases, tiles)
+            Seconds per step each tile spent in each phase over the period.
+        background : ndarray, shape (nodes,) or (0,)
+            Seconds per step of every node's work no tile owns; empty for none.
+        tile_bytes : ndarray, shape (tiles,)
+            Bytes of every tile's state: what moving it costs.
+        future_loads : ndarray, shape (tiles,), optional
+            The true loads of the coming period (a replay's, for ``oracle``).
+        proxy_loads : ndarray, shape (tiles,), optional
+            The coming period's loads a low-resolution proxy predicts (``speculative``); taken
+            from the balancer's ``proxy`` when not given.
+
+        Returns
+        -------
+        ndarray of int64, shape (tiles,)
+            The new ``owner[tile] -> node``.
+
+        Raises
+        ------
+        ShoalError
+            If the policy returns an owner table of the wrong shape or with unknown nodes.
+        """
         if proxy_loads is None and self.proxy is not None:
             proxy_loads = self.proxy.loads(step, step + self.period)
         ctx = BalanceContext(self.tiling, cluster, owner, loads, step=step, barrier=self.barrier,

@@ -21,7 +21,7 @@ from ..tiling import Tiling
 from .balancing import BalanceContext, node_loads
 from .charm import charm_greedy, charm_refine
 from .metis import DEFAULT_UFACTOR, keep_most_in_place, metis_parts
-from .registry import NoParams, get_policy, register
+from .registry import NoParams, PlacementPolicy, get_policy, register
 
 
 @dataclass
@@ -31,6 +31,7 @@ class ToleranceParams:
     tolerance: float = 1.05
 
     def validate(self) -> None:
+        """Refuse a ``tolerance`` below 1 or not finite, in one line."""
         if not np.isfinite(self.tolerance) or self.tolerance < 1.0:
             raise ShoalError(f"tolerance must be a finite number >= 1, got {self.tolerance}")
 
@@ -55,6 +56,7 @@ class SwapParams:
     interval: int = 0
 
     def validate(self) -> None:
+        """Refuse a ``smoothing`` outside (0, 1], a negative ``threshold`` or ``interval``, in one line."""
         if not 0 < self.smoothing <= 1:
             raise ShoalError(f"smoothing must lie in (0, 1], got {self.smoothing}")
         if not self.threshold >= 0:
@@ -81,9 +83,29 @@ class MetisParams:
 
 
 def shed_overload(owner: np.ndarray, loads: np.ndarray, cluster: Cluster, threshold: float) -> np.ndarray:
-    """Move tiles off nodes above ``threshold`` (load per core) onto the least loaded nodes,
-    biggest tile that fits first, never lifting a receiver above the threshold (a shoal
-    heuristic; Charm++'s RefineLB is :func:`~shoal.placement.charm.charm_refine`)."""
+    """Move tiles off nodes above ``threshold`` onto the least loaded nodes.
+
+    Donors go busiest first and give their biggest tiles first, each to the node with the least
+    load per core if it stays at or under the threshold; it stops when no node is over the
+    threshold or no tile fits anywhere. A shoal heuristic; Charm++'s RefineLB is
+    :func:`~shoal.placement.charm.charm_refine`.
+
+    Parameters
+    ----------
+    owner : ndarray of int64, shape (tiles,)
+        The current node of every tile (not modified).
+    loads : ndarray, shape (tiles,)
+        Load of every tile (seconds per step).
+    cluster : Cluster
+        The nodes and their cores.
+    threshold : float
+        The most load per core a node may keep (seconds per step).
+
+    Returns
+    -------
+    ndarray of int64, shape (tiles,)
+        The new owners.
+    """
     owner = owner.copy()
     cores = cluster.core_array
     load = node_loads(owner, loads, cluster)
@@ -138,13 +160,33 @@ def phase_greedy(segments: np.ndarray, cluster: Cluster, background: np.ndarray)
 
 
 @dataclass(frozen=True)
-class _Dynamic:
+class _Dynamic(PlacementPolicy):
+    """What the dynamic policies share: the first placement from a static policy."""
+
     name: str = ""
     dynamic: bool = True
     summary: str = ""
     params: type = NoParams
 
     def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0, initial: str = "sfc") -> np.ndarray:
+        """The first placement, before any load is known: the static policy ``initial``'s.
+
+        Parameters
+        ----------
+        tiling : Tiling
+            The tiles to place.
+        cluster : Cluster
+            The nodes to place them on.
+        seed : int, default 0
+            Seed of a random ``initial`` placement.
+        initial : str, default "sfc"
+            Name of the registered policy that places first.
+
+        Raises
+        ------
+        ShoalError
+            If ``initial`` names no policy, or that policy cannot place these tiles.
+        """
         return get_policy(initial).place(tiling, cluster, seed)
 
     def settings(self, ctx: BalanceContext):
@@ -154,29 +196,52 @@ class _Dynamic:
 
 @dataclass(frozen=True)
 class NoBalancing(_Dynamic):
+    """Never re-places: every balancing step keeps the owners as they are.
+
+    A shoal baseline: it stops at the same balancing barriers as the other dynamic policies
+    and pays for the same measurements, so comparing with it isolates what moving tiles gains.
+    """
+
     name: str = "none"
     summary: str = "never re-place (a baseline with the same balancing barriers)"
 
     def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
+        """A copy of ``ctx.owner`` (``memory`` unused)."""
         return ctx.owner.copy()
 
 
 @dataclass(frozen=True)
 class Greedy(_Dynamic):
+    """Charm++'s GreedyLB: every tile placed afresh, heaviest first, onto the least loaded core.
+
+    The greedy heuristic of the SAMPI paper (§V), run as Charm++ 6 runs it
+    (:func:`~shoal.placement.charm.charm_greedy`): each core starts from its node's background
+    load, ignores where tiles were, and so may move almost every tile.
+    """
+
     name: str = "greedy"
     summary: str = "Charm++ GreedyLB: heaviest tile first onto the least loaded core (background counted)"
 
     def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
+        """GreedyLB on ``ctx``'s loads per tile and background (``memory`` unused)."""
         return charm_greedy(ctx.tile_loads, ctx.cluster, ctx.background)
 
 
 @dataclass(frozen=True)
 class Refine(_Dynamic):
+    """Charm++'s RefineLB: move few tiles, only off cores above ``tolerance`` x the average.
+
+    The refining heuristic of the SAMPI paper (§III, §V), with the overload tolerance it tunes,
+    run as Charm++ 6 runs it (:func:`~shoal.placement.charm.charm_refine`, its multirefine
+    search for the lowest overload it can reach); ``faithful`` keeps Charm++'s scan orders.
+    """
+
     name: str = "refine"
     summary: str = "Charm++ RefineLB: move tiles off cores above tolerance x average (multirefine)"
     params: type = RefineParams
 
     def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
+        """RefineLB from ``ctx.owner`` on the period's loads per tile (``memory`` unused)."""
         p = self.settings(ctx)
         owner, _ = charm_refine(ctx.tile_loads, ctx.owner, ctx.cluster, ctx.background, p.tolerance,
                                 charm_order=p.faithful, stale_reset=p.faithful)
@@ -185,23 +250,37 @@ class Refine(_Dynamic):
 
 @dataclass(frozen=True)
 class GreedyPhase(_Dynamic):
-    """Balances the phases a barrier separates, not their sum: a step whose barrier phase is
-    imbalanced waits at the barrier however balanced the sum looks."""
+    """Balances the phases a barrier separates, not their sum (a shoal policy).
+
+    A step whose barrier phase is imbalanced waits at the barrier however balanced the sum
+    looks, so this places tiles with :func:`phase_greedy` on the loads of every segment between
+    two barriers (:meth:`~shoal.placement.balancing.BalanceContext.segment_loads`) at once.
+    With no barrier it is GreedyLB on per-core loads.
+    """
 
     name: str = "greedy-phase"
     summary: str = "greedy on every barrier-separated phase at once (the phase that bounds the step)"
 
     def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
+        """:func:`phase_greedy` on ``ctx``'s loads per segment and background (``memory`` unused)."""
         return phase_greedy(ctx.segment_loads(), ctx.cluster, ctx.background)
 
 
 @dataclass(frozen=True)
 class GreedyRefine(_Dynamic):
+    """Refinement towards what GreedyLB would reach, moving far fewer tiles (a shoal variant).
+
+    It computes GreedyLB's busiest node (without background load) as the load a node could
+    have, then sheds tiles with :func:`shed_overload` only off nodes above ``tolerance`` x that
+    load, so a placement already near GreedyLB's stays where it is.
+    """
+
     name: str = "greedy-refine"
     summary: str = "shed tiles off nodes above tolerance x GreedyLB's maximum load (a shoal variant)"
     params: type = ToleranceParams
 
     def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
+        """``ctx.owner`` with tiles shed off nodes above ``tolerance`` x GreedyLB's maximum (``memory`` unused)."""
         loads = ctx.tile_loads
         greedy_max = node_loads(charm_greedy(loads, ctx.cluster, np.zeros(ctx.cluster.nodes)), loads, ctx.cluster).max()
         return shed_overload(ctx.owner, loads, ctx.cluster, self.settings(ctx).tolerance * greedy_max)
@@ -209,18 +288,26 @@ class GreedyRefine(_Dynamic):
 
 @dataclass(frozen=True)
 class Swap(_Dynamic):
-    """Birdshot §5.3: smoothed per-tile cost and node utilisation; when the busiest node is more
-    than ``threshold`` over the average, swap its busiest tile with the least loaded node's
-    least busy tile, at most once every ``interval`` steps."""
+    """Birdshot's dynamic variant (§5.3): a random placement corrected by one swap at a time.
+
+    It keeps a smoothed cost per tile and from it the nodes' utilisation; when the busiest node
+    is more than ``threshold`` over the average, its busiest tile trades places with the least
+    loaded node's least busy tile, at most once every ``interval`` steps. It starts from a
+    Birdshot placement.
+    """
 
     name: str = "swap"
     summary: str = "Birdshot's dynamic variant: swap busiest/idlest tiles when overloaded"
     params: type = SwapParams
 
     def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0, initial: str = "birdshot") -> np.ndarray:
+        """The static policy ``initial``'s placement, Birdshot's unless told, from ``seed``
+        (``tiling`` and ``cluster`` as for any policy)."""
         return get_policy(initial).place(tiling, cluster, seed)
 
     def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
+        """``ctx.owner`` with at most one swap; ``memory`` keeps the smoothed costs per tile
+        (``"tile_cost"``) and the step of the last swap (``"last_swap"``)."""
         p = self.settings(ctx)
         smooth = memory.get("tile_cost")
         loads = ctx.tile_loads
@@ -249,28 +336,38 @@ class Swap(_Dynamic):
 
 @dataclass(frozen=True)
 class Speculative(_Dynamic):
-    """Shah et al. 2018 (Birdshot §7.3): place by the loads a low-resolution proxy of the same
-    scenario predicts for the coming period (GreedyLB on those loads)."""
+    """Places by the loads a low-resolution proxy predicts for the coming period.
+
+    The speculative algorithm of Shah et al. 2018, Birdshot's strongest comparison (§7.3): a
+    coarse run of the same scenario goes ahead of the real one, and GreedyLB places the tiles
+    by the loads it measured for the next period. Without a proxy it falls back to the
+    period's measured loads, that is to :class:`Greedy`.
+    """
 
     name: str = "speculative"
     summary: str = "GreedyLB on the loads a low-resolution proxy predicts for the next period"
 
     def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
+        """GreedyLB on ``ctx.proxy_loads``, or on the measured loads without them (``memory`` unused)."""
         predicted = ctx.proxy_loads if ctx.proxy_loads is not None else ctx.tile_loads
         return charm_greedy(predicted, ctx.cluster, ctx.background)
 
 
 @dataclass(frozen=True)
 class Locality(_Dynamic):
-    """Algorithm 2 of the contact-mechanics paper: a tile stays on its own node, or goes to a
-    neighbour's node, while that node stays under the average; the rest go greedily, biggest
-    first, to the least loaded node. (A node may fill up to the average exactly, not just below
-    it, so that a perfectly balanced placement is kept as it is.)"""
+    """The locality-aware balancer of the contact-mechanics paper (§V-B, Algorithm 2).
+
+    Tiles go heaviest first: a tile stays on its own node, or goes to a neighbour's node, while
+    that node stays under the average load per core; the rest go greedily, biggest first, to
+    the least loaded node. (A node may fill up to the average exactly, not just below it, so
+    that a perfectly balanced placement is kept as it is.)
+    """
 
     name: str = "locality"
     summary: str = "keep tiles on their own or a neighbour's node under the average, then greedy"
 
     def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
+        """Algorithm 2 on the period's loads per tile and ``ctx.tiling``'s neighbours (``memory`` unused)."""
         cores = ctx.cluster.core_array
         loads = ctx.tile_loads
         avg = loads.sum() / ctx.cluster.total_cores * (1 + 1e-12)
@@ -314,10 +411,17 @@ class MetisPeriodic(_Dynamic):
 
 @dataclass(frozen=True)
 class Oracle(_Dynamic):
+    """GreedyLB on the true loads of the coming period: what perfect foresight would reach.
+
+    A bound for reports, not a policy a run can use (a shoal addition): only a replay knows the
+    future, and hands it over as ``ctx.future_loads``; without them it is :class:`Greedy`.
+    """
+
     name: str = "oracle"
     summary: str = "GreedyLB on the true loads of the coming period (a bound, for reports)"
 
     def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
+        """GreedyLB on ``ctx.future_loads``, or on the measured loads without them (``memory`` unused)."""
         loads = ctx.future_loads if ctx.future_loads is not None else ctx.tile_loads
         return charm_greedy(loads, ctx.cluster, ctx.background)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -11,22 +11,41 @@ from ..cluster import Cluster
 from ..errors import ShoalError
 from ..tiling import Tiling
 
+if TYPE_CHECKING:  # balancing imports this module
+    from .balancing import BalanceContext
+
 
 @dataclass
 class NoParams:
     """The parameters of a policy that has none."""
 
     def validate(self) -> None:
+        """Nothing to check: there are no parameters."""
         return None
 
 
 class PlacementPolicy(Protocol):
     """What a placement policy provides.
 
-    ``dynamic`` policies are asked again every ``period`` steps through
-    ``rebalance(ctx: BalanceContext, memory: dict) -> owner``; static ones place once.
-    ``params`` is the dataclass of the policy's typed parameters (``--lb name.key=value`` or
-    a scenario's ``[balance]`` table fill it), with a ``validate()`` method.
+    A policy is a frozen dataclass registered under its ``name``. Static policies
+    (``dynamic`` false) place once, with :meth:`place`; dynamic ones place with :meth:`place`
+    too and are then asked again every ``period`` steps through :meth:`rebalance`. The policies
+    of :mod:`shoal.placement` subclass this protocol, so they inherit its contract and the
+    refusal of :meth:`rebalance` by a static policy; a policy from elsewhere need only provide
+    the same members.
+
+    Attributes
+    ----------
+    name : str
+        The key of the registry (``--placement NAME``).
+    dynamic : bool
+        Whether the policy re-places every ``period`` steps.
+    summary : str
+        One line saying what the policy does.
+    params : type
+        The dataclass of the policy's typed parameters (``--lb name.key=value`` or a
+        scenario's ``[balance]`` table fill it), with a ``validate()`` method that raises
+        :class:`~shoal.errors.ShoalError` for a bad value.
     """
 
     name: str
@@ -35,12 +54,68 @@ class PlacementPolicy(Protocol):
     params: type
 
     def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0) -> np.ndarray:
-        """Initial ``owner[tile] -> node`` (int64 array of length ``tiling.ntiles``)."""
+        """The initial placement: the node of every tile.
+
+        Parameters
+        ----------
+        tiling : Tiling
+            The tiles to place.
+        cluster : Cluster
+            The nodes to place them on; shares follow each node's cores.
+        seed : int, default 0
+            Seed of a random placement; the same seed gives the same placement, and
+            deterministic policies ignore it.
+
+        Returns
+        -------
+        ndarray of int64, shape (tiling.ntiles,)
+            ``owner[tile] -> node``, every node in ``0 .. cluster.nodes - 1``.
+
+        Raises
+        ------
+        ShoalError
+            If the policy cannot place these tiles on this cluster (fewer tiles than nodes).
+        """
         ...
+
+    def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
+        """A dynamic policy's new placement at a balancing step.
+
+        :class:`~shoal.placement.balancing.Balancer` calls it every ``period`` steps, in a real
+        run and in a replay alike, and checks, prices and records what it returns.
+
+        Parameters
+        ----------
+        ctx : BalanceContext
+            The tiling, cluster, current owners, the period's loads per phase and tile
+            (seconds per step), per-node background load and the policy's parameters.
+        memory : dict
+            The policy's own state between calls, one dict per run, empty at the first call
+            and kept in checkpoints; a policy that needs no state ignores it.
+
+        Returns
+        -------
+        ndarray of int64, shape (ctx.tiling.ntiles,)
+            The new ``owner[tile] -> node``; tiles whose node changes migrate.
+
+        Raises
+        ------
+        NotImplementedError
+            For a static policy, which is never re-placed.
+        """
+        raise NotImplementedError(f"placement policy {self.name!r} is static: it places once and never rebalances")
 
 
 def policy_params(policy: PlacementPolicy, balance: dict[str, dict[str, Any]] | None) -> Any:
-    """The policy's typed parameters from a ``[balance]`` table (its defaults where silent)."""
+    """The policy's typed parameters from a ``[balance]`` table (its defaults where silent).
+
+    Parameters
+    ----------
+    policy : PlacementPolicy
+        The policy whose ``params`` dataclass to fill.
+    balance : dict or None
+        A scenario's ``[balance]`` table: per policy name, its parameters by key.
+    """
     return policy.params(**(balance or {}).get(policy.name, {}))
 
 
@@ -48,6 +123,13 @@ POLICIES: dict[str, PlacementPolicy] = {}
 
 
 def register(policy: PlacementPolicy) -> PlacementPolicy:
+    """Add ``policy`` to :data:`POLICIES` under its ``name`` and return it.
+
+    Raises
+    ------
+    ValueError
+        If a policy of that name is already registered (a programming error, not a user's).
+    """
     if policy.name in POLICIES:
         raise ValueError(f"placement policy {policy.name!r} registered twice")
     POLICIES[policy.name] = policy
@@ -55,6 +137,13 @@ def register(policy: PlacementPolicy) -> PlacementPolicy:
 
 
 def get_policy(name: str) -> PlacementPolicy:
+    """The registered policy called ``name``.
+
+    Raises
+    ------
+    ShoalError
+        If no policy has that name; the message lists the known ones.
+    """
     try:
         return POLICIES[name]
     except KeyError:

@@ -10,13 +10,26 @@ from ..cluster import Cluster
 from ..errors import ShoalError
 from ..tiling import Tiling
 from .metis import metis_parts
-from .registry import NoParams, register
+from .registry import NoParams, PlacementPolicy, register
 
 
 def node_quotas(ntiles: int, cores) -> np.ndarray:
     """Tiles per node proportional to cores, rounded so they sum to ``ntiles``.
 
-    Largest-remainder rounding: every node is within one tile of its exact share.
+    Largest-remainder rounding: every node is within one tile of its exact share; of nodes
+    with equal remainders the lower index gets the extra tile.
+
+    Parameters
+    ----------
+    ntiles : int
+        The number of tiles to share out.
+    cores : sequence of int
+        Cores of every node.
+
+    Returns
+    -------
+    ndarray of int64, shape (len(cores),)
+        Tiles of every node, summing to ``ntiles``.
     """
     cores = np.asarray(cores, dtype=np.float64)
     share = ntiles * cores / cores.sum()
@@ -43,8 +56,14 @@ def _chunks(order: np.ndarray, quotas: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Geometric:
-    """Each node gets one box of tiles; recursive bisection with cuts proportional to cores."""
+class Geometric(PlacementPolicy):
+    """Each node gets one box of tiles, by recursive bisection with cuts proportional to cores.
+
+    The "Geometric" baseline of Birdshot §7.3 (Fig. 12), which gives each node a contiguous
+    region: little halo traffic between nodes, but a node whose region holds the busy part of
+    the domain stays busy. Each cut is axis-aligned, splits the tiles as the cores are split,
+    halves the list of nodes where it can and prefers the longest axis.
+    """
 
     name: str = "geometric"
     dynamic: bool = False
@@ -52,6 +71,7 @@ class Geometric:
     summary: str = "one contiguous box of tiles per node, sized by cores (recursive bisection)"
 
     def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0) -> np.ndarray:
+        """One box of tiles per node (``seed`` unused: the bisection is deterministic)."""
         _check_enough_tiles(tiling, cluster)
         owner = np.full(tiling.counts, -1, dtype=np.int64)
         self._split(owner, (0,) * tiling.ndim, tiling.counts, list(range(cluster.nodes)), cluster.cores)
@@ -87,8 +107,13 @@ class Geometric:
 
 
 @dataclass(frozen=True)
-class Strips:
-    """Horizontal bands stacked along axis 1 (y), Vertanen's decomposition, sized by cores."""
+class Strips(PlacementPolicy):
+    """Horizontal bands of tiles stacked along axis 1 (y), sized by cores.
+
+    Vertanen's strip decomposition of the SPH domain (§5.1.1): each node holds consecutive
+    rows of tiles, so it talks to at most the nodes above and below it. Tiles are taken row by
+    row along y (within a row along x, then z) and cut into runs of :func:`node_quotas` tiles.
+    """
 
     name: str = "strips"
     dynamic: bool = False
@@ -96,6 +121,7 @@ class Strips:
     summary: str = "horizontal bands of tiles stacked along y, sized by cores"
 
     def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0) -> np.ndarray:
+        """Consecutive rows of tiles per node (``seed`` unused: the strips are deterministic)."""
         _check_enough_tiles(tiling, cluster)
         idx = np.indices(tiling.counts).reshape(tiling.ndim, -1)
         # Row by row along y; within a row x, then z. lexsort takes the last key as primary.
@@ -105,8 +131,13 @@ class Strips:
 
 
 @dataclass(frozen=True)
-class SpaceFillingCurve:
-    """Contiguous chunks of the Hilbert order, sized by cores."""
+class SpaceFillingCurve(PlacementPolicy):
+    """Contiguous chunks of the tiles' Hilbert order, sized by cores.
+
+    The usual space-filling-curve partition (a shoal baseline, and the default first placement
+    of the dynamic policies): consecutive tiles along the curve are near each other, so each
+    node holds a compact region, with :func:`node_quotas` tiles per node.
+    """
 
     name: str = "sfc"
     dynamic: bool = False
@@ -114,13 +145,20 @@ class SpaceFillingCurve:
     summary: str = "contiguous chunks along the Hilbert curve, sized by cores"
 
     def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0) -> np.ndarray:
+        """Consecutive tiles of the Hilbert curve per node (``seed`` unused)."""
         _check_enough_tiles(tiling, cluster)
         return _chunks(tiling.hilbert, node_quotas(tiling.ntiles, cluster.cores))
 
 
 @dataclass(frozen=True)
-class Birdshot:
-    """Uniform random assignment with exact per-node counts proportional to cores."""
+class Birdshot(PlacementPolicy):
+    """Tiles assigned to nodes uniformly at random, with exact counts proportional to cores.
+
+    Birdshot scheduling (Birdshot §4, analysed in §5): with many tiles per core a random
+    assignment balances any load with high probability, with no measurement and no migration.
+    The assignment is a random permutation of the tiles, drawn from ``seed``, cut into runs
+    of :func:`node_quotas` tiles.
+    """
 
     name: str = "birdshot"
     dynamic: bool = False
@@ -128,13 +166,14 @@ class Birdshot:
     summary: str = "random tiles per node (Birdshot), counts proportional to cores, seeded"
 
     def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0) -> np.ndarray:
+        """Random tiles per node, the same for the same ``seed``."""
         _check_enough_tiles(tiling, cluster)
         order = np.random.default_rng(seed).permutation(tiling.ntiles)
         return _chunks(order, node_quotas(tiling.ntiles, cluster.cores))
 
 
 @dataclass(frozen=True)
-class Metis:
+class Metis(PlacementPolicy):
     """METIS's k-way partition of the tile graph, seeded: parts weighted by cells (before a run
     every cell is predicted to cost the same), sized by cores, cutting the fewest halo bytes."""
 
