@@ -23,14 +23,15 @@ MAX_INCHES = MAX_PIXELS / DPI
 
 
 def new_figure(width_in: float, height_in: float) -> Figure:
-    """A figure on its own Agg canvas, its sides clamped to :data:`MAX_INCHES`."""
+    """A figure on its own Agg canvas, ``width_in`` by ``height_in`` inches, each side clamped
+    to :data:`MAX_INCHES`."""
     fig = Figure(figsize=(min(width_in, MAX_INCHES), min(height_in, MAX_INCHES)), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
 
 def save_figure(fig: Figure, path: str | Path, dpi: int = DPI) -> Path:
-    """Write ``fig`` to ``path`` as PNG, atomically; returns ``path``."""
+    """Write ``fig`` to ``path`` as PNG at ``dpi`` dots per inch, atomically; returns ``path``."""
     path = Path(path)
     with atomic_write(path) as fh:
         fig.savefig(fh, format="png", dpi=dpi)

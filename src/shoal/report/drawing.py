@@ -21,8 +21,9 @@ def frame_values(frame: dict[str, np.ndarray]) -> tuple[np.ndarray, str]:
 
 
 def draw_arrays(frame: dict[str, np.ndarray], ax, scale: tuple[float, float] | None = None):
-    """Points coloured by speed (x-y plane) when the frame has positions ``x``; else the first
-    grid field as an image, the middle slice along z of a 3D one. Returns the mappable."""
+    """Draw ``frame`` on the axes ``ax``: points coloured by speed (x-y plane) when the frame
+    has positions ``x``; else the first grid field as an image, the middle slice along z of a
+    3D one. ``scale`` is the colour range (default the frame's own). Returns the mappable."""
     values, label = frame_values(frame)
     lo, hi = scale if scale is not None else (_finite_min(values), _finite_max(values))
     if "x" in frame:

@@ -75,8 +75,8 @@ def lif_over_steps(trace: Trace) -> Figure:
 
 
 def cell_map(trace: Trace, per_tile: np.ndarray) -> np.ndarray:
-    """A per-tile value painted on the tile's cells: the grid of a 2D tiling, the middle
-    z slice of a 3D one (cells indexed ``[x, y]``)."""
+    """``per_tile`` (one value per tile of ``trace``'s tiling) painted on each tile's cells:
+    the grid of a 2D tiling, the middle z slice of a 3D one (cells indexed ``[x, y]``)."""
     tiling = trace.tiling
     cells = np.asarray(per_tile)[tiling.owner_map()]
     if tiling.ndim == 3:

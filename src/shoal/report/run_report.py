@@ -39,7 +39,7 @@ def _load(path: Path) -> dict[str, np.ndarray]:
 
 
 def app_frames(app, run: Path) -> list[Path]:
-    """The app's own picture of the final state (``frame-final.png``) and, for apps without
+    """The ``app``'s own picture of the ``run`` folder's final state (``frame-final.png``) and, for apps without
     particle pictures of their own, of every frame written on the way (``frames/``), all on
     one colour scale: the range over every frame (Vertanen §6.2: per-frame scales mislead)."""
     final = run / "state" / "final.npz"

@@ -18,7 +18,8 @@ def _axes(width_in: float, height_in: float, panels: int = 1):
 
 
 def step_time_vs_tiles_per_core(rows, path: Path) -> Path:
-    """Birdshot Figure 10: predicted step time against tiles per core, one line per policy."""
+    """Birdshot Figure 10: predicted step time against tiles per core, one line per policy,
+    from a sweep's ``rows`` (its largest node count), drawn to ``path``."""
     fig, ax = _axes(7, 4.2)
     nodes = max(r["nodes"] for r in rows)
     lines = defaultdict(dict)
@@ -41,7 +42,8 @@ def step_time_vs_tiles_per_core(rows, path: Path) -> Path:
 
 
 def birdshot_seeds(seeds, reference_rows, path: Path) -> Path:
-    """Birdshot Figure 13: the distribution of predicted step time over many random placements."""
+    """Birdshot Figure 13: the distribution of predicted step time over many random placements
+    (``seeds``: one step time per seed), the ``reference_rows``' step times marked, drawn to ``path``."""
     fig, ax = _axes(7, 4)
     ax.hist(np.array(seeds) * 1e3, bins=40, color="tab:blue", alpha=0.8)
     for r in reference_rows:
@@ -54,7 +56,8 @@ def birdshot_seeds(seeds, reference_rows, path: Path) -> Path:
 
 
 def step_time_over_time(rows, path: Path) -> Path:
-    """Birdshot Figure 14: predicted step time over the run, one line per policy (best case each)."""
+    """Birdshot Figure 14: predicted step time over the run, one line per policy (the best of
+    a sweep's ``rows`` for each), drawn to ``path``."""
     fig, ax = _axes(8, 4.2)
     best = {}
     for r in rows:
@@ -71,7 +74,8 @@ def step_time_over_time(rows, path: Path) -> Path:
 
 
 def makespan_vs_period_and_decomposition(rows, path: Path) -> Path:
-    """SAMPI Figure 7: makespan vs balancing period, and vs over-decomposition."""
+    """SAMPI Figure 7: makespan vs balancing period, and vs over-decomposition, from a sweep's
+    ``rows`` (its largest node count), drawn to ``path``."""
     nodes = max(r["nodes"] for r in rows)
     rows = [r for r in rows if r["nodes"] == nodes]
     fig, (a, b) = _axes(11, 4, panels=2)
@@ -105,6 +109,7 @@ def makespan_vs_period_and_decomposition(rows, path: Path) -> Path:
 
 
 def draw_sweep(result, out: Path) -> list[Path]:
+    """Every figure of a sweep's ``result`` (a ``SweepResult``) into the folder ``out``; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [step_time_vs_tiles_per_core(result.rows, out / "fig10-step-vs-tiles-per-core.png"),
              step_time_over_time(result.rows, out / "fig14-step-time-over-time.png"),

@@ -33,6 +33,7 @@ class Selection:
     cores: tuple[int, int]
 
     def label(self) -> str:
+        """The selection in words, last step and core included (``steps 4–5, cores 18–35``)."""
         (a, b), (c, d) = self.steps, self.cores
         return f"steps {a}–{b - 1}, cores {c}–{d - 1}"
 
@@ -57,6 +58,18 @@ def task_cores(trace: Trace) -> np.ndarray:
 def select(trace: Trace, steps: tuple[int, int] | None = None,
            cores: tuple[int, int] | None = None) -> tuple[Selection, np.ndarray]:
     """The selection (whole run where not given) and the mask of the tasks it holds.
+
+    Parameters
+    ----------
+    trace : Trace
+        The trace whose tasks are selected.
+    steps, cores : (int, int), optional
+        ``(start, end)``, end excluded; cores numbered across the cluster (:func:`core_offsets`).
+
+    Returns
+    -------
+    Selection, numpy.ndarray
+        The ranges, and a boolean mask over ``trace.tasks``.
 
     Raises
     ------
@@ -89,9 +102,25 @@ def _range(name: str, given: tuple[int, int] | None, whole: tuple[int, int]) -> 
 
 def utilisation(start: np.ndarray, end: np.ndarray, row: np.ndarray, rows: int,
                 edges: np.ndarray) -> np.ndarray:
-    """Busy seconds of each row (core) in each time bin between ``edges``: shape
-    ``(rows, len(edges) - 1)``. A task's time is split exactly between the bins it spans, so
-    a row's sum is the total duration of its tasks inside the edges."""
+    """Busy seconds of each row (core) in each time bin between ``edges``.
+
+    Parameters
+    ----------
+    start, end : numpy.ndarray
+        Each task's start and end (seconds); the tasks of one row must not overlap.
+    row : numpy.ndarray
+        Each task's row, ``0 <= row < rows``.
+    rows : int
+        How many rows.
+    edges : numpy.ndarray
+        Increasing bin edges (seconds).
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(rows, len(edges) - 1)``. A task's time is split exactly between the bins it
+        spans, so a row's sum is the total duration of its tasks inside the edges.
+    """
     B = len(edges) - 1
     start = np.clip(start, edges[0], edges[-1])
     end = np.clip(end, edges[0], edges[-1])
@@ -111,8 +140,9 @@ def utilisation(start: np.ndarray, end: np.ndarray, row: np.ndarray, rows: int,
 
 
 def timeline(trace: Trace, steps: tuple[int, int] | None = None, cores: tuple[int, int] | None = None) -> Figure:
-    """The timeline of a selection: every task on its core when it holds at most
-    :data:`DETAIL_CORES` cores and :data:`DETAIL_TASKS` tasks, else the utilisation overview."""
+    """The timeline of ``trace``'s ``steps`` on its ``cores`` (see :func:`select`): every task on
+    its core when they hold at most :data:`DETAIL_CORES` cores and :data:`DETAIL_TASKS` tasks,
+    else the utilisation overview."""
     sel, mask = select(trace, steps, cores)
     ncores = sel.cores[1] - sel.cores[0]
     if ncores <= DETAIL_CORES and mask.sum() <= DETAIL_TASKS:
@@ -121,7 +151,8 @@ def timeline(trace: Trace, steps: tuple[int, int] | None = None, cores: tuple[in
 
 
 def task_bars(trace: Trace, sel: Selection, mask: np.ndarray) -> Figure:
-    """Every selected task as a bar on its core's row, coloured by phase."""
+    """Every task of ``trace`` in the selection ``sel`` (its tasks where ``mask`` is true, as
+    :func:`select` returns them) as a bar on its core's row, coloured by phase."""
     t = trace.tasks
     c0, c1 = sel.cores
     row = task_cores(trace)[mask] - c0
@@ -157,8 +188,9 @@ def task_bars(trace: Trace, sel: Selection, mask: np.ndarray) -> Figure:
 
 
 def utilisation_overview(trace: Trace, sel: Selection, mask: np.ndarray, bins: int = BINS) -> Figure:
-    """Each selected core's busy fraction over time (an image, cores down) under the mean
-    over those cores, step ends marked when there are few enough to see."""
+    """Each core's busy fraction over time in the selection ``sel`` (its tasks where ``mask``
+    is true, as :func:`select` returns them), in ``bins`` time bins: an image, cores down,
+    under the mean over those cores, step ends marked when there are few enough to see."""
     t = trace.tasks
     c0, c1 = sel.cores
     start, end = t["start"][mask], t["end"][mask]
