@@ -19,7 +19,7 @@ from shoal.replay import ReplayConfig, replay
 from shoal.replay.run import write_replay
 from shoal.report import loads, report_run
 from shoal.report.canvas import node_colors
-from shoal.report.timeline import BINS, select, task_cores, timeline, utilisation
+from shoal.report.timeline import BINS, parse_range, select, task_cores, timeline, utilisation
 from shoal.tiling import Tiling
 from shoal.trace import Trace
 
@@ -144,6 +144,22 @@ def test_the_placement_after_every_balancing_step_and_the_tile_loads_are_drawn(r
     tile_ms = np.asarray(loads.tile_load_map(trace).axes[0].images[0].get_array())
     expected = loads.cell_map(trace, trace.tile_cost().mean(axis=0) * 1e3).T
     assert np.allclose(tile_ms, expected)
+
+
+@pytest.mark.parametrize("text, expected", [("4:6", (4, 6)), ("4:", (4, None)), (":6", (None, 6)), ("7", (7, 8)),
+                                            (" 0:576 ", (0, 576))])
+def test_ranges_read_as_start_to_end_excluded(replayed, text, expected):
+    assert parse_range(text) == expected
+    sel, _ = select(replayed[1], steps=parse_range(text))
+    assert sel.steps == tuple(w if v is None else v for v, w in zip(expected, (0, STEPS), strict=True))
+
+
+@pytest.mark.parametrize("text, words", [("a:b", "not a range"), ("1:2:3", "not a range"), ("", "not a range"),
+                                         ("-2:4", "negative")])
+def test_a_malformed_range_is_one_line_naming_the_flag(text, words):
+    with pytest.raises(ShoalError, match=words) as err:
+        parse_range(text, "--steps")
+    assert str(err.value).startswith("--steps") and "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("nodes", [1, 7, 10, 11, 20, 21, 32, 576, 4096])

@@ -71,20 +71,22 @@ def _common_scale(frames: list[dict]) -> tuple[float, float] | None:
     return (float(finite.min()), float(finite.max())) if finite.size else None
 
 
-def report_run(run: str | Path, steps: tuple[int, int] | None = None, cores: tuple[int, int] | None = None,
-               absolute: bool = False, perfetto: bool = False) -> list[Path]:
+def report_run(run: str | Path, steps: tuple[int | None, int | None] | None = None,
+               cores: tuple[int | None, int | None] | None = None, absolute: bool = False,
+               perfetto: bool = False) -> list[Path]:
     """Draw every picture of a run folder into it.
 
     Parameters
     ----------
     run : str or Path
         A run folder (of ``shoal run`` or ``shoal replay``) holding ``trace.h5``.
-    steps : (int, int), optional
-        The timeline's steps, ``start <= step < end``; default every step.
-    cores : (int, int), optional
-        The timeline's cores, numbered across the cluster node by node, ``start <= core <
-        end``; default every core. A selection of up to 32 cores draws every task, a larger
-        one each core's utilisation over time.
+    steps : (int or None, int or None), optional
+        The timeline's steps, ``start <= step < end`` (``None``: open end; what
+        :func:`~shoal.report.timeline.parse_range` makes of ``A:B``); default every step.
+    cores : (int or None, int or None), optional
+        The timeline's cores, numbered across the cluster node by node (node 0's workers
+        first), ``start <= core < end``; default every core. A selection of up to 32 cores
+        draws every task, a larger one each core's utilisation over time.
     absolute : bool
         Draw the load heatmap in CPU milliseconds rather than relative to each step's mean.
     perfetto : bool

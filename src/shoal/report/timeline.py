@@ -55,16 +55,17 @@ def task_cores(trace: Trace) -> np.ndarray:
     return core_offsets(trace)[trace.tasks["node"]] + trace.tasks["worker"]
 
 
-def select(trace: Trace, steps: tuple[int, int] | None = None,
-           cores: tuple[int, int] | None = None) -> tuple[Selection, np.ndarray]:
+def select(trace: Trace, steps: tuple[int | None, int | None] | None = None,
+           cores: tuple[int | None, int | None] | None = None) -> tuple[Selection, np.ndarray]:
     """The selection (whole run where not given) and the mask of the tasks it holds.
 
     Parameters
     ----------
     trace : Trace
         The trace whose tasks are selected.
-    steps, cores : (int, int), optional
-        ``(start, end)``, end excluded; cores numbered across the cluster (:func:`core_offsets`).
+    steps, cores : (int or None, int or None), optional
+        ``(start, end)``, end excluded, ``None`` for an open end; cores numbered across the
+        cluster (:func:`core_offsets`).
 
     Returns
     -------
@@ -90,14 +91,41 @@ def select(trace: Trace, steps: tuple[int, int] | None = None,
     return sel, mask
 
 
-def _range(name: str, given: tuple[int, int] | None, whole: tuple[int, int]) -> tuple[int, int]:
+def _range(name: str, given: tuple[int | None, int | None] | None, whole: tuple[int, int]) -> tuple[int, int]:
     if given is None:
         return whole
-    a, b = (int(v) for v in given)
+    a, b = (w if v is None else int(v) for v, w in zip(given, whole, strict=True))
     if b <= a:
         raise ShoalError(f"{name} {a}:{b} is empty: the end must be after the start (ranges are start:end, "
                          "end excluded)")
     return a, b
+
+
+def parse_range(text: str, name: str = "range") -> tuple[int | None, int | None]:
+    """``"A:B"`` (``A`` up to ``B``, ``B`` excluded), ``"A:"``, ``":B"`` or ``"A"`` (``A`` alone)
+    as ``(start, end)``, ``None`` for an open end: what ``shoal report --steps/--cores`` take.
+    ``name`` names the flag in the error.
+
+    Raises
+    ------
+    ShoalError
+        If ``text`` is not of one of those forms with whole numbers >= 0.
+    """
+    parts = text.strip().split(":")
+    try:
+        if len(parts) == 1:
+            start = int(parts[0])
+            bounds = (start, start + 1)
+        elif len(parts) == 2:
+            bounds = tuple(int(p) if p.strip() else None for p in parts)
+        else:
+            raise ValueError
+    except ValueError:
+        raise ShoalError(f"{name} {text!r} is not a range: give START:END (END excluded), START:, :END or one "
+                         "number") from None
+    if any(v is not None and v < 0 for v in bounds):
+        raise ShoalError(f"{name} {text!r} holds a negative number: steps and cores count from 0")
+    return bounds
 
 
 def utilisation(start: np.ndarray, end: np.ndarray, row: np.ndarray, rows: int,
