@@ -107,3 +107,14 @@ def test_unknown_policy_names_the_known_ones():
 def test_fewer_tiles_than_nodes_is_an_error(name):
     with pytest.raises(ShoalError, match="tile"):
         get_policy(name).place(Tiling.from_counts((4, 4), (1, 2)), Cluster.uniform(3, 1), 0)
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_every_policy_follows_the_contract_and_static_ones_refuse_to_rebalance(name):
+    from shoal.placement.registry import PlacementPolicy
+
+    policy = POLICIES[name]
+    assert isinstance(policy, PlacementPolicy)
+    if not policy.dynamic:
+        with pytest.raises(NotImplementedError, match="static"):
+            policy.rebalance(None, {})
