@@ -1,11 +1,15 @@
+import shutil
+import sys
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 
+from shoal.cli import main
 from shoal.errors import ShoalError
-from shoal.records import TASKS
+from shoal.records import MESSAGES, TASKS
+from shoal.replay.sweep import sweep
 from shoal.session import run_scenario
 from shoal.trace import Trace
 
@@ -117,3 +121,107 @@ def test_worker_history_round_trips_and_sets_the_cores_of_every_step(run, tmp_pa
     assert b.resized and b.cores_per_step().tolist() == [[1, 1], [1, 1], [3, 1], [3, 1]]
     # load per core: the steps where node 0 held three threads divide its CPU time by three
     assert np.allclose(b.node_load()[2:, 0] * 3, run.trace.node_load()[2:, 0])
+
+
+# ----- every dataset says what it holds; pandas -------------------------------------------------
+def test_every_dataset_of_a_run_trace_says_its_units_and_what_it_holds(run):
+    seen = []
+
+    def check(name, obj):
+        if isinstance(obj, h5py.Dataset):
+            seen.append(name)
+            assert "units" in obj.attrs and obj.attrs["description"], name
+
+    with h5py.File(run.path / "trace.h5", "r") as f:
+        f.visititems(check)
+    assert {"tasks/cost", "messages/bytes", "steps/end", "placement/owner", "committed"} <= set(seen)
+
+
+def test_to_pandas_gives_the_task_and_message_tables(run):
+    tasks, messages = run.trace.to_pandas()
+    assert list(tasks.columns) == [c for c in TASKS.names if c in run.trace.tasks]
+    assert len(tasks) == 4 * 2 * 16 and tasks["cost"].dtype == np.float64 and tasks.attrs["units"]["cost"] == "s"
+    assert list(messages.columns) == list(MESSAGES.names) and messages.attrs["units"]["bytes"] == "B"
+    assert messages["bytes"].sum() == run.trace.messages["bytes"].sum()
+    per_tile = tasks.groupby("tile")["cost"].sum().to_numpy()
+    assert np.allclose(per_tile, run.trace.tile_cost().sum(axis=0))
+
+
+def test_to_pandas_without_pandas_says_how_to_get_it(run, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ShoalError, match=r"pip install shoal\[analysis\]"):
+        run.trace.to_pandas()
+
+
+# ----- damaged traces: one line naming the file -------------------------------------------------
+def _edit(fn):
+    def damage(path):
+        with h5py.File(path, "r+") as f:
+            fn(f)
+    return damage
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _set(dataset, index, value):
+    def fn(f):
+        values = f[dataset][()]
+        values[index] = value
+        del f[dataset]
+        f[dataset] = values
+    return fn
+
+
+DAMAGE = {
+    "truncated": (_truncate, "truncated"),
+    "empty": (lambda p: p.write_bytes(b""), "not a readable trace"),
+    "garbage": (lambda p: p.write_bytes(bytes(range(256)) * 40), "not a readable trace"),
+    "missing tasks column": (_edit(lambda f: f["tasks"].__delitem__("cost")), "is missing /tasks/cost"),
+    "missing steps": (_edit(lambda f: f.__delitem__("steps")), "is missing /steps"),
+    "missing tiling edges": (_edit(lambda f: f["tiling"].__delitem__("edges1")), "is missing /tiling/edges1"),
+    "non-numeric version": (_edit(lambda f: f.attrs.__setitem__("version", "one")), "'one' is not a number"),
+    "tile out of range": (_edit(_set("tasks/tile", 3, 16)), "/tasks/tile holds 16, outside 0..15"),
+    "negative tile": (_edit(_set("tasks/tile", 0, -1)), "/tasks/tile holds -1, outside 0..15"),
+    "message to no tile": (_edit(_set("messages/dst", 0, 99)), "/messages/dst holds 99, outside 0..15"),
+    "node out of range": (_edit(_set("placement/owner", (0, 2), 5)), "/placement/owner holds 5, outside 0..1"),
+    "phase out of range": (_edit(_set("tasks/phase", 0, 2)), "/tasks/phase holds 2, outside 0..1"),
+    "bad JSON config": (_edit(lambda f: f.attrs.__setitem__("config", "{run: 3")), "'config' is not valid JSON"),
+    "bad JSON phases": (_edit(lambda f: f.attrs.__setitem__("phases", "[burn")), "'phases' is not valid JSON"),
+    "phases not names": (_edit(lambda f: f.attrs.__setitem__("phases", "[1, 2]")), "not a JSON list of names"),
+    "ragged columns": (_edit(lambda f: f["tasks"]["cost"].resize((5,))), "different lengths"),
+}
+
+
+@pytest.mark.parametrize("damage, says", DAMAGE.values(), ids=DAMAGE.keys())
+def test_a_damaged_trace_is_one_line_naming_the_file(damage, says, run, tmp_path):
+    path = tmp_path / "trace.h5"
+    shutil.copy(run.path / "trace.h5", path)
+    damage(path)
+    with pytest.raises(ShoalError) as err:
+        Trace.read(path)
+    message = str(err.value)
+    assert says in message and str(path) in message and "\n" not in message
+
+
+@pytest.mark.parametrize("command", [["replay", "--nodes", "2", "--cores", "1"],
+                                     ["sweep", "--placements", "sfc", "--tiles-per-core", "1", "--nodes", "2",
+                                      "--cores", "1", "--jobs", "2"]])
+def test_replay_and_sweep_of_a_truncated_trace_say_so_in_one_line(command, run, tmp_path, capsys):
+    path = tmp_path / "trace.h5"
+    shutil.copy(run.path / "trace.h5", path)
+    _truncate(path)
+    out = tmp_path / "out"
+    assert main([command[0], str(path), *command[1:], "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(path) in err and "truncated" in err
+    assert not out.exists()
+
+
+def test_sweep_reads_the_trace_before_starting_workers(run, tmp_path):
+    path = tmp_path / "trace.h5"
+    shutil.copy(run.path / "trace.h5", path)
+    _truncate(path)
+    with pytest.raises(ShoalError, match="truncated"):
+        sweep(path, ["sfc"], [1], [10], [2], 1, jobs=1)

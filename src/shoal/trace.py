@@ -202,8 +202,7 @@ class Trace:
         if not path.exists():
             raise ShoalError(f"no trace at {path}")
         try:
-            # SWMR read: a trace whose writer was killed still says it is open for writing.
-            f = h5py.File(path, "r", swmr=True)
+            f = _open_for_reading(path)
         except OSError as exc:
             raise ShoalError(f"{path} is not a readable trace (truncated or not HDF5): {_first_line(exc)}") from None
         try:
@@ -404,6 +403,38 @@ def _append_columns(group, table: dict[str, np.ndarray]) -> int:
         ds[n:] = values
         n += len(values)
     return n
+
+
+def _open_for_reading(path: Path) -> h5py.File:
+    """The file opened for reading; one whose writer was killed (it still says it is open for
+    writing) in SWMR read mode, the mode made for reading files a writer may still be growing."""
+    try:
+        return h5py.File(path, "r")
+    except OSError as exc:
+        if "already open for write" not in str(exc):
+            raise
+    # HDF5 retries a SWMR read whose checksum fails, up to 100 times with growing pauses (a
+    # writer may be midway): a damaged file would take minutes to refuse. One attempt here.
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    fapl.set_libver_bounds(h5py.h5f.LIBVER_V110, h5py.h5f.LIBVER_LATEST)
+    set_attempts = _hdf5_function("H5Pset_metadata_read_attempts")
+    if set_attempts is not None:
+        set_attempts(fapl.id, 1)
+    return h5py.File(h5py.h5f.open(bytes(path), h5py.h5f.ACC_RDONLY | h5py.h5f.ACC_SWMR_READ, fapl=fapl))
+
+
+def _hdf5_function(name: str):
+    """A function of the HDF5 library h5py loaded that h5py does not wrap (None if not found)."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as maps:
+            libraries = {line.split()[-1] for line in maps if "libhdf5" in line and "_hl" not in line}
+        function = getattr(ctypes.CDLL(sorted(libraries)[0]), name)
+    except (OSError, IndexError, AttributeError):
+        return None
+    function.argtypes, function.restype = [ctypes.c_int64, ctypes.c_uint], ctypes.c_int
+    return function
 
 
 def _first_line(exc: BaseException) -> str:
