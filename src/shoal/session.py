@@ -313,10 +313,17 @@ def _trace_start(plan: Resolved, built: Built, team: Team) -> Trace:
             logger.warning("the trace before step %d is lost (%s): the trace starts at step %d", sim.step_count, exc,
                            sim.step_count)
         else:
-            if len(before.steps) == sim.step_count:
+            if len(before.steps) == sim.step_count and before.cluster.nodes == sim.cluster.nodes:
                 return before
-            logger.warning("%s holds %d of the %d steps before the checkpoint: the trace starts at step %d", source,
-                           len(before.steps), sim.step_count, sim.step_count)
+            if before.cluster.nodes != sim.cluster.nodes:  # the trace's tables have one column per node
+                why = f"the run continues on {sim.cluster.nodes} nodes, its trace has {before.cluster.nodes}"
+            else:
+                why = f"{source} holds {len(before.steps)} of the {sim.step_count} steps before the checkpoint"
+            kept = source.with_name(f"trace-to-step-{sim.step_count:06d}.h5")
+            if source.parent == built.path:
+                os.replace(source, kept)
+            logger.warning("%s: the trace starts at step %d%s", why, sim.step_count,
+                           f" (the steps before are in {kept.name})" if source.parent == built.path else "")
     T, nodes = sim.tiling.ntiles, sim.cluster.nodes
     phases = sim.app.phases
     return Trace(
