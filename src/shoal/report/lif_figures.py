@@ -5,16 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from ..imbalance import expected_lif_exact, lif_distribution, tiles_per_node_for
+from .canvas import new_figure, save_figure
 
 
 def figure3(nodes: int, busy: float, tiles_per_node: int, path: Path) -> Path:
     """Distribution of the LIF for s and 4 s tiles per node (exact, binomial model)."""
-    fig = Figure(figsize=(7, 4))
-    FigureCanvasAgg(fig)
+    fig = new_figure(7, 4)
     ax = fig.add_subplot()
     for s in (tiles_per_node, 4 * tiles_per_node):
         values, pmf = lif_distribution(nodes, s, busy)
@@ -26,7 +24,7 @@ def figure3(nodes: int, busy: float, tiles_per_node: int, path: Path) -> Path:
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     return path
 
 
@@ -34,8 +32,7 @@ def figure4(busy: float, target: float, path: Path, max_nodes: int = 1024) -> Pa
     """Tiles per node needed to hold E[LIF] at ``target`` as the number of nodes grows."""
     nodes = np.unique(np.round(np.logspace(1, np.log2(max_nodes), 12, base=2)).astype(int))
     need = [tiles_per_node_for(target, int(n), busy) for n in nodes]
-    fig = Figure(figsize=(7, 4))
-    FigureCanvasAgg(fig)
+    fig = new_figure(7, 4)
     ax = fig.add_subplot()
     ax.plot(nodes, need, marker="o")
     ax.set_xscale("log", base=2)
@@ -44,7 +41,7 @@ def figure4(busy: float, target: float, path: Path, max_nodes: int = 1024) -> Pa
     ax.set_title(f"Tiles per node for E[LIF] = {target:.3g} (p = {busy})")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     return path
 
 

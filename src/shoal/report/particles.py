@@ -15,23 +15,16 @@ from pathlib import Path
 import matplotlib as mpl
 import numpy as np
 from matplotlib.animation import FFMpegWriter, PillowWriter
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from scipy.interpolate import griddata
 from scipy.spatial import cKDTree
 
+from .canvas import new_figure, save_figure
 from .vtk import write_series
 
 FLUID = 0
 QUANTITIES = {"speed": "speed (m/s)", "rho": "density (kg/m³)", "p": "pressure (Pa)"}
 MOVIE_WIDTH_PX = 960
 MOVIE_FPS = 15
-
-
-def _figure(width_in: float, height_in: float) -> Figure:
-    fig = Figure(figsize=(width_in, height_in))
-    FigureCanvasAgg(fig)
-    return fig
 
 
 def load_frames(folder: Path) -> list[dict]:
@@ -90,7 +83,7 @@ def draw_frame(app, frame, scale, limits, ax):
 def frame_pngs(app, frames, out: Path, ranges, every=1) -> list[Path]:
     limits = _axes_limits(frames)
     paths = []
-    fig = _figure(8, 5)
+    fig = new_figure(8, 5)
     ax = fig.add_subplot()
     for k, frame in enumerate(frames):
         if k % every and k != len(frames) - 1:
@@ -99,7 +92,7 @@ def frame_pngs(app, frames, out: Path, ranges, every=1) -> list[Path]:
         if k == 0:
             fig.colorbar(sc, ax=ax, label=QUANTITIES["speed"])
         p = out / f"{frame['path'].stem.replace('state', 'speed')}.png"
-        fig.savefig(p, dpi=90)
+        save_figure(fig, p, dpi=90)
         paths.append(p)
     return paths
 
@@ -123,7 +116,7 @@ def animation(app, frames, folder: Path, ranges, width_px: int = MOVIE_WIDTH_PX)
     (x0, y0), (x1, y1) = limits
     width_in, dpi = 10.0, width_px / 10.0
     height_px = 2 * round(dpi * max(3.0, width_in * 0.85 * (y1 - y0) / (x1 - x0) + 0.8) / 2)  # H.264: even sizes
-    fig = _figure(width_in, height_px / dpi)
+    fig = new_figure(width_in, height_px / dpi)
     ax = fig.add_subplot()
     sc = draw_frame(app, frames[0], ranges["speed"], limits, ax)
     fig.colorbar(sc, ax=ax, label=QUANTITIES["speed"])
@@ -148,7 +141,7 @@ def contour_views(frame, path: Path, ranges, spacing: float) -> Path:
     gx, gy = np.meshgrid(np.arange(lo[0], hi[0], spacing), np.arange(lo[1], hi[1], spacing), indexing="ij")
     grid_pts = np.stack([gx.ravel(), gy.ravel()], axis=1)
     empty = cKDTree(x).query(grid_pts, k=1)[0] > 1.5 * spacing  # no fluid here: leave blank
-    fig = _figure(15, 4.2)
+    fig = new_figure(15, 4.2)
     axes = fig.subplots(1, 3)
     for ax, q in zip(axes, ("rho", "p", "speed"), strict=True):
         val = griddata(x, _value(frame, q)[fluid], grid_pts, method="linear")
@@ -161,8 +154,7 @@ def contour_views(frame, path: Path, ranges, spacing: float) -> Path:
         ax.set_ylabel("y (m)")
         fig.colorbar(cs, ax=ax, shrink=0.8, label=QUANTITIES[q])
     fig.suptitle(f"t = {float(frame['time']):.3f} s (colour scales: the whole run's)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     return path
 
 
@@ -172,7 +164,7 @@ def dam_break_front(frames, path: Path, width: float, dx: float, tank: float) ->
 
     T, Z = front_history(frames, width, dx)
     agreement = martin_moyce_agreement(T, Z, tank, width)
-    fig = _figure(6.5, 4.2)
+    fig = new_figure(6.5, 4.2)
     ax = fig.add_subplot()
     ax.plot(T, Z, "-", label="shoal SPH")
     ref_T, ref_Z = MARTIN_MOYCE.T
@@ -185,8 +177,7 @@ def dam_break_front(frames, path: Path, width: float, dx: float, tank: float) ->
                  fontsize=10)
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     return path
 
 
