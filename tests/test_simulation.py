@@ -125,6 +125,7 @@ def test_a_stop_requested_mid_run_ends_at_a_step_boundary_with_every_tile_there(
         s.close()
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_run_that_resumes_to_the_same_end(tmp_path):
     args = ["synthetic-hotspot", "--steps", "400", "--tiles", "16", "--nodes", "1",
             "--set", "app.grid=[96,96]", "--set", "app.work_per_cell=2000.0"]
