@@ -54,8 +54,11 @@ def load_heatmap(trace: Trace, absolute: bool = False) -> Figure:
                        norm=norm)
         ax.set_title(f"{trace.scenario}: {kind} load per node / the step's mean over nodes")
         fig.colorbar(im, ax=ax, label="load / mean (1 = fair share)")
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if nodes <= 20:
+        ax.set_yticks(range(nodes))  # every node by number
+    else:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     ax.set_xlabel("step")
     ax.set_ylabel("node")
     return fig
