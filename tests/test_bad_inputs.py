@@ -161,3 +161,41 @@ def test_numba_cache_falls_back_when_the_install_folder_is_read_only(tmp_path, m
     fallback = _numba_cache_folder(str(package), str(home), environ={})
     assert fallback is not None and "shoal-numba-" in fallback
     assert _numba_cache_folder(str(package), str(home), environ={"NUMBA_CACHE_DIR": "/x"}) is None
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--workers", "100000"], "the run asks for 200000 worker threads"),
+    (["--set", "run.resize=[[1,0,5000]]"], "worker threads"),
+    (["--set", "app.grid=[1000000,1000000]"], "this run needs about"),
+])
+def test_absurd_sizes_are_refused_with_the_estimate_before_allocating(capsys, tmp_path, argv, expected):
+    out = tmp_path / "run"
+    line = one_error_line(capsys, ["run", "synthetic-hotspot", "--steps", "3", "--nodes", "2", *argv,
+                                   "--out", str(out)])
+    assert expected in line and "--allow-large" in line
+    assert not out.exists()
+
+
+def test_the_estimates_scale_with_the_run_and_allow_large_lifts_them():
+    from shoal.apps import get_app
+    from shoal.apps.synthetic import SyntheticParams
+    from shoal.errors import ShoalError
+    from shoal.resources import STATE_COPIES, check_run
+
+    spec = get_app("synthetic")
+    small, big = SyntheticParams(grid=[62, 62]), SyntheticParams(grid=[126, 62])
+    assert check_run(spec, small, 2) == STATE_COPIES * 3 * 8 * 64 * 64
+    assert check_run(spec, big, 2) == 2 * check_run(spec, small, 2)
+    with pytest.raises(ShoalError, match="needs about 288.0 KiB"):
+        check_run(spec, small, 2, memory=1000)
+    with pytest.raises(ShoalError, match="asks for 9 worker threads"):
+        check_run(spec, small, 9, threads=8)
+    assert check_run(spec, small, 9, threads=8, memory=1000, allow_large=True) > 1000
+
+
+def test_a_run_folder_keeps_a_run_log(tmp_path):
+    out = tmp_path / "run"
+    assert main(["run", "synthetic-hotspot", *SMALL, "--tiles", "4", "--nodes", "1", "--out", str(out), "-q"]) == 0
+    log = (out / "run.log").read_text()
+    assert "synthetic-hotspot started: 4 tiles on 1 nodes (sfc)" in log
+    assert main(["run", "synthetic-hotspot", *SMALL, "--out", str(out), "-q"]) == 2  # and refuses a second run

@@ -61,11 +61,14 @@ def simulation(scenario: str, **options):
 
     team = options.pop("team", None) or current_team()
     flags = {k: options.pop(k, None) for k in RUN_FLAGS}
+    allow_large = options.pop("allow_large", False)
     plan = resolve(scenario, flags, options.pop("set", ()), options.pop("lb", ()), None, options.pop("out", None),
-                   team)
+                   team, allow_large=allow_large)
     if options:
         raise ShoalError(f"unknown option(s) {', '.join(sorted(options))}")
-    return build(plan, team).sim
+    built = build(plan, team)
+    built.sim.at_close(built.release)  # its trace, run.log and folder lock end with it
+    return built.sim
 
 
 __all__ = ["ShoalError", "run", "simulation", "__version__"]

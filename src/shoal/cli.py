@@ -76,6 +76,7 @@ def _run(args, team) -> int:
             nodes=args.nodes, workers=args.workers, placement=args.placement, period=args.period,
             seed=args.seed, initial=args.initial, set=args.set or [], lb=args.lb or [], out=args.out,
             checkpoint_every=args.checkpoint_every, resume=args.resume, team=team, on_step=on_step,
+            allow_large=args.allow_large,
         )
     if not team.is_root:
         return 0
@@ -195,6 +196,7 @@ def _balance(args, trace) -> dict:
 def _cmd_replay(args) -> int:
     from .replay import ReplayConfig, replay
     from .replay.run import write_replay
+    from .session import check_folder
     from .trace import Trace
 
     trace = Trace.read(args.trace)
@@ -203,8 +205,9 @@ def _cmd_replay(args) -> int:
                        network=_network(args), mpi_reference=args.mpi_reference, balance=_balance(args, trace),
                        proxy=Trace.read(args.proxy) if args.proxy else None, gil=args.gil,
                        message_cpu_s=args.message_cpu, **_machine(args))
+    out = Path(args.out) if args.out else Path("runs") / f"replay-{trace.scenario}-{cfg.placement}"
+    check_folder(out)  # refused before the replay runs, not after
     result = replay(trace, cfg)
-    out = Path(args.out) if args.out else Path("runs") / f"replay-{trace.scenario}-{result.summary()['placement']}"
     s = write_replay(result, out)
     print(f"predicted run folder: {out}")
     cores = "x".join(map(str, sorted(set(s["cores"])))) if len(set(s["cores"])) > 1 else str(s["cores"][0])

@@ -21,6 +21,7 @@ logger = logging.getLogger("shoal")
 
 LEVELS = ("debug", "info", "warning", "error")
 LINE_FORMAT = "%(asctime)s %(levelname)-7s %(message)s"
+FILE_ONLY = {"console": False}  # logger.info(..., extra=FILE_ONLY): for run.log, not the terminal
 
 
 def configure(level: str | int = "info", *, stream=None) -> None:
@@ -33,24 +34,37 @@ def configure(level: str | int = "info", *, stream=None) -> None:
     stream : file object, optional
         Where to write; a terminal gets rich's handler, anything else one plain line per record.
     """
-    stream = stream if stream is not None else sys.stderr
     for handler in list(logger.handlers):
         if getattr(handler, "_shoal_console", False):
             logger.removeHandler(handler)
-    if is_terminal(stream):
+    if is_terminal(stream if stream is not None else sys.stderr):
         from rich.console import Console
         from rich.logging import RichHandler
 
-        handler: logging.Handler = RichHandler(console=Console(file=stream), show_path=False, markup=False)
+        console = Console(file=stream) if stream is not None else Console(stderr=True)
+        handler: logging.Handler = RichHandler(console=console, show_path=False, markup=False)
         handler.setFormatter(logging.Formatter("%(message)s"))
     else:
-        handler = logging.StreamHandler(stream)
+        handler = logging.StreamHandler(stream) if stream is not None else _StandardError()
         handler.setFormatter(logging.Formatter(LINE_FORMAT, "%H:%M:%S"))
     handler._shoal_console = True  # type: ignore[attr-defined]
+    handler.addFilter(lambda record: getattr(record, "console", True))  # FILE_ONLY records stay in run.log
     handler.setLevel(_level(level))
     logger.addHandler(handler)
     logger.setLevel(min(_level(level), logging.INFO))  # run.log always gets info
     logger.propagate = False
+
+
+class _StandardError(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time (it may be replaced after configuring)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
 
 
 def _level(level: str | int) -> int:

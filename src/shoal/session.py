@@ -32,6 +32,7 @@ a resumed run carries it on from the checkpoint's step: its trace holds every st
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import fcntl
 import json
@@ -42,7 +43,7 @@ import time
 import tomllib
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +54,11 @@ from .cluster import Cluster
 from .config import Scenario, load_scenario, scenario_from_dict
 from .errors import ShoalError
 from .files import save_npz, write_json, write_text
+from .log import FILE_ONLY, run_log
 from .placement import Balancer, PlacementPolicy, get_policy, policy_params
 from .placement.registry import check_owner
 from .records import BALANCE, MESSAGES, TASKS
+from .resources import check_run
 from .runtime.checkpoint import Checkpoint
 from .runtime.simulation import At, Every, Simulation, state_bytes
 from .runtime.team import Team, current_team
@@ -131,6 +134,7 @@ def run_scenario(
     checkpoint_every: int | None = None,
     resume: str | Path | None = None,
     team: Team | None = None,
+    allow_large: bool = False,
 ) -> RunRecord:
     """Run a scenario and write its run folder.
 
@@ -142,12 +146,13 @@ def run_scenario(
 
     ``team`` is who runs it: by default one process, or one MPI rank per node when started by
     ``mpiexec`` (``nodes`` is then the number of ranks). Rank 0 writes the run folder; every
-    rank returns the same record.
+    rank returns the same record. A run whose estimated memory or worker threads exceed the
+    machine's is refused unless ``allow_large``.
     """
     team = team if team is not None else current_team()
     values = locals()
     flags = {k: values[k] for k in RUN_FLAGS}
-    plan = resolve(scenario, flags, set, lb, resume, out, team)
+    plan = resolve(scenario, flags, set, lb, resume, out, team, allow_large=allow_large)
     built = build(plan, team)
     try:
         if on_step is not None:
@@ -159,7 +164,8 @@ def run_scenario(
 
 
 # ----- resolve --------------------------------------------------------------------------------
-def resolve(scenario: str | Scenario, flags: dict, assignments, lb, resume, out, team: Team) -> Resolved:
+def resolve(scenario: str | Scenario, flags: dict, assignments, lb, resume, out, team: Team, *,
+            allow_large: bool = False) -> Resolved:
     """The scenario with every override applied and checked, and where the run starts."""
     checkpoint = None
     if resume is not None:
@@ -186,7 +192,17 @@ def resolve(scenario: str | Scenario, flags: dict, assignments, lb, resume, out,
         raise ShoalError(f"placement {policy.name!r} is dynamic: give --period (steps between rebalancing)")
     if checkpoint is not None and checkpoint.step >= sc.run.steps:
         raise ShoalError(f"the checkpoint is at step {checkpoint.step}, the run has only {sc.run.steps} steps")
+    check_run(get_app(sc.app), sc.params, _worker_threads(sc, team), allow_large=allow_large)
     return Resolved(sc, policy, checkpoint, resume, Path(out) if out is not None else None)
+
+
+def _worker_threads(sc: Scenario, team: Team) -> int:
+    """The most worker threads this process runs at once over the run's resize schedule (under
+    MPI, its own node's; else every in-process node's)."""
+    r = sc.run
+    steps = [0] + [s for s, _, _ in r.resize]
+    per_step = [r.workers_at(s) for s in steps]
+    return max(cores[team.rank] if team.distributed else sum(cores) for cores in per_step)
 
 
 def resumable(run: Path) -> Scenario:
@@ -221,14 +237,22 @@ class Built:
     tile_bytes: np.ndarray
     lock: FolderLock | None = None
     trace: TraceWriter | None = None
+    log: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # run.log, for the run's life
 
     def close(self) -> None:
-        """End the worker threads, close the trace and let go of the folder."""
+        """End the worker threads, close the trace and run.log, and let go of the folder."""
         self.sim.close()
+        self.release()
+
+    def release(self) -> None:
+        """Close the trace and run.log and let go of the folder (once; the simulation stays)."""
         if self.trace is not None:
             self.trace.close()
+            self.trace = None
+        self.log.close()
         if self.lock is not None:
             self.lock.release()
+            self.lock = None
 
 
 def build(plan: Resolved, team: Team) -> Built:
@@ -268,8 +292,11 @@ def build(plan: Resolved, team: Team) -> Built:
     built = Built(sim, path, team.sum(state_bytes(app, sim.states, tiling.ntiles, arrays_only=False)))
     try:
         built.lock = _on_root(team, lambda: claim_folder(path, own))
-        # The run folder exists from here on: a run.log handler for the run's life belongs here.
-        if team.is_root:
+        if team.is_root:  # the run folder exists from here on
+            built.log.enter_context(run_log(path))
+            start = f"resumed at step {first}" if first else "started"
+            logger.info("%s %s: %d tiles on %d nodes (%s), into %s", sc.name, start, tiling.ntiles, cluster.nodes,
+                        policy.name, path, extra=FILE_ONLY)
             (path / "state").mkdir(exist_ok=True)
             (path / "frames").mkdir(exist_ok=True)
             if not own:
@@ -280,8 +307,9 @@ def build(plan: Resolved, team: Team) -> Built:
             balancer.proxy = _run_proxy(sc, app, tiling, path / "proxy")
         _attach(sim, sc, path / "frames")
     except BaseException:
+        made = built.lock is not None and built.lock.made
         built.close()
-        if built.lock is not None and built.lock.made:
+        if made:
             shutil.rmtree(path, ignore_errors=True)  # nothing half-written left behind
         raise
     return built

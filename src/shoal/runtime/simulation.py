@@ -141,6 +141,7 @@ class Simulation:
         self._stop = threading.Event()
         self.team.step = step
         self.executor = self.team.executor(app, tiling, cluster, owner, overlap)
+        self._closers: list[Callable[[], None]] = []
 
     # ----- what a user reads between steps ------------------------------------------------------
     @property
@@ -308,8 +309,15 @@ class Simulation:
         return merge_results(self.parts)
 
     def close(self) -> None:
-        """End the worker threads."""
+        """End the worker threads, then run what :meth:`at_close` was given (once)."""
         self.executor.close()
+        while self._closers:
+            self._closers.pop()()
+
+    def at_close(self, release: Callable[[], None]) -> None:
+        """Call ``release()`` when the simulation closes (after its workers end): what owns
+        files for the run (trace, log, folder lock) lets go of them then."""
+        self._closers.append(release)
 
 
 def state_bytes(app: App, states: dict, ntiles: int, arrays_only: bool = True) -> np.ndarray:
