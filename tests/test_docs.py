@@ -129,10 +129,8 @@ def test_every_public_module_of_the_reference_imports():
         assert importlib.import_module(name).__doc__, f"module {name} has no docstring"
 
 
-# About a hundred gaps in the sources when this test was written (methods of the policies and
-# the registries without docstrings, functions whose prose names some parameters only); the
-# failure lists every one. Drop the mark once they are closed.
-@pytest.mark.xfail(strict=False, reason="public API with undocumented parameters or no docstring (listed)")
+# The failure lists every public object without a docstring or whose docstring leaves a
+# parameter unnamed.
 def test_public_functions_and_classes_have_docstrings_that_describe_their_parameters():
     gaps = sorted(documentation_gaps())
     assert not gaps, f"{len(gaps)} gaps in the public API's docstrings:\n" + "\n".join(gaps)

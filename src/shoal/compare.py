@@ -29,14 +29,34 @@ class Comparison:
 
     @property
     def max_abs_diff(self) -> float:
+        """The largest absolute difference over all fields (0.0 when none differ or there are none)."""
         return max(self.fields.values(), default=0.0)
 
     @property
     def identical(self) -> bool:
+        """True when every field is bitwise equal and no particle is present in one run only."""
         return not self.differing and self.only_a == 0 and self.only_b == 0
 
 
 def compare_states(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> Comparison:
+    """Compare two gathered states field by field.
+
+    Parameters
+    ----------
+    a, b : dict of str to numpy.ndarray
+        Global arrays by field name, as :meth:`~shoal.session.RunRecord.state` returns them.
+        A state with an ``id`` array is a particle state and is matched by particle id.
+
+    Returns
+    -------
+    Comparison
+        The largest absolute difference per field and which fields are not bitwise equal.
+
+    Raises
+    ------
+    ShoalError
+        If the states hold different fields, or a field's shape or dtype differs between them.
+    """
     if set(a) != set(b):
         raise ShoalError(f"the runs hold different fields: {sorted(a)} vs {sorted(b)}")
     if "id" in a:
@@ -78,5 +98,16 @@ def _compare_fields(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> Compa
 
 def compare_runs(run_a: str | Path, run_b: str | Path) -> Comparison:
     """The final states of two finished run folders compared; a missing or damaged folder,
-    summary or final state is a :class:`~shoal.errors.ShoalError` naming it (never "different")."""
+    summary or final state is a :class:`~shoal.errors.ShoalError` naming it (never "different").
+
+    Parameters
+    ----------
+    run_a, run_b : str or Path
+        The two run folders.
+
+    Returns
+    -------
+    Comparison
+        See :func:`compare_states`.
+    """
     return compare_states(open_run(run_a).state(), open_run(run_b).state())

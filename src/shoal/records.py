@@ -36,9 +36,11 @@ class Schema:
 
     @property
     def names(self) -> tuple[str, ...]:
+        """The column names, in schema order."""
         return tuple(c.name for c in self.columns)
 
     def column(self, name: str) -> Column:
+        """The column called ``name``; raises ``KeyError`` if the schema has none."""
         for c in self.columns:
             if c.name == name:
                 return c
@@ -69,7 +71,7 @@ class Schema:
         return {n: np.concatenate([t[n] for t in tables]).astype(self.column(n).dtype, copy=False) for n in names}
 
     def select(self, table: dict[str, np.ndarray], rows) -> dict[str, np.ndarray]:
-        """The rows ``rows`` (a mask, indices or a slice) of every column."""
+        """The rows ``rows`` (a mask, indices or a slice) of every column of ``table``."""
         return {k: v[rows] for k, v in table.items()}
 
     def from_rows(self, rows: list[tuple]) -> dict[str, np.ndarray]:

@@ -86,9 +86,17 @@ class RunRecord:
 
     @property
     def trace(self) -> Trace:
+        """The run's ``trace.h5``, read again on every access (see :class:`~shoal.trace.Trace`)."""
         return Trace.read(self.path / "trace.h5")
 
     def state(self) -> dict[str, np.ndarray]:
+        """The final state gathered into global arrays by field name (``state/final.npz``).
+
+        Raises
+        ------
+        ShoalError
+            If the file is missing (a stopped run has none) or cannot be read.
+        """
         path = self.path / "state" / "final.npz"
         if not path.exists():
             raise ShoalError(f"{path} is missing: the run folder has no final state")
@@ -99,6 +107,8 @@ class RunRecord:
             raise ShoalError(f"{path} is not a readable final state (truncated or damaged): {exc}") from None
 
     def report(self) -> list[Path]:
+        """Write the run's report pictures into its folder (as ``shoal report`` does) and return
+        their paths."""
         from .report import report_run
 
         return report_run(self.path)
@@ -148,6 +158,50 @@ def run_scenario(
     ``mpiexec`` (``nodes`` is then the number of ranks). Rank 0 writes the run folder; every
     rank returns the same record. A run whose estimated memory or worker threads exceed the
     machine's is refused unless ``allow_large``.
+
+    Parameters
+    ----------
+    scenario : str or Scenario
+        A scenario's name or TOML file, or a loaded scenario.
+    steps : int, optional
+        Steps to run, counted from step 0 (a resumed run stops at the same step).
+    tiles, tiles_per_core : int, optional
+        The number of tiles, or tiles per worker thread of the cluster (the count is derived).
+    nodes, workers : int, optional
+        Nodes of the cluster and worker threads (cores) per node.
+    placement : str, optional
+        The placement policy's name (see ``shoal placements``).
+    period : int, optional
+        Steps between rebalancing for a dynamic policy (0: never).
+    seed : int, optional
+        Seed of the initial placement and of any random choice of the policy.
+    initial : str, optional
+        The policy placing the tiles before the first step.
+    set, lb : sequence of str
+        ``section.key=value`` and ``policy.key=value`` assignments.
+    out : str or Path, optional
+        The run folder to write; a new folder under ``runs/`` by default. It is refused if it
+        is a file, in use, holds a finished run, or holds other files.
+    on_step : callable, optional
+        Called with ``k`` as step ``k`` finishes.
+    checkpoint_every : int, optional
+        Steps between checkpoints in ``state/`` (the trace is appended at each).
+    resume : str or Path, optional
+        A run folder to continue from its latest intact checkpoint.
+    team : Team, optional
+        The processes running it.
+    allow_large : bool
+        Run even when the estimated memory or worker threads exceed the machine's.
+
+    Returns
+    -------
+    RunRecord
+        The run folder and its summary (``summary`` is ``None`` for a stopped run).
+
+    Raises
+    ------
+    ShoalError
+        For any invalid scenario, override, folder or checkpoint, before anything is written.
     """
     team = team if team is not None else current_team()
     values = locals()
@@ -166,7 +220,33 @@ def run_scenario(
 # ----- resolve --------------------------------------------------------------------------------
 def resolve(scenario: str | Scenario, flags: dict, assignments, lb, resume, out, team: Team, *,
             allow_large: bool = False) -> Resolved:
-    """The scenario with every override applied and checked, and where the run starts."""
+    """The scenario with every override applied and checked, and where the run starts.
+
+    Parameters
+    ----------
+    scenario : str or Scenario
+        The scenario's name or file, or a loaded one (ignored when ``resume`` is given).
+    flags : dict
+        :func:`run_scenario`'s keyword arguments of the ``[run]`` table; ``None`` leaves a value.
+    assignments : sequence of str
+        ``section.key=value`` overrides (``--set``).
+    lb : sequence of str
+        ``policy.key=value`` overrides of the balancing policies (``--lb``).
+    resume : str or Path or None
+        A run folder to continue from its latest checkpoint.
+    out : str or Path or None
+        The run folder to write (``resume``'s own folder by default when resuming).
+    team : Team
+        The processes of the run; under MPI the nodes are its ranks.
+    allow_large : bool
+        Accept a run whose estimated memory or worker threads exceed the machine's.
+
+    Raises
+    ------
+    ShoalError
+        For an invalid override, a policy that cannot run live, a dynamic policy without a
+        period, a checkpoint past the last step, or a run too large for the machine.
+    """
     checkpoint = None
     if resume is not None:
         resume = Path(resume)
@@ -219,7 +299,8 @@ def resumable(run: Path) -> Scenario:
 
 # ----- build ----------------------------------------------------------------------------------
 def build_tiling(sc: Scenario, grid: tuple[int, ...], cluster: Cluster) -> Tiling:
-    """Tiles of the app's cell grid: by tile shape, tile count, or tiles per core."""
+    """Tiles of the app's cell ``grid`` (cells per axis): by the tile shape of the scenario
+    ``sc``, its tile count, or its tiles per core of ``cluster``."""
     r = sc.run
     if r.tile_shape:
         return Tiling.from_shape(grid, r.tile_shape, r.halo)
@@ -256,7 +337,8 @@ class Built:
 
 
 def build(plan: Resolved, team: Team) -> Built:
-    """The simulation of a resolved run, its run folder claimed, its callbacks attached.
+    """The simulation of the resolved run ``plan`` on ``team``, its run folder claimed, its
+    callbacks attached.
 
     Everything that checks the input runs before the folder is claimed; should anything after
     fail, a folder this run made is removed again.
@@ -383,7 +465,8 @@ def _attach(sim: Simulation, sc: Scenario, frames: Path) -> None:
 
 
 def write_frame(sim: Simulation, frames: Path) -> None:
-    """The app's frame of the current state, as ``frames/state-<step>.npz`` (first process)."""
+    """The app's frame of ``sim``'s current state, as ``state-<step>.npz`` in the folder
+    ``frames`` (first process; NaN or infinity is a ShoalError)."""
     gathered = sim.gather()
     if gathered is not None:
         _check_finite(gathered, sim.step_count)
@@ -408,6 +491,7 @@ class FolderLock:
         self.fd, self.made = fd, made
 
     def release(self) -> None:
+        """Close the lock file, which lets go of the lock; releasing twice does nothing."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
@@ -442,7 +526,8 @@ def check_folder(path: Path, own: bool = False, locked: bool = False) -> None:
 
 def claim_folder(path: Path, own: bool = False) -> FolderLock:
     """Make (if need be) and lock the run folder ``path`` for this run, after
-    :func:`check_folder`; the lock is held until released or the process ends."""
+    :func:`check_folder`; the lock is held until released or the process ends. ``own``: the
+    run resumes this folder, which may hold its interrupted run."""
     check_folder(path, own)
     made = not path.exists()
     try:
@@ -507,14 +592,15 @@ def _run_proxy(sc: Scenario, app, tiling: Tiling, out: Path):
 
 # ----- simulate -------------------------------------------------------------------------------
 def simulate(sim: Simulation, steps: int) -> None:
-    """Run to step ``steps`` (or until stopped)."""
+    """Run ``sim`` to step ``steps`` counted from 0 (or until it is stopped)."""
     sim.run(steps - sim.step_count)
 
 
 # ----- write ----------------------------------------------------------------------------------
 def write(plan: Resolved, built: Built, team: Team) -> RunRecord:
-    """The trace's last chunk, the final state and the summary (on the first process); a
-    stopped run has its trace and checkpoint already, and stays resumable."""
+    """The trace's last chunk, the final state and the summary of ``plan``'s run ``built``
+    (on the first process of ``team``); a stopped run has its trace and checkpoint already,
+    and stays resumable."""
     sc, sim, path = plan.scenario, built.sim, built.path
     if sc.run.frame_every and sim.stopped_at is None and sim.step_count % sc.run.frame_every:
         write_frame(sim, path / "frames")  # the last step's, when the schedule did not write it

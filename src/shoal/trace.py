@@ -148,6 +148,7 @@ class Trace:
 
     @property
     def steps(self) -> np.ndarray:
+        """The distinct steps that have tasks in the trace, sorted."""
         return np.unique(self.tasks["step"])
 
     @property
@@ -156,6 +157,8 @@ class Trace:
         return len(self.worker_steps) > 1
 
     def owner_at(self, step: int) -> np.ndarray:
+        """The node of every tile during ``step``: the latest owner table that took effect at or
+        before it (the first one for a step before any)."""
         i = int(np.searchsorted(self.placement_steps, step, side="right")) - 1
         return self.placement_owners[max(i, 0)]
 
@@ -269,9 +272,21 @@ class TraceWriter:
         self._file.swmr_mode = True
 
     def append(self, result=None, placements=(), workers=(), balance_rows=()) -> None:
-        """One chunk: an ``ExecutionResult`` of the steps since the last chunk (every process's
-        rows combined; ``None`` if none ran), the ``(step, owner)`` placements and ``(step,
-        cores)`` worker threads that took effect since, and the new ``/balance`` rows."""
+        """Append one chunk and only then raise ``/committed``, so a chunk cut short by a kill
+        is ignored by readers.
+
+        Parameters
+        ----------
+        result : ExecutionResult or None
+            The steps since the last chunk, every process's rows combined; ``None`` if none ran.
+            Task times are shifted by the run's clock (seconds since the run began).
+        placements : iterable of (int, numpy.ndarray)
+            ``(step, owner)`` owner tables that took effect since the last chunk.
+        workers : iterable of (int, numpy.ndarray)
+            ``(step, cores)`` worker threads per node that took effect since the last chunk.
+        balance_rows : sequence of tuple
+            New ``/balance`` rows, in the column order of ``BALANCE``.
+        """
         f, rows = self._file, dict(zip(COMMITTED, (int(n) for n in self._file["committed"][()]), strict=True))
         if result is not None and result.steps:
             tasks = dict(result.tasks)
@@ -307,6 +322,7 @@ class TraceWriter:
         f.flush()
 
     def close(self) -> None:
+        """Close the file; closing twice does nothing."""
         if self._file.id.valid:
             self._file.close()
 

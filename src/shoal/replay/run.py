@@ -67,6 +67,10 @@ class ReplayConfig:
 
 @dataclass
 class ReplayResult:
+    """What :func:`replay` predicts: the trace of the modeled run, its makespan in seconds of
+    modeled time, the discrete events simulated and the seconds of this machine's time that
+    took, and the configuration replayed."""
+
     trace: Trace
     makespan: float
     events: int
@@ -74,6 +78,8 @@ class ReplayResult:
     config: ReplayConfig
 
     def summary(self) -> dict:
+        """The replay's ``summary.json``: a run's summary fields (marked ``predicted``), the
+        makespan and machine model used, and the replay's own speed (events per second)."""
         t, cfg = self.trace, self.config
         return {
             "app": t.app, "scenario": t.scenario, "predicted": True,
@@ -348,8 +354,9 @@ def _modeled_cluster(trace: Trace, cfg: ReplayConfig) -> tuple[Cluster, tuple[np
 
 
 def executor_overhead(cfg: ReplayConfig, tasks: int, payloads: int) -> float:
-    """The executor's time charged to every task of a (replayed) trace of ``tasks`` tasks that
-    moved ``payloads`` halo payloads: the calibrated time per task plus the payloads' share."""
+    """The executor's time in seconds charged to every task of a (replayed) trace of ``tasks``
+    tasks that moved ``payloads`` halo payloads: the calibrated time per task of ``cfg`` plus
+    the payloads' share."""
     return cfg.task_overhead_s + (cfg.payload_overhead_s * payloads / tasks if tasks else 0.0)
 
 
@@ -388,9 +395,10 @@ def _work(trace: Trace) -> np.ndarray:
 
 
 def write_replay(result: ReplayResult, out) -> dict:
-    """A run folder for a replay: same layout as a real run's, marked as predicted. The folder
-    is claimed as a run's is (:func:`shoal.session.claim_folder`): one that holds anything, or
-    that another run is writing, is refused before anything is written."""
+    """Write the replay ``result`` as the run folder ``out``: same layout as a real run's
+    (``config.toml``, ``trace.h5``, ``summary.json``), marked as predicted; returns the summary.
+    The folder is claimed as a run's is (:func:`shoal.session.claim_folder`): one that holds
+    anything, or that another run is writing, is refused before anything is written."""
     from pathlib import Path
 
     import tomli_w

@@ -38,14 +38,20 @@ def _one(case: dict) -> dict:
 
 @dataclass
 class SweepResult:
+    """A sweep's summaries, one row per case sorted by makespan, and birdshot's predicted mean
+    step time in seconds for each extra seed."""
+
     rows: list[dict]
     seeds: list[float]  # predicted step time of birdshot over many seeds (Figure 13)
 
 
 def cases(placements, tiles_per_core, periods, nodes, cores, seed, network, model: dict | None = None) -> list[dict]:
-    """One ReplayConfig's fields per case; ``model`` adds the fields every case shares (the
-    balancing parameters, the interpreter lock, the message CPU time, a calibrated model of
-    the machine from ``shoal.replay.calibrate.machine_model``)."""
+    """One ReplayConfig's fields per case: every combination of ``placements`` (names),
+    ``tiles_per_core`` and ``nodes`` counts, each dynamic policy once per rebalancing period of
+    ``periods`` (a static one with period 0), all with ``cores`` worker threads per node, the
+    placement ``seed`` and the ``network`` model. ``model`` adds the fields every case shares
+    (the balancing parameters, the interpreter lock, the message CPU time, a calibrated model
+    of the machine from ``shoal.replay.calibrate.machine_model``)."""
     out = []
     for name, tpc, n in itertools.product(placements, tiles_per_core, nodes):
         policy = get_policy(name)
@@ -59,8 +65,44 @@ def sweep(trace_path: str | Path, placements: list[str], tiles_per_core: list[in
           nodes: list[int], cores: int, seed: int = 0, birdshot_seeds: int = 0, jobs: int | None = None,
           network: Network | None = None, model: dict | None = None, on_done=None,
           proxy: str | Path | None = None) -> SweepResult:
-    """Replay the trace at ``trace_path`` for every combination, in ``jobs`` processes; ``model``
-    holds the ``ReplayConfig`` fields every case shares."""
+    """Replay the trace at ``trace_path`` for every combination, in ``jobs`` processes.
+
+    Parameters
+    ----------
+    trace_path : str or Path
+        The recorded trace.
+    placements : list of str
+        Placement policies' names.
+    tiles_per_core, periods, nodes : list of int
+        Tiles per worker thread, rebalancing periods in steps (for dynamic policies only) and
+        node counts to combine (see :func:`cases`).
+    cores : int
+        Worker threads per modeled node.
+    seed : int
+        Seed of the placements.
+    birdshot_seeds : int
+        Also replay birdshot with seeds ``0 .. birdshot_seeds-1`` on the largest node count
+        and the middle tiles per core, for the spread of its predicted step time.
+    jobs : int, optional
+        Processes replaying at once (by default one per case, at most one per CPU).
+    network : Network, optional
+        The modeled network (``Network()``'s defaults if omitted).
+    model : dict, optional
+        ``ReplayConfig`` fields every case shares.
+    on_done : callable, optional
+        Called with the index of each case as it finishes.
+    proxy : str or Path, optional
+        A trace whose loads stand in for the tiles' future loads (lookahead policies).
+
+    Returns
+    -------
+    SweepResult
+
+    Raises
+    ------
+    ShoalError
+        For an unknown placement, an unreadable trace, or a replay process that died.
+    """
     for name in placements:
         get_policy(name)
     # Read here first: a damaged trace is one line naming it, not a crash in every worker.
@@ -92,6 +134,8 @@ def sweep(trace_path: str | Path, placements: list[str], tiles_per_core: list[in
 
 
 def parse_list(text: str, kind=int) -> list:
+    """The comma-separated values of ``text`` converted by ``kind``; an empty or malformed list
+    is a ShoalError."""
     try:
         values = [kind(v) for v in text.split(",") if v.strip()]
     except ValueError:
@@ -102,6 +146,8 @@ def parse_list(text: str, kind=int) -> list:
 
 
 def known_placements(text: str) -> list[str]:
+    """The placement policies named in the comma-separated ``text`` (``all``: every registered
+    one); an unknown name is a ShoalError."""
     names = [v.strip() for v in text.split(",") if v.strip()]
     if names == ["all"]:
         return sorted(POLICIES)

@@ -54,9 +54,11 @@ class Every:
             raise ShoalError(f"a schedule needs a positive interval, got {self.steps}")
 
     def due(self, step: int) -> bool:
+        """Whether the action runs at the boundary after ``step`` steps (never at step 0)."""
         return step > 0 and step % self.steps == 0 and (self.until is None or step < self.until)
 
     def next_after(self, step: int) -> int | None:
+        """The first step after ``step`` at which the action is due, or ``None`` if none is."""
         nxt = (step // self.steps + 1) * self.steps
         return nxt if self.until is None or nxt < self.until else None
 
@@ -68,9 +70,11 @@ class At:
     steps: tuple[int, ...]
 
     def due(self, step: int) -> bool:
+        """Whether ``step`` is one of the listed steps."""
         return step in self.steps
 
     def next_after(self, step: int) -> int | None:
+        """The first listed step after ``step``, or ``None`` if none is."""
         return min((s for s in self.steps if s > step), default=None)
 
 
@@ -146,10 +150,12 @@ class Simulation:
     # ----- what a user reads between steps ------------------------------------------------------
     @property
     def owner(self) -> np.ndarray:
+        """The node of every tile (indexed by tile) for the next step."""
         return self.executor.owner
 
     @property
     def cluster(self) -> Cluster:
+        """The nodes and their worker threads for the next step (changes with ``reconfigure``)."""
         return self.executor.cluster
 
     @property
@@ -237,8 +243,16 @@ class Simulation:
 
     # ----- reshaping the run between steps -----------------------------------------------------
     def reconfigure(self, owner: np.ndarray | None = None, workers: dict[int, int] | None = None) -> None:
-        """New owners for the tiles (their states move to them) and ``{node: worker threads}``
-        for nodes that grow or shrink; takes effect from the next step."""
+        """New owners for the tiles and new worker threads for some nodes, from the next step.
+
+        Parameters
+        ----------
+        owner : numpy.ndarray, optional
+            The node of every tile; the states of tiles that change node move to it. Checked
+            against the tiling and cluster (a ShoalError if invalid).
+        workers : dict of int to int, optional
+            ``{node: worker threads}`` for nodes that grow or shrink.
+        """
         if owner is not None:
             from ..placement.registry import check_owner
 
@@ -321,8 +335,25 @@ class Simulation:
 
 
 def state_bytes(app: App, states: dict, ntiles: int, arrays_only: bool = True) -> np.ndarray:
-    """Bytes of every portable tile state held here (zero for tiles held elsewhere): what
-    migrating it moves (its arrays), or what it weighs in the trace (numbers too)."""
+    """Bytes of every portable tile state held here (zero for tiles held elsewhere).
+
+    Parameters
+    ----------
+    app : App
+        The app whose ``portable`` form of a state is measured.
+    states : dict of int to state
+        Tile states held by this process, by tile index.
+    ntiles : int
+        The number of tiles of the tiling (the length of the result).
+    arrays_only : bool
+        Count only the state's arrays (what migrating it moves); ``False`` counts its numbers
+        too (what it weighs in the trace).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        Bytes per tile.
+    """
     out = np.zeros(ntiles, dtype=np.int64)
     for t, s in states.items():
         s = app.portable(s)
