@@ -37,7 +37,7 @@ def write_series(run_folder: str | Path) -> Path:
     Every ``frames/state-<step>.npz`` becomes ``frames/paraview/state-<step>.vtp`` (a frame
     with particle positions ``x``: one vertex per particle, every per-particle array as point
     data) or ``.vti`` (a frame of grid arrays: one cell per grid cell, the arrays as cell
-    data, unit spacing). ``frames/paraview/series.pvd`` lists them with their simulated time:
+    data, unit spacing). ``frames/series.pvd`` lists them with their simulated time:
     the frame's ``time`` when it holds one, else its step (the clock of apps without one).
 
     Parameters
