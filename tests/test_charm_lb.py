@@ -592,3 +592,10 @@ def test_deterministic_and_owner_is_the_node_of_the_final_pe(case, cores, data):
     assert a_owner.tolist() == pe_nodes(cores)[a.pe].tolist()
     spread = spread_over_pes(loads, owner, cluster, background)
     assert pe_nodes(cores)[spread].tolist() == owner.tolist()
+
+
+def test_refine_with_subnormal_loads_whose_mean_underflows_moves_nothing():
+    """Found by hypothesis: one object of 5e-324 s on two PEs makes the average 0 while a PE is
+    heavy; no PE can be light, so nothing moves (it used to divide by zero)."""
+    out = refine_lb(np.array([5e-324]), np.array([0]), np.zeros(2), 1.02)
+    assert out.pe.tolist() == [0] and out.average == 0.0 and len(out.passes) == 1

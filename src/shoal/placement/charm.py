@@ -512,8 +512,9 @@ def refine_lb(
         moves.append(done)
         return ok
 
-    if not run(tolerance):
-        # Only reached with avg > 0: with avg == 0 every load is 0 and no PE is heavy.
+    # With avg == 0 (every load 0, or a mean of subnormal loads that underflows) no PE is light
+    # and nothing can move: the first pass is the answer.
+    if not run(tolerance) and avg > 0.0:
         hi = int((top / avg - tolerance) / OVERLOAD_STEP + 1)
         if run(hi * OVERLOAD_STEP + tolerance):
             lo = 0
