@@ -39,18 +39,8 @@ def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO]:
     """
     if mode not in ("wb", "w"):
         raise ValueError(f"mode must be 'wb' or 'w', got {mode!r}")
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    try:
-        with os.fdopen(fd, mode) as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_folder(path.parent)
+    with atomic_path(path) as tmp, open(tmp, mode) as fh:
+        yield fh  # closed here, then fsynced and renamed by atomic_path
 
 
 @contextmanager
