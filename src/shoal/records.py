@@ -94,6 +94,10 @@ TASKS = Schema("tasks", (
     Column("kernel", np.float64, "s", "part of cost spent in compiled code without the interpreter lock",
            optional=True),
     Column("kernel_calls", np.int32, "", "lock-free calls the task made (each lets go of the lock)", optional=True),
+    Column("ready", np.float64, "s", "wall time since the run began when the task became ready: its last input "
+           "(halo, reduction, its tile's previous task) had arrived and it was queued or taken directly by the "
+           "worker that finished that tile's previous task; start - ready is the time it waited for a worker",
+           optional=True),
 ))
 
 MESSAGES = Schema("messages", (

@@ -355,6 +355,7 @@ class LocalExecutor:
         self._t_node, self._t_worker = tasks["node"], tasks["worker"]
         self._t_start, self._t_end, self._t_cost = tasks["start"], tasks["end"], tasks["cost"]
         self._t_work, self._t_kernel, self._t_calls = tasks["work"], tasks["kernel"], tasks["kernel_calls"]
+        self._t_ready = tasks["ready"]
         self._first_cost = np.zeros(T)  # CPU time of packing each tile's first halos
         self._first_kernel = np.zeros(T)
         self._first_calls = np.zeros(T, np.int32)
@@ -427,6 +428,7 @@ class LocalExecutor:
         got = len(self._inbox[tile].get(task, ())) + self._tokens[tile].get(task, 0)
         if got == self._inputs_needed(task, tile):
             self._idle[tile] = False
+            self._t_ready[task * self.tiling.ntiles + tile] = time.perf_counter() - self._t0
             node = int(self.owner[tile])
             self._queues[node].append((tile, task))
             self._conds[node].notify()
@@ -599,7 +601,9 @@ def merge_results(parts: list[ExecutionResult]) -> ExecutionResult:
     offset, tasks, step_end = 0.0, [], []
     for r in parts:
         shifted = dict(r.tasks)
-        shifted["start"], shifted["end"] = r.tasks["start"] + offset, r.tasks["end"] + offset
+        for name in ("start", "end", "ready"):
+            if name in shifted:
+                shifted[name] = shifted[name] + offset
         tasks.append(shifted)
         step_end.append(r.step_end + offset)
         offset += r.wall_s
