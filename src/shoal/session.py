@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from . import provenance
 from .apps import get_app
 from .cluster import Cluster
 from .config import Scenario, load_scenario, scenario_from_dict
@@ -319,6 +320,7 @@ class Built:
     lock: FolderLock | None = None
     trace: TraceWriter | None = None
     log: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # run.log, for the run's life
+    provenance: dict | None = None  # the host and software at the start (first process)
 
     def close(self) -> None:
         """End the worker threads, close the trace and run.log, and let go of the folder."""
@@ -379,6 +381,10 @@ def build(plan: Resolved, team: Team) -> Built:
             start = f"resumed at step {first}" if first else "started"
             logger.info("%s %s: %d tiles on %d nodes (%s), into %s", sc.name, start, tiling.ntiles, cluster.nodes,
                         policy.name, path, extra=FILE_ONLY)
+            built.provenance = provenance.record()
+            logger.info(provenance.describe(built.provenance), extra=FILE_ONLY)
+            if busy := provenance.busy_warning(built.provenance):
+                logger.warning(busy, extra=FILE_ONLY)
             (path / "state").mkdir(exist_ok=True)
             (path / "frames").mkdir(exist_ok=True)
             if not own:
@@ -616,10 +622,13 @@ def write(plan: Resolved, built: Built, team: Team) -> RunRecord:
     save_npz(path / "state" / "final.npz", gathered)
     trace = Trace.read(path / "trace.h5")  # every step from 0, a resumed run's too
     basis = "task-cost" if built.trace.oversubscribed else "wall"
+    measured = provenance.finish(built.provenance)  # this part's, for a resumed run
+    if measured["busy_after"]:
+        logger.warning(provenance.busy_warning(measured), extra=FILE_ONLY)
     summary = {"app": sc.app, "scenario": sc.name, "placement": sc.run.placement, "period": sc.run.period,
                "workers": sc.run.workers, "seed": sc.run.seed, "predicted": False, "ranks": team.size,
                "resumed_from_step": plan.checkpoint.step if plan.checkpoint else None,
-               **summarize(trace, built.trace.clock, basis)}
+               **summarize(trace, built.trace.clock, basis), "provenance": measured}
     write_json(path / "summary.json", summary)
     return team.agree(RunRecord(path, summary))
 
