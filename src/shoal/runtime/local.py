@@ -318,6 +318,7 @@ class LocalExecutor:
     # ----- set-up --------------------------------------------------------------------------
     def _setup(self, steps, states, first_step):
         T, P = self.tiling.ntiles, len(self.phases)
+        self._T = T
         self.steps, self.first_step, self.states = steps, first_step, states
         self._lock = threading.Lock()
         self._conds = {node: threading.Condition(self._lock) for node in self._pools}
@@ -428,7 +429,7 @@ class LocalExecutor:
         got = len(self._inbox[tile].get(task, ())) + self._tokens[tile].get(task, 0)
         if got == self._inputs_needed(task, tile):
             self._idle[tile] = False
-            self._t_ready[task * self.tiling.ntiles + tile] = time.perf_counter() - self._t0
+            self._t_ready[task * self._T + tile] = time.perf_counter() - self._t0
             node = int(self.owner[tile])
             self._queues[node].append((tile, task))
             self._conds[node].notify()
