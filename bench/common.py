@@ -1,13 +1,36 @@
-"""What every benchmark shares: repeats with median and spread, and where it ran."""
+"""What every benchmark shares: the measurement protocol and where it ran.
+
+The protocol (after sampi §V, which validates on several runs per configuration): every
+measurement is repeated (``--repeats``, default 5) and quoted as the median with its spread
+(max - min over the median); a ratio against a baseline is taken within each repeat, both
+measured in the same run, and its median quoted. A benchmark runs inside :class:`Benchmark`,
+which prints the host's provenance (:mod:`shoal.provenance`) at the start and the load at
+the end, warns when the host was busy before or after, and with ``--json FILE`` writes the
+rows it printed and the provenance into one JSON record.
+
+A benchmark reads::
+
+    ap = argparse.ArgumentParser()
+    add_arguments(ap)
+    args = ap.parse_args()
+    with Benchmark("name", args) as bench:
+        stat = repeat(lambda: measure_once(), args.repeats)
+        print(f"step {stat.show(1e3)} ms")
+        bench.add(case="...", step_s=stat)
+"""
 
 from __future__ import annotations
 
-import os
-import platform
-import subprocess
+import argparse
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from shoal import provenance
+from shoal.files import write_text
 
 REPEATS = 5
 
@@ -19,25 +42,106 @@ def median_spread(values) -> tuple[float, float]:
     return med, float(np.ptp(v) / med) if med else 0.0
 
 
+@dataclass(frozen=True)
+class Stat:
+    """Repeated measurements of one quantity: their median and spread."""
+
+    values: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        """The median of the repeats."""
+        return median_spread(self.values)[0]
+
+    @property
+    def spread(self) -> float:
+        """Max - min of the repeats over their median (0 for a zero median)."""
+        return median_spread(self.values)[1]
+
+    def show(self, scale: float = 1.0, digits: int = 2, unit: str = "") -> str:
+        """``median ±spread``, the median multiplied by ``scale`` with ``digits`` decimals and
+        followed by ``unit``."""
+        return f"{self.median * scale:.{digits}f}{unit} ±{self.spread:.0%}"
+
+    def as_json(self) -> dict:
+        """The median, the spread and every repeat."""
+        return {"median": self.median, "spread": self.spread, "values": list(self.values)}
+
+
+def repeat(fn: Callable[[], float | Mapping], n: int = REPEATS) -> Stat | dict:
+    """Call ``fn`` ``n`` times; the median and spread of what it returned.
+
+    ``fn`` returns one number, or a mapping of numbers (several quantities measured together,
+    such as a time and its baseline's, or their ratio within the repeat); the result is then a
+    :class:`Stat` per key.
+    """
+    results = [fn() for _ in range(max(n, 1))]
+    if isinstance(results[0], Mapping):
+        return {k: Stat(tuple(float(r[k]) for r in results)) for k in results[0]}
+    return Stat(tuple(float(r) for r in results))
+
+
+def add_arguments(ap: argparse.ArgumentParser, repeats: int = REPEATS) -> None:
+    """The protocol's flags: ``--repeats N`` and ``--json FILE``."""
+    ap.add_argument("--repeats", type=int, default=repeats, help=f"repeats of each measurement (default {repeats})")
+    ap.add_argument("--json", type=Path, metavar="FILE", help="write the rows and the provenance to FILE")
+
+
 def host() -> str:
-    """One line on where a benchmark ran: CPU, cores, load, versions, commit."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import numba
+    """One line on where a benchmark runs now: host, CPU, cores, load, versions, commit, threads."""
+    return provenance.describe(provenance.record())
 
-    import shoal
 
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = "unknown"
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return (f"{cpu}, {os.cpu_count()} cores, load {load}; Python {platform.python_version()}, NumPy {np.__version__}, "
-            f"Numba {numba.__version__}, shoal {shoal.__version__} ({commit})")
+class Benchmark:
+    """One benchmark's run: its provenance before and after, its rows, its JSON record.
+
+    Parameters
+    ----------
+    name : str
+        The benchmark's name, recorded in the JSON.
+    args : argparse.Namespace, optional
+        Its arguments: recorded, and ``args.json`` (``--json FILE``) says where to write.
+    """
+
+    def __init__(self, name: str, args: argparse.Namespace | None = None):
+        self.name, self.args = name, args
+        self.rows: list[dict] = []
+        self.start: dict | None = None
+
+    def __enter__(self) -> Benchmark:
+        self.start = provenance.record()
+        print(provenance.describe(self.start))
+        _warn(self.start)
+        return self
+
+    def add(self, **row) -> None:
+        """Keep one printed row for the JSON record (:class:`Stat` values keep every repeat)."""
+        self.rows.append(row)
+
+    def __exit__(self, *exc) -> None:
+        end = provenance.finish(self.start)
+        load = ", ".join(f"{x:.2f}" for x in end["load_after"]) if end["load_after"] else "unknown"
+        print(f"load after: {load} ({end['own_cores']:.2f} cores of it this benchmark's, {end['wall_s']:.0f} s)")
+        if end["busy_after"]:
+            _warn(end)
+        path = getattr(self.args, "json", None)
+        if path is not None and exc[0] is None:
+            record = {"benchmark": self.name, "arguments": vars(self.args), "rows": self.rows, "provenance": end}
+            write_text(path, json.dumps(record, indent=1, default=_jsonable) + "\n")
+            print(f"wrote {path}")
+
+
+def _warn(rec: dict) -> None:
+    warning = provenance.busy_warning(rec)
+    if warning:
+        print(f"WARNING: {warning}")
+
+
+def _jsonable(obj):
+    if isinstance(obj, Stat):
+        return obj.as_json()
+    if isinstance(obj, np.generic | np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
