@@ -5,9 +5,10 @@ per step (halos before the second), a hot spot of cost moving across the grid, a
 600 steps of it on 64 nodes x 18 cores under Birdshot, then under GreedyLB every 20 steps.
 Baseline, measured in the same run: the same replay with the MPI reference model is not a
 baseline of speed, so the figure printed next to ours is a plain Python event loop over the
-same tasks (heap of completions, FIFO per node), timed on the first steps.
+same tasks (heap of completions, FIFO per node), timed on the first steps. Every replay is
+repeated (``--repeats``, default 5): medians and spreads, the ratio taken within each repeat.
 
-Run: ``python bench/replay.py [--steps 600]``.
+Run: ``python bench/replay.py [--steps 600] [--repeats 5] [--json FILE]``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 
 import numpy as np
 
+from common import Benchmark, add_arguments, repeat
 from shoal.cluster import Cluster
 from shoal.replay import ReplayConfig, replay
 from shoal.tiling import Tiling
@@ -84,27 +86,45 @@ def python_event_loop(cost: np.ndarray, owner: np.ndarray, cores: int, nodes: in
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=600)
+    add_arguments(ap)
     args = ap.parse_args()
-    trace = synthetic_trace(steps=args.steps)
-    T = trace.tiling.ntiles
-    print(f"trace: {T} tiles x 3 phases x {args.steps} steps = {T * 3 * args.steps:,} tasks, "
-          f"{len(trace.messages['src']):,} messages")
-    replay(synthetic_trace(steps=2), ReplayConfig(nodes=64, cores=18, placement="birdshot"))  # compile
-    for name, cfg in [("birdshot", ReplayConfig(nodes=64, cores=18, placement="birdshot")),
-                      ("greedy/20", ReplayConfig(nodes=64, cores=18, placement="greedy", period=20))]:
-        tic = time.perf_counter()
-        r = replay(trace, cfg)
-        wall = time.perf_counter() - tic
-        s = r.summary()
-        print(f"{name:<10} replay wall {wall:6.1f} s (engine {r.sim_wall_s:5.1f} s), {r.events:,} events, "
-              f"{r.events / r.sim_wall_s / 1e6:.2f} M events/s; predicted step {s['step_time_mean_s'] * 1e3:.3f} ms")
-    cost = np.zeros((20, 3, T))
-    owner = np.arange(T) % 64
-    events, base_wall = python_event_loop(cost + 1e-4, owner, 18, 64)
+    with Benchmark("replay", args) as bench:
+        trace = synthetic_trace(steps=args.steps)
+        T = trace.tiling.ntiles
+        print(f"trace: {T} tiles x 3 phases x {args.steps} steps = {T * 3 * args.steps:,} tasks, "
+              f"{len(trace.messages['src']):,} messages; medians ± spread of {args.repeats} replays")
+        replay(synthetic_trace(steps=2), ReplayConfig(nodes=64, cores=18, placement="birdshot"))  # compile
+        for name, cfg in [("birdshot", ReplayConfig(nodes=64, cores=18, placement="birdshot")),
+                          ("greedy/20", ReplayConfig(nodes=64, cores=18, placement="greedy", period=20))]:
+            st = repeat(lambda cfg=cfg: timed_replay(trace, cfg), args.repeats)
+            wall, engine = st["wall_s"].show(digits=1, unit=" s"), st["engine_s"].show(digits=1, unit=" s")
+            print(f"{name:<10} replay wall {wall} (engine {engine}), {st['events'].median:,.0f} events, "
+                  f"{st['events_per_s'].show(1e-6, unit=' M events/s')}; "
+                  f"predicted step {st['step_s'].median * 1e3:.3f} ms")
+            bench.add(case=name, **st)
+
+        st = repeat(lambda: against_python_loop(T), args.repeats)
+        python, ours = (st[k].show(1e-6, unit=" M events/s") for k in ("python_events_per_s", "shoal_events_per_s"))
+        print(f"baseline: plain Python event loop (tasks only) {python}; shoal engine on the same 20 steps "
+              f"(tasks and messages) {ours} -> ratio {st['ratio'].show(digits=1, unit='x')}")
+        bench.add(case="baseline", **st)
+
+
+def against_python_loop(T: int) -> dict:
+    """Both event loops on the same 20 steps of ``T`` tiles, one after the other: their rates and ratio."""
+    events, base_wall = python_event_loop(np.zeros((20, 3, T)) + 1e-4, np.arange(T) % 64, 18, 64)
     r = replay(synthetic_trace(steps=20), ReplayConfig(nodes=64, cores=18, placement="birdshot"))
-    print(f"baseline: plain Python event loop (tasks only) {events / base_wall / 1e6:.2f} M events/s; "
-          f"shoal engine on the same 20 steps (tasks and messages) {r.events / r.sim_wall_s / 1e6:.2f} M events/s "
-          f"-> ratio {(r.events / r.sim_wall_s) / (events / base_wall):.1f}x")
+    ours, theirs = r.events / r.sim_wall_s, events / base_wall
+    return {"python_events_per_s": theirs, "shoal_events_per_s": ours, "ratio": ours / theirs}
+
+
+def timed_replay(trace: Trace, cfg: ReplayConfig) -> dict:
+    """One replay: its wall time, the engine's, its events and rate, and the predicted step."""
+    tic = time.perf_counter()
+    r = replay(trace, cfg)
+    wall = time.perf_counter() - tic
+    return {"wall_s": wall, "engine_s": r.sim_wall_s, "events": r.events, "events_per_s": r.events / r.sim_wall_s,
+            "step_s": r.summary()["step_time_mean_s"]}
 
 
 if __name__ == "__main__":
