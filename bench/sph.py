@@ -8,13 +8,17 @@ kernels' first call). Point the benchmark at fluidanimate binaries built elsewhe
 and pthreads) with the environment variables ``FLUIDANIMATE_SERIAL`` and
 ``FLUIDANIMATE_PTHREADS``; without them only shoal's figures are printed.
 
-Run: ``python bench/sph.py [--frames 100] [--repeat 3] [--tiles 4 8 16] [--data DIR]``.
+Every figure is the median of ``--repeats`` rounds (default 5) with its spread; the ratios to
+fluidanimate are taken within each round.
+
+Run: ``python bench/sph.py [--frames 100] [--repeats 5] [--tiles 4 8 16] [--data DIR] [--json FILE]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import os
 import subprocess
 import time
@@ -22,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from common import Benchmark, add_arguments, repeat
 from shoal.apps import get_app
 from shoal.cluster import Cluster
 from shoal.runtime import LocalExecutor
@@ -56,42 +61,59 @@ def fluidanimate_rate(binary: str, threads: int, input_file: Path, frames: int, 
     return particles * frames / (full - one)
 
 
-def compare_3d(app3, ntiles: int, repeat: int, frames: int, peers: dict, fluid: Path) -> None:
-    """Rounds of shoal on 1 and 2 workers, each paired with fluidanimate right after it."""
-    n3 = app3.initial_count()
+def round_3d(app3, ntiles: int, frames: int, peers: dict, fluid: Path, k: int) -> dict:
+    """Round ``k``: shoal on 1 and 2 workers, each paired with fluidanimate right after it."""
     # This host's speed drifts by tens of percent over minutes: each shoal run is paired with
-    # the fluidanimate run right after it, and the ratios are quoted per pair.
-    ratios: dict[int, list[float]] = {1: [], 2: []}
-    rates: dict[int, list[float]] = {1: [], 2: []}
-    peer_rates: dict[int, list[float]] = {1: [], 2: []}
+    # the fluidanimate run right after it, and the ratios are taken per pair.
+    n3 = app3.initial_count()
+    out = {}
+    for w in (1, 2):
+        rate, phases = shoal_rate(app3, ntiles, w, frames)
+        out[f"shoal_{w}"] = rate
+        split = ", ".join(f"{name} {v:.2f}s" for name, v in phases.items())
+        line = f"round {k}: shoal 3D ({n3} particles), {w} worker(s): {rate / 1e6:.2f} M  [{split}]"
+        binary, threads = peers[w]
+        if binary:
+            fa = fluidanimate_rate(binary, threads, fluid, frames, n3)
+            out[f"fluidanimate_{w}"], out[f"ratio_{w}"] = fa, rate / fa
+            line += f"; fluidanimate {threads} thread(s): {fa / 1e6:.2f} M -> ratio {rate / fa:.2f}"
+        print(line, flush=True)
+    out["efficiency"] = out["shoal_2"] / (2 * out["shoal_1"])
+    if "fluidanimate_1" in out and "fluidanimate_2" in out:  # what this host allows two threads of a compiled code
+        out["fluidanimate_efficiency"] = out["fluidanimate_2"] / (2 * out["fluidanimate_1"])
+    return out
+
+
+def compare_3d(app3, ntiles: int, repeats: int, frames: int, peers: dict, fluid: Path) -> dict:
+    """``repeats`` rounds of :func:`round_3d`; their medians and spreads, printed."""
     tiling = Tiling.from_count(app3.grid, ntiles)
     app3.prepare(tiling)
     busy = sum(len(app3.init_tile(t, tiling)["id"]) > 0 for t in range(tiling.ntiles))
     print(f"-- {ntiles} tiles {tiling.counts}, {busy} holding particles at the start")
-    for r in range(repeat):
-        for w in (1, 2):
-            rate, phases = shoal_rate(app3, ntiles, w, frames)
-            rates[w].append(rate)
-            split = ", ".join(f"{k} {v:.2f}s" for k, v in phases.items())
-            line = f"round {r + 1}: shoal 3D ({n3} particles), {w} worker(s): {rate / 1e6:.2f} M  [{split}]"
-            binary, threads = peers[w]
-            if binary:
-                fa = fluidanimate_rate(binary, threads, fluid, frames, n3)
-                ratios[w].append(rate / fa)
-                peer_rates[w].append(fa)
-                line += f"; fluidanimate {threads} thread(s): {fa / 1e6:.2f} M -> ratio {rate / fa:.2f}"
-            print(line, flush=True)
-    eff = [b / (2 * a) for a, b in zip(rates[1], rates[2], strict=True)]
-    print(f"shoal 3D parallel efficiency on 2 workers: median {np.median(eff):.2f} "
-          f"(range {min(eff):.2f}-{max(eff):.2f})")
-    if peer_rates[1] and peer_rates[2]:  # what this host allows two threads of a compiled code
-        peer = [b / (2 * a) for a, b in zip(peer_rates[1], peer_rates[2], strict=True)]
-        print(f"fluidanimate's own efficiency, pthreads on 2 threads against serial: median {np.median(peer):.2f} "
-              f"(range {min(peer):.2f}-{max(peer):.2f})")
+    rounds = itertools.count(1)
+    st = repeat(lambda: round_3d(app3, ntiles, frames, peers, fluid, next(rounds)), repeats)
+    print(f"shoal 3D on 1 and 2 workers: {st['shoal_1'].show(1e-6, unit=' M')}, {st['shoal_2'].show(1e-6, unit=' M')}; "
+          f"parallel efficiency on 2 workers {st['efficiency'].show()}")
+    if "fluidanimate_efficiency" in st:
+        print(f"fluidanimate's own efficiency, pthreads on 2 threads against serial: "
+              f"{st['fluidanimate_efficiency'].show()}")
     for w, what in ((1, "serial, per core"), (2, "2 workers vs fluidanimate pthreads, 2 threads")):
-        if ratios[w]:
-            print(f"shoal / fluidanimate ({what}): median {np.median(ratios[w]):.2f} "
-                  f"(range {min(ratios[w]):.2f}-{max(ratios[w]):.2f})")
+        if f"ratio_{w}" in st:
+            print(f"shoal / fluidanimate ({what}): {st[f'ratio_{w}'].show()}")
+    return st
+
+
+def round_2d(apps: dict, ntiles: int, frames: int, k: int) -> dict:
+    """Round ``k``: each 2D variant on 1 and 2 workers; rates and 2-worker efficiencies."""
+    out = {}
+    for label, app in apps.items():
+        for w in (1, 2):
+            out[f"{label}, {w}"], phases = shoal_rate(app, ntiles, w, frames)
+            split = ", ".join(f"{name} {v:.2f}s" for name, v in phases.items())
+            print(f"round {k}: shoal 2D, {label}, {w} worker(s): {out[f'{label}, {w}'] / 1e6:.2f} M  [{split}]",
+                  flush=True)
+        out[f"{label}, efficiency"] = out[f"{label}, 2"] / (2 * out[f"{label}, 1"])
+    return out
 
 
 def main() -> None:
@@ -101,41 +123,40 @@ def main() -> None:
     ap.add_argument("--tiles", type=int, nargs="+", default=[4, 8, 16],
                     help="3D tile counts to compare")
     ap.add_argument("--tiles-2d", type=int, default=16)
-    ap.add_argument("--repeat", type=int, default=3, help="rounds of shoal and fluidanimate, interleaved")
+    add_arguments(ap)  # --repeats: rounds of shoal and fluidanimate, interleaved
     args = ap.parse_args()
     fluid = args.data / "in_100K.fluid"
     serial, pthreads = os.environ.get("FLUIDANIMATE_SERIAL"), os.environ.get("FLUIDANIMATE_PTHREADS")
     peers = {1: (serial, 1), 2: (pthreads, 2)}
 
-    print(f"frames 2-{args.frames + 1}; shoal in one node; M = million particle-steps/s")
-    if not serial:
-        print("fluidanimate: set FLUIDANIMATE_SERIAL (and FLUIDANIMATE_PTHREADS) to compare in this run")
-    spec3 = get_app("sph3d")
-    app3 = spec3.build(spec3.params(input=str(fluid)), args.frames + 1)
-    # Each tile pays for the pairs that cross its faces a second time (the neighbour evaluates
-    # them too) and for gathering its halo: fewer, larger tiles are cheaper per step, more
-    # tiles give the balancer and the idle cores more to choose from.
-    for ntiles in args.tiles:
-        compare_3d(app3, ntiles, args.repeat, args.frames, peers, fluid)
+    with Benchmark("sph", args) as bench:
+        print(f"frames 2-{args.frames + 1}; shoal in one node; M = million particle-steps/s; "
+              f"medians ± spread of {args.repeats} rounds")
+        if not serial:
+            print("fluidanimate: set FLUIDANIMATE_SERIAL (and FLUIDANIMATE_PTHREADS) to compare in this run")
+        spec3 = get_app("sph3d")
+        app3 = spec3.build(spec3.params(input=str(fluid)), args.frames + 1)
+        # Each tile pays for the pairs that cross its faces a second time (the neighbour evaluates
+        # them too) and for gathering its halo: fewer, larger tiles are cheaper per step, more
+        # tiles give the balancer and the idle cores more to choose from.
+        for ntiles in args.tiles:
+            bench.add(app="sph3d", tiles=ntiles, **compare_3d(app3, ntiles, args.repeats, args.frames, peers, fluid))
 
-    spec2 = get_app("sph2d")
-    app2 = spec2.build(spec2.params(dx=0.0045, tank=[4.0, 2.4], fluid=[[0.0, 0.0, 1.0, 2.0]], alpha=0.3),
-                       args.frames + 1)
-    # Baseline: the same app with its time step reduced as a barrier in every step (read in the
-    # step that computed it) instead of one step late.
-    barrier = spec2.build(app2.p, args.frames + 1)
-    barrier.phases = tuple(dataclasses.replace(p, lagged=False) for p in app2.phases)
-    print(f"-- 2D dam break ({app2.initial_count()} particles), {args.tiles_2d} tiles")
-    for r in range(args.repeat):
-        rates = {}
-        for label, app in (("lagged time step", app2), ("time step as a barrier", barrier)):
-            for w in (1, 2):
-                rates[label, w], phases = shoal_rate(app, args.tiles_2d, w, args.frames)
-                split = ", ".join(f"{k} {v:.2f}s" for k, v in phases.items())
-                print(f"round {r + 1}: shoal 2D, {label}, {w} worker(s): {rates[label, w] / 1e6:.2f} M  [{split}]")
-        print("2-worker efficiency: " + ", ".join(f"{label} {rates[label, 2] / (2 * rates[label, 1]):.2f}"
-                                                   for label in ("lagged time step", "time step as a barrier")),
-              flush=True)
+        spec2 = get_app("sph2d")
+        app2 = spec2.build(spec2.params(dx=0.0045, tank=[4.0, 2.4], fluid=[[0.0, 0.0, 1.0, 2.0]], alpha=0.3),
+                           args.frames + 1)
+        # Baseline: the same app with its time step reduced as a barrier in every step (read in the
+        # step that computed it) instead of one step late.
+        barrier = spec2.build(app2.p, args.frames + 1)
+        barrier.phases = tuple(dataclasses.replace(p, lagged=False) for p in app2.phases)
+        apps = {"lagged time step": app2, "time step as a barrier": barrier}
+        print(f"-- 2D dam break ({app2.initial_count()} particles), {args.tiles_2d} tiles")
+        rounds = itertools.count(1)
+        st = repeat(lambda: round_2d(apps, args.tiles_2d, args.frames, next(rounds)), args.repeats)
+        for label in apps:
+            print(f"shoal 2D, {label}: 1 worker {st[f'{label}, 1'].show(1e-6, unit=' M')}, 2 workers "
+                  f"{st[f'{label}, 2'].show(1e-6, unit=' M')}, 2-worker efficiency {st[f'{label}, efficiency'].show()}")
+        bench.add(app="sph2d", tiles=args.tiles_2d, **{k.replace(", ", "/"): v for k, v in st.items()})
 
 
 if __name__ == "__main__":
