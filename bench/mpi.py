@@ -4,7 +4,7 @@
    halo message pickled with mpi4py's lowercase API (protocol 5, what shoal sent before),
    the same message as one NumPy byte buffer through the buffer API (what the executor sends
    now, :func:`shoal.runtime.mpi.encode`), and the bare array with ``Send``/``Recv`` (the
-   floor). Median and spread of 5 repeats, and the ratio pickle / buffers.
+   floor). Median and spread of the repeats, and the ratio pickle / buffers.
 2. Step time of the synthetic hot spot and the 2D dam break on 2 ranks x 1 worker against
    1 rank x 2 workers (and the local executor's 1 node x 2 workers).
 3. Idle fraction on 2 ranks with halos sent the moment they are packed (overlap) and held
@@ -14,15 +14,20 @@
    against the measured step time: without and with the communication thread's CPU time per
    message, which the run measures and the trace records.
 
-Run: ``python bench/mpi.py`` (it starts ``mpiexec`` itself, on this host's shared memory and
-loopback only; as root it sets ``OMPI_ALLOW_RUN_AS_ROOT``); ``--payloads`` runs part 1 only.
-Each configuration runs several times and the median is kept: this machine is shared and noisy.
+Run: ``python bench/mpi.py [--repeats 5] [--json FILE]`` (it starts ``mpiexec`` itself, on this
+host's shared memory and loopback only; as root it sets ``OMPI_ALLOW_RUN_AS_ROOT``);
+``--payloads`` runs part 1 only. Every measurement is repeated (default 5) and quoted as the
+median with its spread; in parts 2-4 each repeat runs every configuration once, one after the
+other, so the machine's drift hits each alike, and the ratios are taken within each repeat.
 """
 
 from __future__ import annotations
 
+import argparse
+import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,10 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-from common import REPEATS, host, median_spread
+from common import Benchmark, add_arguments, median_spread, repeat
 
 SIZES = [8, 1024, 65536, 1 << 20, 8 << 20]
-RUN_REPEATS = 3  # whole runs (parts 2-4) take a while
 HALO = 1  # the executor's tag for halos
 CASES = {
     "synthetic": ["synthetic-hotspot", "--steps", "60", "--tiles", "32", "--set", "app.grid=[192,192]",
@@ -106,9 +110,9 @@ def _busy_worker(stop) -> None:
         spin(0.0, 20000)
 
 
-def pingpong(loaded: bool) -> None:
-    """Rank 0 and 1 bounce messages; rank 0 prints one JSON line per payload with every
-    repeat's half round trip per path. ``loaded``: while a worker thread computes on each
+def pingpong(loaded: bool, repeats: int) -> None:
+    """Rank 0 and 1 bounce messages; rank 0 prints one JSON line per payload with each of the
+    ``repeats`` half round trips per path. ``loaded``: while a worker thread computes on each
     rank, as during a run, so the main thread competes for a core."""
     import threading
 
@@ -136,7 +140,7 @@ def pingpong(loaded: bool) -> None:
                  "buffers": lambda m=message: buffer_round_trip(team, rank, m, status),
                  "raw": lambda p=flat, b=buf: raw_round_trip(comm, rank, p, b)}
         times: dict[str, list[float]] = {name: [] for name in paths}
-        for _ in range(REPEATS):  # the paths interleaved, so drift of the machine hits each alike
+        for _ in range(repeats):  # the paths interleaved, so drift of the machine hits each alike
             for name, fn in paths.items():
                 for _ in range(5):
                     fn()
@@ -181,77 +185,108 @@ def _line(row: dict, note: str = "") -> str:
             f" {row['bytes'] / buffers / 1e9:>7.2f}{note}")
 
 
-def payload_costs() -> list[dict]:
-    """Part 1: every payload's costs by path, printed (and the smallest's under load); the rows."""
+def payload_costs(repeats: int) -> tuple[list[dict], dict]:
+    """Part 1: every payload's costs by path, printed (and the smallest's under load); the rows,
+    and the loaded one."""
     def bounce(flag: str) -> list[dict]:
-        done = subprocess.run(mpiexec(2, __file__, flag), check=True, env=mpi_env(), capture_output=True, text=True)
+        done = subprocess.run(mpiexec(2, __file__, flag, "--repeats", str(repeats)), check=True, env=mpi_env(),
+                              capture_output=True, text=True)
         return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
-    print(host())
-    print(f"1. cost of one message between 2 ranks (half round trip, us; median ± spread of {REPEATS})")
+    print(f"1. cost of one message between 2 ranks (half round trip, us; median ± spread of {repeats})")
     print(f"{'payload':<24} {'bytes':>9} {'pickle':>15} {'buffers':>15} {'raw':>15} {'pickle/':>7} {'buffers/':>7}"
           f" {'buffers':>7}")
     print(f"{'':<24} {'':>9} {'(before)':>15} {'(now)':>15} {'Send/Recv':>15} {'buffers':>7} {'raw':>7} {'GB/s':>7}")
     rows = bounce("--pingpong")
     for row in rows:
         print(_line(row))
-    print(_line(bounce("--pingpong-loaded")[0], "  while a worker computes on every rank"))
-    return rows
+    loaded = bounce("--pingpong-loaded")[0]
+    print(_line(loaded, "  while a worker computes on every rank"))
+    return rows, loaded
+
+
+CONFIGS = [("local 1x2", None, 2, ()), ("1 rank x 2", 1, 2, ()), ("2 ranks x 1", 2, 1, ()),
+           ("2 ranks x 1, no overlap", 2, 1, ("--set", "run.overlap=false"))]
+MODELS = {"no message CPU": 0.0, "message CPU": None}  # None: the message thread's CPU time as the trace measured it
+
+
+def one_round(argv: list[str], folder: Path, model: dict) -> dict:
+    """Every configuration run once, one after the other: per (configuration, quantity) one
+    value, the 2-rank ones replayed under each of ``MODELS``, and the ratios between them."""
+    from shoal.replay import ReplayConfig, replay
+    from shoal.trace import Trace
+
+    out = {}
+    for label, ranks, workers, extra in CONFIGS:
+        run_folder = folder / label.replace(" ", "_").replace(",", "")
+        s = run(ranks, argv, workers, run_folder, *extra)
+        step = s["wall_s"] / s["steps"]
+        out[label, "step_s"], out[label, "idle"] = step, 1 - s["efficiency"]
+        out[label, "message_cpu_s"] = s.get("message_cpu_s", 0.0)
+        trace = Trace.read(run_folder / "trace.h5")
+        for name, message_cpu in MODELS.items() if ranks == 2 else ():
+            cfg = ReplayConfig(nodes=2, cores=1, gil="process", message_cpu_s=message_cpu, **model, **POLICY)
+            predicted = replay(trace, cfg).makespan / s["steps"]
+            out[label, f"predicted, {name}"], out[label, f"error, {name}"] = predicted, predicted / step - 1
+        shutil.rmtree(run_folder)
+    out["ranks vs threads"] = out["1 rank x 2", "step_s"] / out["2 ranks x 1", "step_s"]
+    out["local vs ranks"] = out["local 1x2", "step_s"] / out["2 ranks x 1", "step_s"]
+    out["overlap"] = out["2 ranks x 1, no overlap", "step_s"] / out["2 ranks x 1", "step_s"]
+    return out
+
+
+def runs(repeats: int, model: dict, bench: Benchmark) -> None:
+    """Parts 2-4 for each app: ``repeats`` rounds of :func:`one_round`, printed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folders = (Path(tmp) / f"round-{k}" for k in itertools.count())
+        for app, argv in CASES.items():
+            print(f"\n2-4. {app}: {' '.join(argv)}; medians ± spread of {repeats} rounds")
+            print(f"{'configuration':<26} {'step (ms)':>12} {'idle':>6} {'msg CPU':>8}"
+                  + "".join(f"  {'predicted, ' + m + ' (ms)':>31} {'error':>12}" for m in MODELS))
+            st = repeat(lambda argv=argv: one_round(argv, next(folders), model), repeats)
+            for label, ranks, _, _ in CONFIGS:
+                pred = "".join(f"  {st[label, f'predicted, {m}'].show(1e3):>31} "
+                               f"{st[label, f'error, {m}'].median:>+12.1%}" for m in MODELS if ranks == 2)
+                cpu = f"{st[label, 'message_cpu_s'].median * 1e6:>6.1f}us" if ranks else f"{'-':>8}"
+                print(f"{label:<26} {st[label, 'step_s'].show(1e3):>12} {st[label, 'idle'].median:>6.1%} {cpu}{pred}")
+                bench.add(app=app, configuration=label,
+                          **{k[1]: v for k, v in st.items() if isinstance(k, tuple) and k[0] == label})
+            print(f"2 ranks x 1 worker vs 1 rank x 2 workers: {st['ranks vs threads'].show(unit='x')} "
+                  f"(local executor 1x2: {st['local vs ranks'].show(unit='x')})")
+            print(f"overlap vs none: {st['overlap'].show(unit='x')}")
+            bench.add(app=app, **{k: v for k, v in st.items() if isinstance(k, str)})
 
 
 def main() -> None:
-    from shoal.cluster import Network
-    from shoal.replay import ReplayConfig, replay
-    from shoal.replay.calibrate import calibrate, machine_model
-    from shoal.trace import Trace
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--payloads", action="store_true", help="part 1 only: the cost of one message")
+    ap.add_argument("--pingpong", action="store_true", help=argparse.SUPPRESS)  # run under mpiexec by part 1
+    ap.add_argument("--pingpong-loaded", action="store_true", help=argparse.SUPPRESS)
+    add_arguments(ap)
+    args = ap.parse_args()
+    if args.pingpong or args.pingpong_loaded:
+        pingpong(args.pingpong_loaded, args.repeats)
+        return
+    with Benchmark("mpi", args) as bench:
+        rows, loaded = payload_costs(args.repeats)
+        for row in rows:
+            bench.add(**row)
+        bench.add(**loaded, loaded=True)
+        if args.payloads:
+            return
+        from shoal.cluster import Network
+        from shoal.replay.calibrate import calibrate, machine_model
 
-    rows = payload_costs()
-    bandwidth = rows[-1]["bytes"] / median_spread(rows[-1]["buffers"])[0]
-    latency = median_spread(rows[0]["buffers"])[0]
-    calibration = calibrate()
-    latency = rows[0]["shoal"]
-    models = {"no message CPU": 0.0, "message CPU": None}  # None: as the trace measured it
-    print(f"model of this machine: latency {latency * 1e6:.0f} us, bandwidth {bandwidth / 1e9:.2f} GB/s, "
-          f"executor overhead {calibration['task_overhead_s'] * 1e6:.1f} us per task and "
-          f"{calibration['payload_overhead_s'] * 1e6:.2f} us per payload")
-
-    configs = [("local 1x2", None, 2, ()), ("1 rank x 2", 1, 2, ()), ("2 ranks x 1", 2, 1, ()),
-               ("2 ranks x 1, no overlap", 2, 1, ("--set", "run.overlap=false"))]
-    with tempfile.TemporaryDirectory() as tmp:
-        for app, argv in CASES.items():
-            print(f"\n2-4. {app}: {' '.join(argv)}")
-            print(f"{'configuration':<26} {'step (ms)':>10} {'idle':>6} {'msg CPU':>8}"
-                  + "".join(f"  {'predicted, ' + m:>26} {'error':>7}" for m in models))
-            steps = {}
-            for label, ranks, workers, extra in configs:
-                measured, idle, msg_cpu, predicted = [], [], [], {m: [] for m in models}
-                for k in range(RUN_REPEATS):
-                    out = Path(tmp) / f"{app}-{label.replace(' ', '_')}-{k}"
-                    s = run(ranks, argv, workers, out, *extra)
-                    measured.append(s["wall_s"] / s["steps"])
-                    idle.append(1 - s["efficiency"])
-                    msg_cpu.append(s.get("message_cpu_s", 0.0))
-                    trace = Trace.read(out / "trace.h5")
-                    for model, message_cpu in models.items() if ranks == 2 else ():
-                        network = Network(latency_s=latency, bandwidth_Bps=bandwidth, overhead_s=0.0)
-                        cfg = ReplayConfig(nodes=2, cores=1, network=network, gil="process",
-                                           message_cpu_s=message_cpu, **machine_model(calibration), **POLICY)
-                        predicted[model].append(replay(trace, cfg).makespan / s["steps"])
-                m = float(np.median(measured))
-                steps[label] = m
-                pred = "".join(f"  {np.median(p) * 1e3:>26.2f} {np.median(p) / m - 1:>+7.1%}"
-                               for p in predicted.values() if p)
-                cpu = f"{np.median(msg_cpu) * 1e6:>6.1f}us" if ranks else f"{'-':>8}"
-                print(f"{label:<26} {m * 1e3:>10.2f} {np.median(idle):>6.1%} {cpu}{pred}")
-            print(f"2 ranks x 1 worker vs 1 rank x 2 workers: {steps['1 rank x 2'] / steps['2 ranks x 1']:.2f}x "
-                  f"(local executor 1x2: {steps['local 1x2'] / steps['2 ranks x 1']:.2f}x)")
-            print(f"overlap vs none: {steps['2 ranks x 1, no overlap'] / steps['2 ranks x 1']:.2f}x")
+        latency = median_spread(rows[0]["buffers"])[0]
+        bandwidth = rows[-1]["bytes"] / median_spread(rows[-1]["buffers"])[0]
+        calibration = calibrate()
+        print(f"model of this machine: latency {latency * 1e6:.0f} us, bandwidth {bandwidth / 1e9:.2f} GB/s, "
+              f"executor overhead {calibration['task_overhead_s'] * 1e6:.1f} us per task and "
+              f"{calibration['payload_overhead_s'] * 1e6:.2f} us per payload")
+        model = {"network": Network(latency_s=latency, bandwidth_Bps=bandwidth, overhead_s=0.0),
+                 **machine_model(calibration)}
+        runs(args.repeats, model, bench)
 
 
 if __name__ == "__main__":
-    if "--pingpong" in sys.argv or "--pingpong-loaded" in sys.argv:
-        pingpong(loaded="--pingpong-loaded" in sys.argv)
-    elif "--payloads" in sys.argv:
-        payload_costs()
-    else:
-        main()
+    main()
