@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import ShoalError
-from .log import LEVELS, announce_compilation, configure
+from .log import LEVELS, announce_compilation, configure, logger
 
 
 def _cmd_scenarios(args) -> int:
@@ -167,22 +167,26 @@ def _machine(args) -> dict:
 
 
 def _cmd_calibrate(args) -> int:
-    import json
-
-    from .replay.calibrate import calibrate
+    from .replay.calibrate import calibrate, refine
+    from .replay.machine import MachineModel, fit_trace
+    from .trace import Trace
 
     if args.task_us <= 0 or args.tasks < 100 or min(args.nodes, args.workers) < 1:
         raise ShoalError("--task-us must be > 0, --tasks >= 100, --nodes and --workers >= 1")
-    print(f"timing the executor on this machine ({args.tasks} tasks of {args.task_us:g} us)...", file=sys.stderr)
-    cal = calibrate(tasks=args.tasks, task_s=args.task_us * 1e-6, nodes=args.nodes, workers=args.workers)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(cal, indent=2) + "\n")
-    print(f"executor overhead {cal['task_overhead_s'] * 1e6:.1f} us per task and {cal['payload_overhead_s'] * 1e6:.2f} "
-          f"us per halo payload; a worker wakes in {cal['wake_s'] * 1e6:.0f} us; on {args.nodes} x {args.workers} "
-          f"threads a restart costs {cal['restart_s'] * 1e3:.2f} ms and a lock hand-off "
-          f"{cal['handoff_s'] * 1e6:.1f} us per lock-free call")
-    print(f"wrote {out} (give it to shoal replay or shoal sweep as --calibration)")
+    model = MachineModel()
+    if args.from_trace:
+        trace = Trace.read(args.from_trace)
+        model = MachineModel.from_dict(trace.machine, args.from_trace) if trace.machine else fit_trace(trace)
+        print(model.fit_line())
+    if not args.no_bench:
+        print(f"timing the executor on this machine ({args.tasks} tasks of {args.task_us:g} us)...", file=sys.stderr)
+        cal = calibrate(tasks=args.tasks, task_s=args.task_us * 1e-6, nodes=args.nodes, workers=args.workers)
+        model = refine(model, cal, args.nodes * args.workers)
+    out = model.to_json(args.out)
+    print(f"executor: dispatch {model.dispatch_s * 1e6:.1f} us per task, wake-up {model.wake_s * 1e6:.0f} us, "
+          f"lock wait {model.handoff_s * 1e6:.1f} us per lock-free call ({model.lock_threads} threads), restart "
+          f"{model.restart_s * 1e3:.2f} ms; " + ", ".join(f"{k} from {v}" for k, v in model.measured_by.items()))
+    print(f"wrote {out} (give it to shoal replay as --machine, or to replay and sweep as --calibration)")
     return 0
 
 
@@ -195,31 +199,43 @@ def _balance(args, trace) -> dict:
 
 def _cmd_replay(args) -> int:
     from .replay import ReplayConfig, replay
+    from .replay.machine import MachineModel
     from .replay.run import write_replay
     from .session import check_folder
     from .trace import Trace
 
     trace = Trace.read(args.trace)
+    machine = MachineModel.from_json(args.machine) if args.machine else None
+    if args.costs == "model" and machine is None and trace.machine is None:
+        logger.info("%s has no machine model (an older trace): replaying its measured costs", args.trace)
     cfg = ReplayConfig(nodes=args.nodes, cores=args.cores, placement=args.placement, period=args.period,
                        tiles_per_core=args.tiles_per_core, initial=args.initial, seed=args.seed, speed=args.speed,
                        network=_network(args), mpi_reference=args.mpi_reference, balance=_balance(args, trace),
-                       proxy=Trace.read(args.proxy) if args.proxy else None, gil=args.gil,
-                       message_cpu_s=args.message_cpu, **_machine(args))
+                       proxy=Trace.read(args.proxy) if args.proxy else None, gil=args.gil, costs=args.costs,
+                       machine=machine, message_cpu_s=args.message_cpu, **_machine(args))
     out = Path(args.out) if args.out else Path("runs") / f"replay-{trace.scenario}-{cfg.placement}"
     check_folder(out)  # refused before the replay runs, not after
     result = replay(trace, cfg)
     s = write_replay(result, out)
     print(f"predicted run folder: {out}")
+    if s["machine_fit"]:
+        logger.info("%s", s["machine_fit"])
     cores = "x".join(map(str, sorted(set(s["cores"])))) if len(set(s["cores"])) > 1 else str(s["cores"][0])
     print(f"{s['steps']} steps, {s['tiles']} tiles on {s['nodes']} nodes x {cores} cores ({s['placement']}"
           + (f", every {s['period']} steps" if s["period"] else "") + f"): makespan {s['makespan_s']:.4g} s, "
           f"step {s['step_time_mean_s'] * 1e3:.3f} ms, LIF {s['lif_mean']:.3f}, idle {s['idle_fraction']:.1%}, "
           f"migrated {s['migrated_bytes'] / 1e6:.2f} MB; {s['events']:,} events in {s['replay_wall_s']:.2f} s"
           + (f"; {s['message_cpu_s'] * 1e6:.1f} us CPU charged per message end" if s["message_cpu_s"] else ""))
+    if s["lock_dominated"]:
+        lo, hi = s["lock_interval_step_s"]
+        logger.info("lock-dominated: the tasks spend less than half their time in lock-free kernels; the step time "
+                    "lies between %.3f ms (no lock) and %.3f ms (the lock serialising their Python share)",
+                    lo * 1e3, hi * 1e3)
     if any(s["machine"].values()):
         m = s["machine"]
         print(f"executor model: {m['task_overhead_s'] * 1e6:.1f} us per task + {m['payload_overhead_s'] * 1e6:.2f} us "
-              f"per payload, wake-up {m['wake_s'] * 1e6:.0f} us, restart {m['restart_s'] * 1e3:.2f} ms")
+              f"per payload, wake-up {m['wake_s'] * 1e6:.0f} us, restart {m['restart_s'] * 1e3:.2f} ms, lock wait "
+              f"{m['handoff_s'] * 1e6:.1f} us per lock-free call ({s['gil']} lock)")
     return 0
 
 
@@ -228,12 +244,14 @@ def _cmd_sweep(args) -> int:
     from rich.progress import Progress
     from rich.table import Table
 
+    from .placement.trigger import parse_period
     from .replay.sweep import cases, known_placements, parse_list, sweep
     from .report.sweep_plots import draw_sweep
     from .trace import Trace
 
     placements = known_placements(args.placements)
-    tpc, periods, nodes = parse_list(args.tiles_per_core), parse_list(args.periods), parse_list(args.nodes)
+    tpc, nodes = parse_list(args.tiles_per_core), parse_list(args.nodes)
+    periods = parse_list(args.periods, parse_period)
     total = len(cases(placements, tpc, periods, nodes, args.cores, args.seed, None)) + args.birdshot_seeds
     model = {"balance": _balance(args, Trace.read(args.trace)), "gil": args.gil, "message_cpu_s": args.message_cpu,
              **_machine(args)}
@@ -267,7 +285,8 @@ def _cmd_validate(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from .replay.validate import validate
+    from .provenance import busy_warning, describe
+    from .replay.validate import COLUMNS, table, validate
 
     console = Console(width=max(Console().width, 100))
     result = validate(Path(args.out), quick=args.quick, repeats=args.repeats,
@@ -275,20 +294,23 @@ def _cmd_validate(args) -> int:
     cal = result.calibration
     shared = [r["calibration"]["handoff_s"] for r in result.rows if r["nodes"] * r["workers"] > 1]
     median_handoff = float(np.median(shared)) if shared else 0.0
-    table = Table(title=f"predicted vs measured makespan on this machine, medians of {args.repeats} runs "
-                        f"(executor overhead {cal['task_overhead_s'] * 1e6:.1f} us/task and "
-                        f"{cal['payload_overhead_s'] * 1e6:.2f} us/payload, wake-up {cal['wake_s'] * 1e6:.0f} us, "
-                        f"restart {cal['restart_s'] * 1e3:.2f} ms; first case; lock hand-off per lock-free call "
-                        f"{median_handoff * 1e6:.1f} us, median of the cases on several threads)")
-    for col in ("scenario", "nodes x workers", "placement", "measured (s)", "spread", "predicted (s)", "error"):
-        table.add_column(col, justify="left" if col in ("scenario", "placement") else "right")
-    for r in result.rows:
-        table.add_row(r["scenario"], f"{r['nodes']}x{r['workers']}", r["label"], f"{r['measured_s']:.3f}",
-                      f"{r['measured_spread']:.0%}", f"{r['predicted_s']:.3f}", f"{r['error']:+.1%}")
-    console.print(table)
+    out = Table(title=f"predicted vs measured makespan on this machine, medians ± spread of {args.repeats} runs "
+                      f"(executor overhead {cal['task_overhead_s'] * 1e6:.1f} us/task and "
+                      f"{cal['payload_overhead_s'] * 1e6:.2f} us/payload, wake-up {cal['wake_s'] * 1e6:.0f} us, "
+                      f"restart {cal['restart_s'] * 1e3:.2f} ms; first case; lock hand-off per lock-free call "
+                      f"{median_handoff * 1e6:.1f} us, median of the cases on several threads)")
+    for col in COLUMNS:
+        out.add_column(col, justify="left" if col in ("scenario", "placement") else "right")
+    for row in table(result):
+        out.add_row(*row)
+    console.print(describe(result.provenance), markup=False)
+    console.print(out)
     worst = max(abs(r["error"]) for r in result.rows)
-    console.print(f"largest error {worst:.1%}; ranking of placements preserved: "
-                  + ", ".join(f"{g}: {'yes' if result.ranking_preserved(g) else 'no'}" for g in ("synthetic", "sph")))
+    console.print(f"largest error {worst:.1%}; ranking of placements held: "
+                  + ", ".join(f"{g} on {w} worker(s) per node: {'yes' if result.ranking_preserved(g, w) else 'no'}"
+                              for g, w in result.ranked_sets()))
+    if warning := busy_warning(result.provenance):
+        console.print(f"warning: {warning}", markup=False)
     console.print(f"runs, calibration and validation.json: {Path(args.out).resolve()}")
     return 0
 
@@ -379,7 +401,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, help="nodes (inside this process; default: the scenario's)")
     p.add_argument("--workers", type=int, help="worker threads per node (default: the scenario's)")
     p.add_argument("--placement", help="placement policy name (default: the scenario's)")
-    p.add_argument("--period", type=int, help="steps between rebalancing (dynamic policies)")
+    p.add_argument("--period", type=_period,
+                   help="steps between rebalancing (dynamic policies), or 'adaptive': when the measured imbalance "
+                        "has cost more than the last balancing step")
     p.add_argument("--initial", help="static placement a dynamic policy starts from (default sfc)")
     p.add_argument("--seed", type=int, help="seed of random placements and balancers (default: the scenario's)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
@@ -437,25 +461,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cores", type=int,
                    help="cores per node (default: the recorded run's, with every change of worker threads it made)")
     p.add_argument("--placement", default="sfc", help="any policy of the registry")
-    p.add_argument("--period", type=int, default=0, help="steps between rebalancing (dynamic policies)")
+    p.add_argument("--period", type=_period, default=0,
+                   help="steps between rebalancing (dynamic policies), or 'adaptive': when the imbalance has cost "
+                        "more than the last balancing step")
     p.add_argument("--tiles-per-core", type=int, help="aggregate the trace to about this many tiles per core")
     p.add_argument("--initial", default="sfc", help="static placement a dynamic policy starts from")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--speed", type=float, default=1.0, help="modeled cores are this many times as fast")
+    p.add_argument("--speed", type=float, default=1.0,
+                   help="modeled cores are this many times as fast (divides the machine model's rates, or the "
+                        "measured costs with --costs measured)")
+    p.add_argument("--costs", choices=("model", "measured"), default="model",
+                   help="price tasks by their work at the machine model's rates (default; measured costs for a "
+                        "trace without a model) or replay the trace's measured seconds")
+    p.add_argument("--machine", metavar="FILE",
+                   help="replay on this machine model (shoal calibrate --out) instead of the trace's own")
     p.add_argument("--mpi-reference", action="store_true", help="one tile per core, a barrier per phase")
     p.add_argument("--proxy", help="trace of a low-resolution run of the same scenario (for speculative)")
     p.add_argument("--out", help="predicted run folder (default runs/replay-<scenario>-<placement>)")
     network_flags(p)
     model_flags(p)
     machine_flags(p)
-    p.set_defaults(func=_cmd_replay)
+    p.set_defaults(func=_cmd_replay, gil=None)  # the lock the machine model recorded
 
     p = sub.add_parser("sweep", help="replay a trace over placements, tiles per core, periods and cluster sizes")
     p.add_argument("trace", help="a trace.h5 or a run folder")
     p.add_argument("--placements", default="geometric,strips,sfc,birdshot,greedy,refine,swap,speculative",
                    help="comma-separated policies, or 'all'")
     p.add_argument("--tiles-per-core", default="1,2,4,8,16,32", help="comma-separated tiles per core")
-    p.add_argument("--periods", default="10,20,30,40", help="comma-separated periods of the dynamic policies")
+    p.add_argument("--periods", default="10,20,30,40",
+                   help="comma-separated periods of the dynamic policies (steps, or 'adaptive')")
     p.add_argument("--nodes", default="8,32,64", help="comma-separated cluster sizes (nodes)")
     p.add_argument("--cores", type=int, default=8, help="cores per node")
     p.add_argument("--seed", type=int, default=0)
@@ -477,8 +511,11 @@ def build_parser() -> argparse.ArgumentParser:
     network_flags(p, overhead=False)
     p.set_defaults(func=_cmd_export_tit, overhead=0.0)
 
-    p = sub.add_parser("calibrate", help="time this machine's executor overheads for replays (--calibration)")
-    p.add_argument("--out", default="calibration.json", help="file for the measured overheads")
+    p = sub.add_parser("calibrate", help="a machine model for replays: a trace's, refined by timing this machine")
+    p.add_argument("--out", default="machine.json", help="file for the machine model (JSON)")
+    p.add_argument("--from-trace", metavar="TRACE", help="start from the machine model of this trace's run")
+    p.add_argument("--no-bench", action="store_true",
+                   help="only extract the trace's model: no micro-benchmarks (for a trace of another machine)")
     p.add_argument("--task-us", type=float, default=50.0, help="length of the timed tasks (us): about your runs'")
     p.add_argument("--tasks", type=int, default=3000)
     p.add_argument("--nodes", type=int, default=1,
@@ -489,7 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="record runs here, replay them on a model of this machine, compare")
     p.add_argument("--out", default="runs/validate", help="folder for the runs, table and figure")
     p.add_argument("--quick", action="store_true", help="a quarter of the steps")
-    p.add_argument("--repeats", type=int, default=3, help="runs per case; medians are compared")
+    p.add_argument("--repeats", type=int, default=5, help="runs per case; medians (and spreads) are compared")
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("lif", help="expected load-imbalance factor of random placement")
@@ -519,6 +556,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 COMPILES = {"run", "replay", "sweep", "validate", "calibrate", "demo"}  # commands that run Numba kernels
+
+
+def _period(text: str) -> int | str:
+    """``--period``'s value: steps or ``adaptive`` (anything else is a usage error)."""
+    from .placement.trigger import parse_period
+
+    try:
+        return parse_period(text)
+    except ShoalError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,6 +35,12 @@ adds groups without changing the schema's version, and older traces still read:
     it sent or received): what a replay charges per message sent or received.
 ``/workers`` — ``from_step`` i4 (n,) and ``cores`` i4 (n, nodes): the worker threads of
     every node from each step on (older traces have it only when they changed).
+``/machine`` — ``model``: the machine model the run fitted from its own tasks when its trace
+    was closed, as JSON (:class:`shoal.replay.machine.MachineModel`: per app and phase the
+    seconds per unit of work and per task with the fit's R² and residual spread, the Python
+    share likewise, the executor's dispatch, wake-up, lock wait per lock-free call and message
+    CPU time, whether the nodes shared one interpreter lock, the host's CPU and cores). A
+    replay prices the tasks' work with it (older traces without it replay measured costs).
 ``/committed`` — i8 (6,): how many rows of ``tasks``, ``messages``, ``steps``, ``placement``,
     ``workers`` and ``balance`` are complete. Rows past them belong to a chunk whose writer
     was killed, and are ignored (absent: every row is complete).
@@ -69,7 +75,7 @@ if TYPE_CHECKING:
 SCHEMA = "shoal-trace"
 VERSION = 1
 # The version of each optional group this shoal writes and reads (absent attribute: 1).
-GROUP_VERSIONS = {"phases": 1, "tiles": 1, "balance": 1, "communication": 1, "workers": 1}
+GROUP_VERSIONS = {"phases": 1, "tiles": 1, "balance": 1, "communication": 1, "workers": 1, "machine": 1}
 
 
 @dataclass
@@ -95,6 +101,7 @@ class Trace:
     communication: dict[str, np.ndarray] | None = None  # per node: ``cpu_s``, ``messages``
     worker_steps: np.ndarray | None = None  # steps from which ``worker_cores`` hold
     worker_cores: np.ndarray | None = None  # (changes, nodes) worker threads per node
+    machine: dict | None = None  # the machine model the run fitted (shoal.replay.machine.MachineModel.to_dict)
 
     def __post_init__(self):
         self.tasks = TASKS.table(self.tasks)
@@ -322,9 +329,21 @@ class TraceWriter:
         f.flush()
 
     def close(self) -> None:
-        """Close the file; closing twice does nothing."""
-        if self._file.id.valid:
-            self._file.close()
+        """Fit the run's machine model to its tasks, store it as ``/machine`` and close the
+        file; closing twice does nothing. A trace without tasks gets no model."""
+        if not self._file.id.valid:
+            return
+        self._file.close()
+        from .replay.machine import fit_trace
+
+        try:
+            trace = Trace.read(self.path)
+            model = fit_trace(trace).to_dict() if len(trace.tasks["step"]) else None
+        except (ShoalError, ValueError, np.linalg.LinAlgError):
+            return  # a trace that cannot be fitted replays its measured costs
+        if model is not None:
+            with h5py.File(self.path, "a", libver=LIBVER) as f:  # SWMR files take no new groups: reopened
+                _write_machine(f, model)
 
 
 LIBVER = ("v110", "latest")  # the oldest file format that SWMR appending needs
@@ -345,6 +364,7 @@ DATASETS = {
     "tiles/state_bytes": ("B", "bytes of state a migration of the tile moves"),
     "communication/cpu_s": ("s", "CPU time of the thread that moved messages between processes, per node"),
     "communication/messages": ("", "tile-to-tile payloads that thread sent or received, per node"),
+    "machine/model": ("", "the machine model the run fitted from its tasks, JSON (shoal.replay.machine)"),
     "committed": ("", "complete rows of tasks, messages, steps, placement, workers, balance"),
 }
 
@@ -369,6 +389,8 @@ def _create(f: h5py.File, t: Trace) -> None:
     _dataset(g, "lagged", np.asarray(t.lagged_phases, dtype=bool))
     if t.tile_bytes is not None:
         _dataset(_optional_group(f, "tiles"), "state_bytes", np.asarray(t.tile_bytes, np.int64))
+    if t.machine is not None:
+        _write_machine(f, t.machine)
     if t.communication is not None:
         g = _optional_group(f, "communication")
         _dataset(g, "cpu_s", np.asarray(t.communication["cpu_s"], np.float64))
@@ -518,6 +540,7 @@ def _read(cls, f: h5py.File, path: Path) -> Trace:
         if groups["communication"] else None,
         worker_steps=workers["from_step"] if workers else None,
         worker_cores=workers["cores"] if workers else None,
+        machine=_read_machine(groups["machine"], path) if groups["machine"] else None,
     )
     _check_indices(trace, path)
     return trace
@@ -548,6 +571,23 @@ def _check_indices(t: Trace, path: Path) -> None:
         raise ShoalError(f"{path}: /placement/owner has shape {t.placement_owners.shape}, not (changes, {T} tiles)")
     if len(t.step_end) != len(t.steps):
         raise ShoalError(f"{path}: /steps has {len(t.step_end)} rows for {len(t.steps)} steps of tasks")
+
+
+def _write_machine(f: h5py.File, model: dict) -> None:
+    """The ``/machine`` group holding ``model`` (replacing one already there)."""
+    if "machine" in f:
+        del f["machine"]
+    _dataset(_optional_group(f, "machine"), "model", json.dumps(model))
+
+
+def _read_machine(g, path: Path) -> dict:
+    try:
+        model = json.loads(g["model"][()])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ShoalError(f"{path}: /machine/model is not a machine model in JSON ({_first_line(exc)})") from None
+    if not isinstance(model, dict):
+        raise ShoalError(f"{path}: /machine/model is not a machine model in JSON")
+    return model
 
 
 def _optional_group(f, name: str):

@@ -11,10 +11,13 @@ between runs and are woken for the next), measure what a restart costs. A worker
 on its node's condition: how long one takes to wake when notified is timed directly.
 
 Threads of one process share its interpreter lock. Every lock-free call lets go of it and takes
-it back, and when another thread wants it that hand-off costs lock time that the tasks' own
-CPU times do not show. On as many threads as the modeled runs have, the app runs tasks that
-alternate Python and lock-free calls; the hand-off is the lock time per call that makes the
-replay of that run last as long as the run did.
+it back, and when another thread wants it the task waits: its wall time exceeds its CPU time.
+On as many threads as the modeled runs have, the app runs tasks that alternate Python and
+lock-free calls; the hand-off is that wait per call, as a run measures it of its own tasks.
+
+A run records most of these itself (:mod:`shoal.replay.machine`); :func:`refine` fills in
+what it could not show: a restart, a wake-up where its workers never sat idle, a hand-off
+where it ran on one thread.
 
 The host's speed drifts over minutes, and the overhead with it: measure close to the runs
 that the calibration will model, at about their task length.
@@ -37,6 +40,7 @@ from ..errors import ShoalError
 from ..runtime import App, LocalExecutor, Phase
 from ..runtime.local import GIL_SWITCH_S
 from ..tiling import Tiling
+from .machine import MachineModel, lock_wait_per_call, this_host
 from .run import MACHINE_FIELDS
 
 
@@ -132,8 +136,7 @@ def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3, nodes: 
     cal = {"task_overhead_s": per_task[False], "payload_overhead_s": per_payload,
            "restart_s": _restart(SpinApp(iters, True), tiling, repeats, Cluster.uniform(nodes, workers)),
            "wake_s": _wake_latency(), "measured_tasks": int(n), "task_s": task_s, "restart_threads": nodes * workers}
-    cal["handoff_s"] = _handoff(iters, iterations_for(python_work, task_s / 2), tiling, steps, repeats,
-                                nodes, workers, machine_model(cal))
+    cal["handoff_s"] = _handoff(iters, iterations_for(python_work, task_s / 2), tiling, steps, repeats, nodes, workers)
     return cal
 
 
@@ -152,44 +155,48 @@ def iterations_for(fn, seconds: float) -> int:
 
 IN_PROCESS = Network(latency_s=1e-6, bandwidth_Bps=5e9, overhead_s=0.0)  # nodes in one process: memory
 HANDOFF_CALLS = 4  # lock-free calls per task of the hand-off measurement
-HANDOFF_MAX_S = 1e-4  # a hand-off is at most a thread's wake-up: the search stops well above it
 
 
-def _handoff(iters: int, python_iters: int, tiling: Tiling, steps: int, repeats: int, nodes: int, workers: int,
-             model: dict) -> float:
-    """Interpreter lock time per lock-free call on ``nodes`` x ``workers`` threads of one
-    process (0 on one thread: nothing to hand over): the median over ``repeats`` runs of the
-    value that makes the replay of a run last as long as the run. Its tasks spend about a
-    third of their time in Python, in :data:`HANDOFF_CALLS` pieces between lock-free calls."""
+def _handoff(iters: int, python_iters: int, tiling: Tiling, steps: int, repeats: int, nodes: int,
+             workers: int) -> float:
+    """Interpreter lock wait per lock-free call on ``nodes`` x ``workers`` threads of one
+    process (0 on one thread: nothing to wait for), the median over ``repeats`` runs of
+    :func:`~shoal.replay.machine.lock_wait_per_call`. Its tasks spend about a third of their
+    time in Python, in :data:`HANDOFF_CALLS` pieces between lock-free calls."""
     if nodes * workers == 1:
         return 0.0
     from ..placement import get_policy
     from ..trace import Trace
-    from .run import ReplayConfig, replay
 
     cluster = Cluster.uniform(nodes, workers)
-    owner = get_policy("strips").place(tiling, cluster, 0)  # as the replay will place them
+    owner = get_policy("strips").place(tiling, cluster, 0)
     app = SpinApp(iters, halo=False, calls=HANDOFF_CALLS, python_iters=python_iters)
-    fits = []
+    waits = []
     for _ in range(repeats):
         with LocalExecutor(app, tiling, cluster, owner) as executor:
             result = executor.run(steps)
-        trace = Trace.of_run(result, app.phases, tiling, cluster, placements=[(0, owner)])
+        waits.append(lock_wait_per_call(Trace.of_run(result, app.phases, tiling, cluster, placements=[(0, owner)]))
+                     or 0.0)
+    return float(np.median(waits))
 
-        def predicted(handoff: float, trace=trace) -> float:
-            cfg = ReplayConfig(nodes=nodes, cores=workers, placement="strips", gil="shared", network=IN_PROCESS,
-                               **{**model, "handoff_s": handoff})
-            return replay(trace, cfg).makespan
 
-        lo, hi = 0.0, HANDOFF_MAX_S
-        if predicted(lo) >= result.wall_s:
-            fits.append(0.0)
-            continue
-        for _ in range(20):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if predicted(mid) < result.wall_s else (lo, mid)
-        fits.append(0.5 * (lo + hi))
-    return float(np.median(fits))
+def refine(model: MachineModel, calibration: dict, threads: int) -> MachineModel:
+    """``model`` with what :func:`calibrate` measured on ``threads`` threads where the run
+    behind the model could not measure it (restarts always; a wake-up, a dispatch, a lock wait
+    or a payload's cost the model has no measurement of). Its ``measured_by`` says which."""
+    out = MachineModel(**model.__dict__)
+    out.measured_by = dict(model.measured_by)
+    out.host = model.host or this_host()
+    for key, name in (("restart_s", "restart_s"), ("wake_s", "wake_s"), ("dispatch_s", "task_overhead_s"),
+                      ("handoff_s", "handoff_s"), ("payload_overhead_s", "payload_overhead_s")):
+        if out.measured_by.get(key) != "run":
+            setattr(out, key, float(calibration.get(name, 0.0)))
+            out.measured_by[key] = "calibrate"
+    if model.measured_by.get("handoff_s") != "run":
+        out.lock_threads = threads
+    if out.lock == "none" and threads > 1:
+        out.lock = "shared"  # the calibration's threads shared one lock
+    return out
 
 
 def _restart(app, tiling: Tiling, repeats: int, cluster: Cluster) -> float:
@@ -249,12 +256,17 @@ def machine_model(calibration: dict) -> dict:
 
 
 def read_calibration(path: str | Path) -> dict:
-    """A calibration written by ``shoal calibrate`` (one measurement), or by ``shoal validate``
-    (one per case: the median of each figure)."""
+    """The executor's constants as ``ReplayConfig`` fields, from a machine model written by
+    ``shoal calibrate``, a calibration (one measurement of :func:`calibrate`), or
+    ``shoal validate``'s calibrations (one per case: the median of each figure)."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise ShoalError(f"cannot read a calibration from {path}: {exc}") from None
+    if isinstance(data, dict) and data.get("schema") == "shoal-machine":  # a machine model (shoal calibrate)
+        m = MachineModel.from_dict(data, str(path))
+        return {"task_overhead_s": m.dispatch_s, "payload_overhead_s": m.payload_overhead_s, "restart_s": m.restart_s,
+                "wake_s": m.wake_s, "handoff_s": m.handoff_s}
     entries = data if isinstance(data, list) else [data]
     if not entries or not all(isinstance(e, dict) and "task_overhead_s" in e for e in entries):
         raise ShoalError(f"{path} is not a calibration: expected task_overhead_s, payload_overhead_s, "

@@ -15,10 +15,12 @@ from ..cluster import Cluster, Network
 from ..errors import ShoalError
 from ..placement import Balancer, get_policy, policy_params
 from ..placement.registry import check_owner
+from ..placement.trigger import ADAPTIVE, parse_period
 from ..summary import summarize
 from ..tiling import Tiling
 from ..trace import Trace, aggregate, scaled
 from .engine import simulate
+from .machine import MachineModel
 
 # What ``shoal.replay.calibrate`` measures of the machine the runs use, as ReplayConfig fields.
 MACHINE_FIELDS = ("task_overhead_s", "payload_overhead_s", "restart_s", "wake_s", "handoff_s")
@@ -39,23 +41,36 @@ class ReplayConfig:
     nodes: int | None = None
     cores: int | None = None
     placement: str = "sfc"
-    period: int = 0
+    period: int | str = 0  # steps between balancing steps, or "adaptive" (shoal.placement.trigger)
     tiles_per_core: int | None = None
     initial: str = "sfc"
     seed: int = 0
     speed: float = 1.0
     network: Network = field(default_factory=Network)
     memcpy_bandwidth: float = float("inf")  # recorded costs already include packing halos
-    task_overhead_s: float = 0.0  # the executor's own time per task (see shoal.replay.calibrate)
-    payload_overhead_s: float = 0.0  # and per halo payload, spread over the tasks (ditto)
-    restart_s: float = 0.0  # what stopping and restarting the executor adds to a balancing step (ditto)
-    wake_s: float = 0.0  # how long an idle core's worker takes to wake for a task that became ready (ditto)
-    # Interpreter lock time per lock-free call of a task, where threads share the lock: letting go
-    # of it and taking it back while another thread wants it (ditto)
-    handoff_s: float = 0.0
+    # Task costs: "model" (work x rate + fixed of the machine model: ``machine``, else the one
+    # the trace's run fitted) or "measured" (the trace's own seconds). A trace without a model
+    # replays its measured costs.
+    costs: str = "model"
+    machine: MachineModel | None = None
+    # The executor's constants (seconds); None: the machine model's (0 with measured costs).
+    task_overhead_s: float | None = None  # the executor's own time per task (dispatch)
+    payload_overhead_s: float | None = None  # and per halo payload, spread over the tasks
+    restart_s: float | None = None  # what stopping and restarting the executor adds to a balancing step
+    wake_s: float | None = None  # how long an idle core's worker takes to wake for a task that became ready
+    # Interpreter lock wait per lock-free call of a task, where threads share the lock (each call
+    # lets go of it; taking it back waits for the other threads)
+    handoff_s: float | None = None
     # Interpreter lock: "process" (one per node, a Python executor per rank), "shared" (all nodes
-    # in one process, the local executor) or "none" (a compiled executor).
-    gil: str = "none"
+    # in one process, the local executor) or "none" (a compiled executor); None: as recorded
+    # (the machine model's), "none" with measured costs.
+    gil: str | None = None
+    # How a lock shared by several threads is modeled: "waits" (each lock-free call waits
+    # ``handoff_s``, scaled by the threads sharing the lock), "serial" (the Python share of the
+    # tasks runs one at a time, no waits: one end of the interval a lock-dominated run gets) or
+    # "free" (no lock: the other end).
+    lock_model: str = "waits"
+    handoff_threads: int | None = None  # threads that shared the lock where handoff_s was measured (None: the model's)
     # CPU seconds per tile-to-tile payload sent or received between nodes, charged to the
     # producing and the reading task (the communication thread competes for the node's cores
     # and, in Python, for its interpreter lock). None: as measured by the trace's run.
@@ -76,18 +91,27 @@ class ReplayResult:
     events: int
     sim_wall_s: float
     config: ReplayConfig
+    fit: str = ""  # one line on how well the machine model fit the recorded costs (model costs only)
+    # Where the tasks are mostly Python under a shared lock: the makespans with the lock fully
+    # serialising the Python share and with no lock at all (None otherwise)
+    lock_interval: tuple[float, float] | None = None
 
     def summary(self) -> dict:
         """The replay's ``summary.json``: a run's summary fields (marked ``predicted``), the
-        makespan and machine model used, and the replay's own speed (events per second)."""
+        makespan and machine model used, how well that model fit, the interval a lock-dominated
+        run gets, and the replay's own speed (events per second)."""
         t, cfg = self.trace, self.config
+        steps = max(1, len(t.steps))
         return {
             "app": t.app, "scenario": t.scenario, "predicted": True,
             "placement": "mpi-reference" if cfg.mpi_reference else cfg.placement,
             "period": cfg.period, "workers": int(max(t.cluster.cores)),
             **summarize(t, self.makespan, "model"),
             "makespan_s": self.makespan, "message_cpu_s": cfg.message_cpu_s,
-            "machine": {k: getattr(cfg, k) for k in MACHINE_FIELDS},
+            "machine": {k: getattr(cfg, k) for k in MACHINE_FIELDS}, "costs": cfg.costs, "gil": cfg.gil,
+            "machine_fit": self.fit, "lock_dominated": self.lock_interval is not None,
+            "lock_interval_s": list(self.lock_interval) if self.lock_interval else None,
+            "lock_interval_step_s": [v / steps for v in self.lock_interval] if self.lock_interval else None,
             "events": int(self.events), "replay_wall_s": self.sim_wall_s,
             "events_per_s": self.events / self.sim_wall_s if self.sim_wall_s > 0 else 0.0,
         }
@@ -224,17 +248,33 @@ class ProxyLoads:
 
 
 def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
-    """Replay ``trace`` on ``cfg``'s modeled cluster; returns a predicted trace and its makespan."""
+    """Replay ``trace`` on ``cfg``'s modeled cluster; returns a predicted trace and its makespan.
+
+    With model costs (the default) every task costs its work at the machine model's rate
+    (``cfg.machine``, else the model the trace's run fitted; measured costs for a trace without
+    one), the executor's constants and the interpreter lock are the model's unless ``cfg`` sets
+    them, and ``cfg.speed`` divides the model's rates. Where the tasks are mostly Python under a
+    lock several threads share, the result also holds the interval between the lock fully
+    serialising their Python share and no lock at all.
+    """
     if (cfg.nodes is not None and cfg.nodes < 1) or (cfg.cores is not None and cfg.cores < 1):
         raise ShoalError("replay needs at least one node with one core")
-    if cfg.period < 0:
-        raise ShoalError(f"period must be >= 0, got {cfg.period}")
+    parse_period(cfg.period)
+    cfg, model = resolved(trace, cfg)
     if min(cfg.task_overhead_s, cfg.payload_overhead_s, cfg.restart_s, cfg.wake_s, cfg.handoff_s) < 0:
         raise ShoalError(f"overheads must be >= 0, got {cfg.task_overhead_s} per task, {cfg.payload_overhead_s} per "
                          f"payload, {cfg.restart_s} per restart, {cfg.wake_s} per wake-up and {cfg.handoff_s} "
                          "per lock hand-off")
+    if cfg.lock_model not in ("waits", "serial", "free"):
+        raise ShoalError(f"lock model must be 'waits', 'serial' or 'free', got {cfg.lock_model!r}")
     cluster, schedule = _modeled_cluster(trace, cfg)
-    if cfg.speed != 1.0:
+    interval = None
+    if cfg.lock_model == "waits" and lock_dominated(trace) and _lock_threads(cfg, cluster) > 1:
+        interval = tuple(sorted(replay(trace, dataclasses.replace(cfg, lock_model=m)).makespan
+                                for m in ("serial", "free")))
+    if model is not None:
+        trace = modelled(trace, model)
+    elif cfg.speed != 1.0:
         trace = scaled(trace, cfg.speed)
     if cfg.message_cpu_s is None:  # the result says what was charged
         cfg = dataclasses.replace(cfg, message_cpu_s=trace.message_cpu_s)
@@ -258,22 +298,25 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     lag = np.zeros(P, np.int64) if cfg.mpi_reference else np.asarray(trace.lagged_phases, np.int64)
     cost = _costs(trace)
     overhead = executor_overhead(cfg, cost.size, len(trace.messages["src"]))
-    duration = cost + overhead  # what a core spends on a task: its cost and the executor's share
+    calls = _costs(trace, "kernel_calls") if "kernel_calls" in trace.tasks else None
+    # What a core spends on a task: its cost, the executor's share and its waits for a shared lock
+    duration = cost + overhead + lock_waits(cfg, calls, cluster)
     gil, process_of = _interpreter_lock(cfg, cost, _costs(trace, "kernel") if "kernel" in trace.tasks else None,
-                                        _costs(trace, "kernel_calls") if "kernel_calls" in trace.tasks else None,
                                         cluster, overhead)
     S = cost.shape[0]
     steps = trace.steps
-    period = cfg.period if (policy.dynamic and cfg.period > 0) else S
+    period = parse_period(cfg.period) if policy.dynamic else 0
     balancer = None
-    if policy.dynamic and cfg.period > 0:
+    if period:
         ends_barrier = tuple(bool(b and not lg) for b, lg in zip(barrier, lag, strict=True))
         balancer = Balancer(policy, period, tiling, ends_barrier, policy_params(policy, cfg.balance),
-                            ProxyLoads(cfg.proxy, tiling, S) if cfg.proxy is not None else None)
+                            ProxyLoads(_priced(cfg.proxy, model), tiling, S) if cfg.proxy is not None else None)
     # Segments end at balancing steps and where a node's worker threads change: all tiles
-    # stop there and start again together.
-    cuts = sorted({s for s in range(period, S, period)} | {int(i) for i in np.searchsorted(steps, schedule[0])
-                                                             if 0 < i < S} | {S})
+    # stop there and start again together. A fixed period's balancing steps are known ahead;
+    # the adaptive trigger's are found segment by segment, from the costs of the steps ahead
+    # under the current owners.
+    fixed = set(range(period, S, period)) if period != ADAPTIVE and period else set()
+    cuts = sorted(fixed | {int(i) for i in np.searchsorted(steps, schedule[0]) if 0 < i < S} | {S})
     tile_bytes = trace.tile_bytes if trace.tile_bytes is not None else np.zeros(T, np.int64)
     net = cluster.network
     tx_free, rx_free = np.zeros(cluster.nodes), np.zeros(cluster.nodes)
@@ -283,11 +326,15 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     node_col = np.zeros(S * P * T, np.int64)
     owners, owner_steps = [owner.copy()], [int(steps[0])]
     messages = _MessagesByStep(trace)
-    t0, events, wall, s0 = 0.0, 0, 0.0, 0
+    t0, events, wall, s0, last = 0.0, 0, 0.0, 0, 0
     background = np.zeros(cluster.nodes)  # message CPU time per node since the last balancing step
     log_nodes = math.ceil(math.log2(cluster.nodes)) if cluster.nodes > 1 else 0
-    for s1 in cuts:
+    while s0 < S:
         cores = schedule[1][np.searchsorted(schedule[0], steps[s0], side="right") - 1]
+        at = dataclasses.replace(cluster, cores=tuple(int(c) for c in cores))
+        s1 = next(c for c in cuts if c > s0)
+        if balancer is not None and balancer.trigger is not None:
+            s1 = _adaptive_cut(balancer, cost, steps, s0, s1, owner, at)
         csr, mdst, mbytes, fsrc, fdst, fbytes = _segment_messages(messages, s0, s1, P, T)
         seg_duration, seg_gil = duration[s0:s1], gil[s0:s1]
         if message_cpu:
@@ -310,16 +357,17 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         if s1 >= S:
             break
         # Every tile stops; a barrier across the nodes, then the executors restart.
+        stopped = t0
         t0 += 2.0 * log_nodes * (net.latency_s + net.overhead_s) + cfg.restart_s
-        if balancer is not None and s1 % period == 0:
-            future = cost[s1:min(S, s1 + period)].sum(axis=1).mean(axis=0)
+        if balancer is not None and (s1 in fixed or balancer.due):
+            future = cost[s1:min(S, s1 + balancer.horizon(int(steps[s1])))].sum(axis=1).mean(axis=0)
             ahead = None if balancer.proxy is not None else _smoothed(future, tiling)
-            at = dataclasses.replace(cluster, cores=tuple(int(c) for c in cores))
-            new = balancer.plan(int(steps[s1]), owner, at, cost[s1 - period:s1].mean(axis=0), background / period,
+            new = balancer.plan(int(steps[s1]), owner, at, cost[last:s1].mean(axis=0), background / (s1 - last),
                                 tile_bytes, future_loads=future, proxy_loads=ahead)
             background = np.zeros(cluster.nodes)
             t0 = _migrate(owner, new, tile_bytes, cluster, t0 + balancer.last_plan_s, tx_free, rx_free)
-            owner = new
+            balancer.paid(t0 - stopped)  # what it added: the barrier, restarting, planning, moving
+            owner, last = new, s1
             owners.append(owner.copy())
             owner_steps.append(int(steps[s1]))
         s0 = s1
@@ -339,7 +387,85 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         balance=balancer.records() if balancer is not None else None,
         worker_steps=schedule[0], worker_cores=schedule[1],
     )
-    return ReplayResult(predicted, float(out["end"].max()), events, wall, cfg)
+    return ReplayResult(predicted, float(out["end"].max()), events, wall, cfg,
+                        model.fit_line() if model is not None else "", interval)
+
+
+def resolved(trace: Trace, cfg: ReplayConfig) -> tuple[ReplayConfig, MachineModel | None]:
+    """``cfg`` with every field left to the machine model filled in, and the model whose rates
+    price the tasks (None: measured costs, for ``costs="measured"`` or a trace without a model).
+
+    With model costs, the model is ``cfg.machine``, else the one the trace's run fitted; with
+    measured costs, only ``cfg.machine``. The executor's constants the configuration leaves
+    unset come from that model (0 without one), as do the interpreter lock it recorded ("none"
+    without one) and its CPU time per message between processes. ``cfg.speed`` divides a
+    pricing model's rates, fixed costs, dispatch and message CPU time."""
+    if cfg.costs not in ("model", "measured"):
+        raise ShoalError(f"costs must be 'model' or 'measured', got {cfg.costs!r}")
+    model = cfg.machine
+    if model is None and cfg.costs == "model" and trace.machine is not None:
+        model = MachineModel.from_dict(trace.machine, "the trace's machine model")
+    if model is not None and cfg.costs == "model" and cfg.speed != 1.0:
+        model = model.scaled(cfg.speed)
+    fill = {}
+    for name, key in (("task_overhead_s", "dispatch_s"), ("payload_overhead_s", "payload_overhead_s"),
+                      ("restart_s", "restart_s"), ("wake_s", "wake_s"), ("handoff_s", "handoff_s")):
+        if getattr(cfg, name) is None:
+            fill[name] = float(getattr(model, key)) if model is not None else 0.0
+    if cfg.handoff_threads is None:
+        fill["handoff_threads"] = model.lock_threads if model is not None else 2
+    if cfg.gil is None:
+        fill["gil"] = model.lock if model is not None else "none"
+    if cfg.message_cpu_s is None and model is not None:
+        fill["message_cpu_s"] = model.message_cpu_s
+    return dataclasses.replace(cfg, **fill), model if cfg.costs == "model" else None
+
+
+def modelled(trace: Trace, model: MachineModel) -> Trace:
+    """``trace`` with every task's cost (and kernel time) priced by ``model``: its phase's
+    ``rate x work + fixed``, and the kernel time the cost less the modeled Python share."""
+    t = trace.tasks
+    cost, kernel = np.zeros(len(t["work"])), np.zeros(len(t["work"]))
+    for p, name in enumerate(trace.phases):
+        rows = t["phase"] == p
+        if not rows.any():
+            continue
+        pm = model.phase(trace.app, name)
+        cost[rows] = pm.cost.predict(t["work"][rows])
+        python = pm.python.predict(t["work"][rows]) if pm.python is not None else cost[rows]
+        kernel[rows] = cost[rows] - np.minimum(python, cost[rows])
+    return trace.with_tasks(cost=cost, kernel=kernel)
+
+
+def _priced(trace: Trace, model: MachineModel | None) -> Trace:
+    """``trace`` priced by ``model`` like the replayed one (as measured without one)."""
+    return trace if model is None else modelled(trace, model)
+
+
+def lock_dominated(trace: Trace) -> bool:
+    """Whether the trace's tasks spent less than half their time in lock-free kernels (from its
+    own ``kernel`` and ``cost`` columns; False where it has no kernel times)."""
+    t = trace.tasks
+    if "kernel" not in t or not t["kernel"].any():
+        return False
+    return float(t["kernel"].sum()) < 0.5 * float(t["cost"].sum())
+
+
+def _lock_threads(cfg: ReplayConfig, cluster: Cluster) -> int:
+    """Worker threads that share one interpreter lock in the modeled cluster (1 without a lock)."""
+    if cfg.gil == "shared":
+        return cluster.total_cores
+    return int(cluster.core_array.max()) if cfg.gil == "process" else 1
+
+
+def _adaptive_cut(balancer: Balancer, cost: np.ndarray, steps: np.ndarray, s0: int, s1: int, owner: np.ndarray,
+                  cluster: Cluster) -> int:
+    """Where the segment from ``s0`` ends, at ``s1`` at the latest: after the first step whose
+    costs (under ``owner``) make the adaptive trigger fire. Steps past it are not fed."""
+    for s in range(s0, s1):
+        if balancer.observe(int(steps[s]), cost[s], owner, cluster):
+            return s + 1
+    return s1
 
 
 def _modeled_cluster(trace: Trace, cfg: ReplayConfig) -> tuple[Cluster, tuple[np.ndarray, np.ndarray]]:
@@ -360,29 +486,35 @@ def executor_overhead(cfg: ReplayConfig, tasks: int, payloads: int) -> float:
     return cfg.task_overhead_s + (cfg.payload_overhead_s * payloads / tasks if tasks else 0.0)
 
 
-def _interpreter_lock(cfg: ReplayConfig, cost: np.ndarray, kernel: np.ndarray | None, calls: np.ndarray | None,
-                      cluster: Cluster, overhead: float) -> tuple[np.ndarray, np.ndarray]:
-    """The share of each task that holds a Python lock, and which lock each node's tasks take.
+def lock_waits(cfg: ReplayConfig, calls: np.ndarray | None, cluster: Cluster) -> np.ndarray | float:
+    """Seconds each task waits for an interpreter lock other threads share (``lock_model``
+    ``waits``): ``handoff_s`` per lock-free call, measured where ``handoff_threads`` threads
+    shared the lock, and scaled by the other threads that share it here (none on one thread)."""
+    threads = _lock_threads(cfg, cluster)
+    if cfg.lock_model != "waits" or calls is None or threads < 2 or not cfg.handoff_s:
+        return 0.0
+    return calls * cfg.handoff_s * (threads - 1) / max(1, cfg.handoff_threads - 1)
+
+
+def _interpreter_lock(cfg: ReplayConfig, cost: np.ndarray, kernel: np.ndarray | None, cluster: Cluster,
+                      overhead: float) -> tuple[np.ndarray, np.ndarray]:
+    """The share of each task that holds a Python lock the engine serialises (``lock_model``
+    ``serial``; none otherwise), and which lock each node's tasks take.
 
     A task's Python share is its cost less the time its compiled kernels ran (recorded by real
     runs), plus the executor's own overhead. Traces without kernel times fall back on the
-    cost of the cheapest tasks of each phase (the 5th percentile: nearly all Python). Where
-    threads share a lock, every lock-free call of a task (recorded by real runs; none where
-    the trace does not say) adds ``handoff_s``: the lock is let go and taken back.
+    cost of the cheapest tasks of each phase (the 5th percentile: nearly all Python).
     """
     nodes = cluster.nodes
-    if cfg.gil == "none":
-        return np.zeros_like(cost), np.arange(nodes)
-    if cfg.gil not in ("process", "shared"):
+    if cfg.gil not in ("none", "process", "shared"):
         raise ShoalError(f"gil must be 'none', 'process' or 'shared', got {cfg.gil!r}")
+    if cfg.gil == "none" or cfg.lock_model != "serial":
+        return np.zeros_like(cost), np.arange(nodes)
     if kernel is not None and kernel.any():
         python = np.clip(cost - kernel, 0.0, None)
     else:
         python = np.minimum(cost, np.percentile(cost, 5, axis=(0, 2))[None, :, None])
     process_of = np.zeros(nodes, np.int64) if cfg.gil == "shared" else np.arange(nodes)
-    threads = cluster.total_cores if cfg.gil == "shared" else int(cluster.core_array.max())
-    if calls is not None and threads > 1:
-        python = python + calls * cfg.handoff_s
     return python + overhead, process_of
 
 
