@@ -51,6 +51,13 @@ class Phase:
         The app's method that runs the phase (default: ``name``).
     pack : str
         The app's method that packs the halos this phase reads (default ``pack_halos``).
+    work : str
+        The unit of the work count the phase's method returns, in a few words (for example
+        ``"particle pairs"`` or ``"cell updates"``): the count that best predicts what a task
+        costs, so that a trace read with its units is not tied to the machine that recorded
+        it (costs are then ``rate x work + overhead``). The count must not depend on timing,
+        and where the physics does not depend on the tiling, neither does its total over all
+        tiles. Default ``"items"``.
     """
 
     name: str
@@ -59,6 +66,7 @@ class Phase:
     lagged: bool = False
     method: str = ""
     pack: str = "pack_halos"
+    work: str = "items"
 
     def __post_init__(self):
         if self.reduction not in REDUCTIONS and self.reduction is not None:
@@ -67,6 +75,8 @@ class Phase:
             raise ValueError(f"phase {self.name!r} is lagged but has no reduction")
         if not self.method:
             object.__setattr__(self, "method", self.name)
+        if not (isinstance(self.work, str) and self.work.strip()):
+            raise ValueError(f"phase {self.name!r}: work must name a unit, got {self.work!r}")
 
     @property
     def barrier(self) -> bool:
@@ -124,8 +134,9 @@ class App(abc.ABC):
     global cell grid, set by its constructor) and provides :meth:`init_tile`, :meth:`gather`,
     one method per phase and, when a phase reads halos, the packer it names. A phase method
     has the signature ``(tile, state, halos, ctx, tiling)`` and returns the work done (an
-    int, in the app's own units) or, for a phase with a reduction, ``(work, value)``; it may
-    change ``state`` in place. ``halos`` maps each neighbour's tile id to what it packed.
+    int, in the unit its :class:`Phase` declares as ``work``) or, for a phase with a
+    reduction, ``(work, value)``; it may change ``state`` in place. ``halos`` maps each
+    neighbour's tile id to what it packed.
 
     **Optional.** Every other method has a default that does nothing harmful; an app
     overrides it when the sentence under its name applies.

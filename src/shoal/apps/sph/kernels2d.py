@@ -8,6 +8,10 @@ fluid feels them through pressure.
 Each pair of particles is evaluated once and added to both (``rates_pairs``), walking the
 particles in the global (cell, id) order: every particle receives its contributions in one
 fixed order for any tiling, so results are bitwise identical.
+
+A task makes one compiled call per phase (``rates_tile``, ``move_tile``) and one to pack its
+ring halo (``ring_rows``): on small tiles the calls themselves, and the Python around them,
+cost as much as the arithmetic.
 """
 
 from __future__ import annotations
@@ -17,7 +21,11 @@ import math
 import numba as nb
 import numpy as np
 
+from .particles import bad_move, box_order, cells_of, members, neighbour_pairs, overhang
+
 FLUID = 0
+# A ring halo's rows: positions, velocities, density and mass as floats; id, cell and kind as ints.
+RING_FLOATS, RING_INTS = 6, 4
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -188,3 +196,108 @@ def own_rates(own_index, acc, drho, de, mu, c, v, kind, h, cfl):
         if size > 0.0:
             dt = min(dt, cfl * math.sqrt(h / size))
     return a, r, e, finite, dt
+
+
+@nb.njit(cache=True, nogil=True)
+def ring_rows(cell, ids, x, v, rho, m, kind, los, his, skip_lo, skip_hi):
+    """What ``rates_tile`` reads of the particles in each box k (a neighbour's ring of cells):
+    rows ``starts[k]:starts[k + 1]`` of a float table (x, v, rho, m) and an int table
+    (id, cell, kind). ``skip_lo, skip_hi``: a box of cells that meets none of the boxes."""
+    starts, idx = members(cell, los, his, skip_lo, skip_hi)
+    n = idx.shape[0]
+    f = np.empty((n, RING_FLOATS))
+    g = np.empty((n, RING_INTS), np.int64)
+    for k in range(n):
+        i = idx[k]
+        f[k, 0], f[k, 1], f[k, 2], f[k, 3] = x[i, 0], x[i, 1], v[i, 0], v[i, 1]
+        f[k, 4], f[k, 5] = rho[i], m[i]
+        g[k, 0], g[k, 1], g[k, 2], g[k, 3] = ids[i], cell[i, 0], cell[i, 1], kind[i]
+    return starts, f, g
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def rates_tile(cell, ids, x, v, rho, m, kind, ring_f, ring_i, lo, hi, h, rho0, c0, B, gamma, alpha, beta, gx, gy,
+               cfl):
+    """One tile's rates: its own particles (``cell`` ... ``kind``, in (cell, id) order) and the
+    ring rows its neighbours packed (``ring_rows``, concatenated) merged in (local cell, id)
+    order over the tile's box [lo, hi) widened to reach every own particle's neighbour cells,
+    then ``rates_pairs`` and ``own_rates``.
+
+    Returns the own particles' (acc, drho, de), whether they are finite, the time step they
+    allow, and the candidate pairs weighed (``neighbour_pairs``): the phase's work.
+    """
+    width = 1 + overhang(cell, lo, hi)
+    box_lo, box_hi = lo - width, hi + width
+    index, start = box_order(cell, ids, ring_i[:, 1:3], ring_i[:, 0], box_lo, box_hi)
+    n_own = ids.shape[0]
+    n = index.shape[0]
+    xs = np.empty((n, 2))
+    vs = np.empty((n, 2))
+    rhos = np.empty(n)
+    ms = np.empty(n)
+    kinds = np.empty(n, np.int8)
+    own = np.empty(n, np.bool_)
+    own_index = np.empty(n_own, np.int64)
+    k_own = 0
+    for k in range(n):
+        i = index[k]
+        own[k] = i < n_own
+        if own[k]:
+            xs[k, 0], xs[k, 1], vs[k, 0], vs[k, 1] = x[i, 0], x[i, 1], v[i, 0], v[i, 1]
+            rhos[k], ms[k], kinds[k] = rho[i], m[i], kind[i]
+            own_index[k_own] = k
+            k_own += 1
+        else:
+            j = i - n_own
+            xs[k, 0], xs[k, 1], vs[k, 0], vs[k, 1] = ring_f[j, 0], ring_f[j, 1], ring_f[j, 2], ring_f[j, 3]
+            rhos[k], ms[k], kinds[k] = ring_f[j, 4], ring_f[j, 5], ring_i[j, 3]
+    shape = box_hi - box_lo
+    acc, drho, de, mu, c = rates_pairs(xs, vs, rhos, ms, kinds, own, start, shape[0], shape[1], h, rho0, c0, B, gamma,
+                                       alpha, beta, gx, gy)
+    a, r, e, finite, dt = own_rates(own_index[:k_own], acc, drho, de, mu, c, vs, kinds, h, cfl)
+    return a, r, e, finite, dt, neighbour_pairs(own, start, shape)
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def move_tile(x, v, vh, rho, rhoh, e, kind, acc, drho, de, ids, before, dt, first, rho0, origin, side, counts,
+              outflow_x, reach_lo, reach_hi, lo, hi):
+    """``integrate``, then every particle's new cell and what the Python around the move needs:
+
+    ``cell`` the new cells; ``keep`` the particles still in the world (inside the cell grid and
+    short of ``outflow_x``); of those kept, in the order they keep: the row of the smallest-id
+    one that moved more than a cell or left ``[reach_lo, reach_hi]`` (-1: none), the rows
+    outside the tile's box [lo, hi), and whether they are still in (cell, id) order.
+    """
+    integrate(x, v, vh, rho, rhoh, e, kind, acc, drho, de, dt, first, rho0)
+    cell = cells_of(x, origin, side, counts, False)
+    n = ids.shape[0]
+    keep = np.empty(n, np.bool_)
+    outside = np.empty(n, np.int64)
+    n_out = 0
+    kept = 0
+    worst = -1
+    worst_id = 0
+    in_order = True
+    last = -1
+    for i in range(n):
+        keep[i] = not x[i, 0] >= outflow_x
+        for a in range(2):
+            if cell[i, a] < 0 or cell[i, a] >= counts[a]:
+                keep[i] = False
+        if not keep[i]:
+            continue
+        if bad_move(before, cell, x, i, reach_lo, reach_hi) and (worst < 0 or ids[i] < worst_id):
+            worst, worst_id = kept, ids[i]
+        if not (lo[0] <= cell[i, 0] < hi[0] and lo[1] <= cell[i, 1] < hi[1]):
+            outside[n_out] = kept
+            n_out += 1
+        if last >= 0 and in_order:
+            if cell[i, 0] != cell[last, 0]:
+                in_order = cell[i, 0] > cell[last, 0]
+            elif cell[i, 1] != cell[last, 1]:
+                in_order = cell[i, 1] > cell[last, 1]
+            else:
+                in_order = ids[i] > ids[last]
+        last = i
+        kept += 1
+    return cell, keep, kept, worst, outside[:n_out], in_order

@@ -8,6 +8,7 @@ whatever the tiling, placement or worker count.
 
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 
@@ -102,9 +103,8 @@ class CellGrid:
         return self.origin - self.cell, self.origin + self.size + self.cell
 
 
-@lock_free
 @nb.njit(cache=True, nogil=True)
-def _cells_of(x, origin, side, counts, clamp):
+def cells_of(x, origin, side, counts, clamp):
     """floor((x - origin) / side) per axis, clamped into the grid if asked (one pass, no temporaries)."""
     out = np.empty(x.shape, np.int64)
     for i in range(x.shape[0]):
@@ -114,6 +114,9 @@ def _cells_of(x, origin, side, counts, clamp):
                 c = min(max(c, 0), counts[a] - 1)
             out[i, a] = c
     return out
+
+
+_cells_of = lock_free(cells_of)
 
 
 def locate(p: dict, grid: CellGrid) -> dict:
@@ -165,9 +168,15 @@ def check_moves(before: np.ndarray, p: dict, grid: CellGrid, remedy: str) -> Non
     step and the tile).
     """
     lo, hi = grid.reach()
-    i = _worst_move(before, p["cell"], p["x"], p["id"], lo, hi)
+    refuse_move(_worst_move(before, p["cell"], p["x"], p["id"], lo, hi), before, p, grid, remedy)
+
+
+def refuse_move(i: int, before: np.ndarray, p: dict, grid: CellGrid, remedy: str) -> None:
+    """Raise :func:`check_moves`'s error for particle row ``i`` of ``p`` (nothing when ``i`` < 0),
+    for apps whose compiled move finds the offender itself."""
     if i < 0:
         return
+    lo, hi = grid.reach()
     x, pid = tuple(float(f"{c:.4g}") for c in p["x"][i]), int(p["id"][i])
     if np.any(p["x"][i] < lo) or np.any(p["x"][i] > hi):
         raise ShoalError(f"particle {pid} left the world (at {x} m, more than one cell "
@@ -177,17 +186,23 @@ def check_moves(before: np.ndarray, p: dict, grid: CellGrid, remedy: str) -> Non
                      f"time step is too long for its speed; {remedy}")
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def bad_move(before, after, x, i, lo, hi):
+    """Whether particle ``i`` moved more than one cell along an axis or lies outside [lo, hi]."""
+    bad = False
+    for a in range(after.shape[1]):
+        if abs(after[i, a] - before[i, a]) > 1 or not lo[a] <= x[i, a] <= hi[a]:
+            bad = True
+    return bad
+
+
 @lock_free
 @nb.njit(cache=True, nogil=True)
 def _worst_move(before, after, x, ids, lo, hi):
     """Row of the smallest-id particle that moved more than one cell or lies outside [lo, hi], or -1."""
     worst = -1
     for i in range(after.shape[0]):
-        bad = False
-        for a in range(after.shape[1]):
-            if abs(after[i, a] - before[i, a]) > 1 or not lo[a] <= x[i, a] <= hi[a]:
-                bad = True
-        if bad and (worst < 0 or ids[i] < ids[worst]):
+        if bad_move(before, after, x, i, lo, hi) and (worst < 0 or ids[i] < ids[worst]):
             worst = i
     return worst
 
@@ -265,9 +280,8 @@ def _box_mask(cell, lo, hi):
     return mask
 
 
-@lock_free
 @nb.njit(cache=True, nogil=True)
-def _members(cell, los, his, skip_lo, skip_hi):
+def members(cell, los, his, skip_lo, skip_hi):
     """For each box k, the indices of the particles whose cell lies in [los[k], his[k]).
 
     The caller vouches that no box meets the box [skip_lo, skip_hi) (the sender's inner cells,
@@ -295,6 +309,9 @@ def _members(cell, los, his, skip_lo, skip_hi):
                 out[j] = maybe[q]
                 j += 1
     return starts, out
+
+
+_members = lock_free(members)
 
 
 def split_by_boxes(p: dict, los: np.ndarray, his: np.ndarray, fields=None, inner=None) -> list[dict]:
@@ -339,14 +356,19 @@ def halos_for_neighbours(p: dict, tiling: Tiling, src: int, width: int = 1, fiel
 def emigrants_for_neighbours(p: dict, tiling: Tiling, src: int) -> dict[int, dict]:
     """The particles of ``src`` that now lie in each neighbour's cells.
 
-    Uses ``p["outside"]`` (the particles outside the tile's box, set when they moved) when
-    the store has it.
+    Uses ``p["outside"]`` (the rows of the particles outside the tile's box, set when they
+    moved) when the store has it.
     """
     los, his, _, nbrs = neighbour_boxes(tiling, src, 0)
-    out = p["outside"] if "outside" in p else ~in_box(p, tiling.lo[src], tiling.hi[src])
-    if not out.any():
+    out = p["outside"] if "outside" in p else outside_rows(p, tiling, src)
+    if not len(out):
         return dict.fromkeys(nbrs, NOTHING[p["cell"].shape[1]])
     return dict(zip(nbrs, split_by_boxes(take(p, out), los, his), strict=True))
+
+
+def outside_rows(p: dict, tiling: Tiling, tile: int) -> np.ndarray:
+    """Rows of the particles whose cell lies outside ``tile``'s box (emigrants to be)."""
+    return np.flatnonzero(~in_box(p, tiling.lo[tile], tiling.hi[tile]))
 
 
 def settle(p: dict, grid: CellGrid, tiling: Tiling, tile: int, immigrants: list[dict]) -> dict:
@@ -360,9 +382,8 @@ def settle(p: dict, grid: CellGrid, tiling: Tiling, tile: int, immigrants: list[
     return gather_fields(p, rest, index, fields_of(p))
 
 
-@lock_free
 @nb.njit(cache=True, nogil=True)
-def _box_order(cell_a, id_a, cell_b, id_b, lo, hi):
+def box_order(cell_a, id_a, cell_b, id_b, lo, hi):
     """The particles of a and b (indices into a then b) whose cell lies in [lo, hi), in
     (cell, id) order, and the first of them in every cell of the box (row-major)."""
     na = cell_a.shape[0]
@@ -391,6 +412,9 @@ def _box_order(cell_a, id_a, cell_b, id_b, lo, hi):
         ncells *= hi[a] - lo[a]
     order, start = cell_order(flat[:m], ids[:m], ncells)
     return chosen[:m][order], start
+
+
+_box_order = lock_free(box_order)
 
 
 def _gather_rows(first, rest, index, out):
@@ -474,6 +498,11 @@ class Neighbourhood:
     def _gather(self, own: dict, rest: dict, fields) -> dict:
         return gather_fields(own, rest, self.index, fields)
 
+    @functools.cached_property
+    def pairs(self) -> int:
+        """The candidate pairs of the own particles (:func:`neighbour_pairs`), counted once."""
+        return int(_neighbour_pairs(self.is_own, self.start, np.array(self.shape, np.int64)))
+
     def remerge(self, own: dict, halos: list[dict], fields) -> dict:
         """The same particles with fresher values, in this neighbourhood's order."""
         rest = concat(halos, len(self.shape))
@@ -482,9 +511,8 @@ class Neighbourhood:
         return self._gather(own, rest, fields)
 
 
-@lock_free
 @nb.njit(cache=True, nogil=True)
-def _overhang(cell, lo, hi):
+def overhang(cell, lo, hi):
     """How many cells the particles reach beyond the box [lo, hi) at most (0 when all inside)."""
     most = 0
     for i in range(cell.shape[0]):
@@ -494,3 +522,46 @@ def _overhang(cell, lo, hi):
             elif cell[i, a] - (hi[a] - 1) > most:
                 most = cell[i, a] - (hi[a] - 1)
     return most
+
+
+_overhang = lock_free(overhang)
+
+
+@nb.njit(cache=True, nogil=True)
+def neighbour_pairs(own, start, shape):
+    """Ordered pairs (i, j), i an own particle and j any other particle in the 3^d cells
+    around i's: the candidate pairs a kernel's neighbour search weighs, counted from cell
+    occupancy (``start``, row-major over the local grid of ``shape``) without a distance.
+
+    Summed over tiles this counts every particle's candidates once, whatever the tiling.
+    """
+    ndim = shape.shape[0]
+    total = 0
+    coords = np.empty(ndim, np.int64)
+    for c in range(start.shape[0] - 1):
+        mine = 0
+        for i in range(start[c], start[c + 1]):
+            if own[i]:
+                mine += 1
+        if mine == 0:
+            continue
+        rest = c
+        for a in range(ndim - 1, -1, -1):
+            coords[a] = rest % shape[a]
+            rest //= shape[a]
+        near = 0
+        for o in range(3**ndim):
+            flat, code, inside = 0, o, True
+            for a in range(ndim):
+                q = coords[a] + code % 3 - 1
+                code //= 3
+                if q < 0 or q >= shape[a]:
+                    inside = False
+                flat = flat * shape[a] + q
+            if inside:
+                near += start[flat + 1] - start[flat]
+        total += mine * (near - 1)
+    return total
+
+
+_neighbour_pairs = lock_free(neighbour_pairs)

@@ -4,12 +4,14 @@ Three phases per step:
 
 ``rates``   (halo: the particles in the ring of cells around the tile) density, velocity
             and thermal-energy rates; each tile proposes a time step, reduced by ``min``
-            one step late (a lagged reduction: no barrier in the step)
+            one step late (a lagged reduction: no barrier in the step). Work: the candidate
+            particle pairs weighed (own particle, any other in its 3 x 3 cells)
 ``move``    leapfrog with the global step, the smallest of the steps proposed by the
             previous step's rates (at step 0, of the initial state's); inflow particles are
-            created and outflow particles deleted here
+            created and outflow particles deleted here. Work: the particles moved
 ``migrate`` (halo: the particles that moved into the tile's cells) the tile keeps its own
-            particles and takes in its immigrants, sorted by (cell, id)
+            particles and takes in its immigrants, sorted by (cell, id). Work: the particles
+            the tile holds after it
 """
 
 from __future__ import annotations
@@ -23,22 +25,23 @@ import numpy as np
 
 from ...errors import ShoalError
 from ...runtime.app import App, Phase, StepContext
+from ...runtime.timing import lock_free
 from ...tiling import Tiling
 from . import geometry, kernels2d
 from .drawing import draw_particles
 from .particles import (
     FLUID,
     CellGrid,
-    Neighbourhood,
     check_arrivals,
-    check_moves,
     concat,
     emigrants_for_neighbours,
     fields_of,
-    halos_for_neighbours,
     in_box,
     in_cell_order,
     locate,
+    neighbour_boxes,
+    outside_rows,
+    refuse_move,
     settle,
     sort_by_cell,
     take,
@@ -150,15 +153,25 @@ def sph2d_memory(params: SPH2DParams) -> int:
     return params.particle_count() * BYTES_PER_PARTICLE
 
 
-RATE_FIELDS = ("x", "v", "rho", "m", "kind")  # what the rates kernel reads of every neighbour
+def _no_ring() -> tuple[np.ndarray, np.ndarray]:
+    """The shared, read-only ring halo of no particle: what most tiles send most neighbours."""
+    out = (np.empty((0, kernels2d.RING_FLOATS)), np.empty((0, kernels2d.RING_INTS), np.int64))
+    for a in out:
+        a.flags.writeable = False
+    return out
 
+
+NO_RING = _no_ring()
+_ring_rows = lock_free(kernels2d.ring_rows)
+_rates_tile = lock_free(kernels2d.rates_tile)
+_move_tile = lock_free(kernels2d.move_tile)
 
 RATES, MOVE, MIGRATE = (
     # The time step is reduced over all tiles one step late: a step's moves need not wait for
     # the slowest tile's rates, only for the previous step's, long done by then.
-    Phase("rates", halo=True, reduction="min", lagged=True, pack="pack_ring"),
-    Phase("move"),
-    Phase("migrate", halo=True, pack="pack_emigrants"),
+    Phase("rates", halo=True, reduction="min", lagged=True, pack="pack_ring", work="particle pairs"),
+    Phase("move", work="particles"),
+    Phase("migrate", halo=True, pack="pack_emigrants", work="particles"),
 )
 
 
@@ -167,7 +180,9 @@ class SPH2DApp(App):
 
     name = "sph2d"
     phases = (RATES, MOVE, MIGRATE)
-    transient = ("outside",)  # which particles left the tile's box: set by move, read by migrate
+    # Set by move, read by migrate: the rows of the particles that left the tile's box, and
+    # whether the particles are still in (cell, id) order.
+    transient = ("outside", "sorted")
 
     def __init__(self, params: SPH2DParams, steps: int):
         params.validate()
@@ -187,6 +202,9 @@ class SPH2DApp(App):
             origin, size = (0.0, -margin), (width, height + 2 * margin)
         self.cells = CellGrid(origin, size, 2 * self.h)
         self.grid = self.cells.shape
+        self.reach = self.cells.reach()
+        # A channel deletes the particles that reach its last cells (the outflow).
+        self.outflow_x = p.tank[0] - self.cells.cell[0] if p.layout == "channel" else math.inf
         self._initial = self._build_initial()
         self.first_inflow_id = int(self._initial["id"].max()) + 1 if len(self._initial["id"]) else 0
         self.inflow_rows = self._inflow_rows()
@@ -268,7 +286,8 @@ class SPH2DApp(App):
                  for n in tiling.neighbours[tile]}
         _, dt = self.rates(tile, state, halos, StepContext(0), tiling)
         self.move(tile, state, {}, StepContext(0, {"rates": dt}), tiling)
-        self.pack_emigrants(state, tile, tiling)  # compile the emigrant packing too
+        self.pack_ring(state, tile, tiling)  # compile the packers too
+        self.pack_emigrants(state, tile, tiling)
         self.migrate(tile, state, {}, StepContext(0), tiling)
         settle(take(state, slice(None)), self.cells, tiling, tile, [])  # which a still tile skips
 
@@ -278,9 +297,17 @@ class SPH2DApp(App):
         k = self.p.halo_every
         return step % k == 0 if phase is RATES else (step + 1) % k == 0
 
-    def pack_ring(self, state: dict, src: int, tiling: Tiling) -> dict[int, dict]:
-        """The particles in the ring of cells around each neighbour, with what the rates read."""
-        return halos_for_neighbours(state, tiling, src, fields=("id", "cell", *RATE_FIELDS))
+    def pack_ring(self, state: dict, src: int, tiling: Tiling) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """The particles in the ring of cells around each neighbour, with what the rates read:
+        ``(floats, ints)`` rows of :func:`~shoal.apps.sph.kernels2d.ring_rows`."""
+        los, his, inner, nbrs = neighbour_boxes(tiling, src, 1)
+        if len(state["id"]) == 0:
+            return dict.fromkeys(nbrs, NO_RING)
+        starts, f, g = _ring_rows(state["cell"], state["id"], state["x"], state["v"], state["rho"], state["m"],
+                                  state["kind"], los, his, inner[0], inner[1])
+        starts = starts.tolist()
+        return {n: (f[a:b], g[a:b]) if b > a else NO_RING
+                for n, a, b in zip(nbrs, starts[:-1], starts[1:], strict=True)}
 
     def pack_emigrants(self, state: dict, src: int, tiling: Tiling) -> dict[int, dict]:
         """The particles that moved into each neighbour's cells, whole."""
@@ -300,18 +327,18 @@ class SPH2DApp(App):
         ordered = state.get("halo_cache", [])
         ramp = self._gravity_factor(state["t"])
         gx, gy = ramp * p.gravity[0], ramp * p.gravity[1]
-        nb = Neighbourhood(state, ordered, self.cells, tiling.lo[tile], tiling.hi[tile], RATE_FIELDS)
-        q = nb.particles
-        acc, drho, de, mu, c = ctx.kernel(kernels2d.rates_pairs, q["x"], q["v"], q["rho"], q["m"], q["kind"],
-                                          nb.is_own, nb.start, nb.shape[0], nb.shape[1], self.h, p.rho0, self.c0,
-                                          self.B, p.gamma, p.alpha, p.beta, gx, gy)
+        ring = ordered or [NO_RING]  # concatenated: fresh, writable arrays, one type for the kernel
+        ring_f = np.concatenate([r[0] for r in ring])
+        ring_i = np.concatenate([r[1] for r in ring])
         # own particles come out in their (cell, id) order: the state's order
-        acc, drho, de, finite, dt = ctx.kernel(kernels2d.own_rates, nb.own_index, acc, drho, de, mu, c, q["v"],
-                                               q["kind"], self.h, p.cfl)
+        acc, drho, de, finite, dt, pairs = _rates_tile(
+            state["cell"], state["id"], state["x"], state["v"], state["rho"], state["m"], state["kind"], ring_f,
+            ring_i, tiling.lo[tile], tiling.hi[tile], self.h, p.rho0, self.c0, self.B, p.gamma, p.alpha, p.beta, gx,
+            gy, p.cfl)
         if not finite:
             raise ShoalError("SPH rates are not finite: the simulation blew up (lower app.cfl or app.dx)")
         state.update(acc=acc, drho=drho, de=de)
-        return n, float(dt)
+        return int(pairs), float(dt)
 
     def _gravity_factor(self, t: float) -> float:
         """Smooth switch-on of gravity: 0.5 (sin((t / T - 0.5) pi) + 1) for t < T."""
@@ -328,28 +355,28 @@ class SPH2DApp(App):
             raise ShoalError(f"time step {dt} is not positive and finite")
         t0 = state["t"]
         before = state["cell"]
-        if len(state["id"]) == 0 and p.layout != "channel":
+        n = len(before)
+        if n == 0 and p.layout != "channel":
             state["t"] = t0 + dt  # an empty tile keeps time with the others
-            state["outside"] = np.zeros(0, bool)
+            state.update(outside=np.zeros(0, np.int64), sorted=True)
             return 0
         if p.layout == "channel":
             self._drive_inflow(state)
-        ctx.kernel(kernels2d.integrate, state["x"], state["v"], state["vh"], state["rho"], state["rhoh"], state["e"],
-                            state["kind"], state["acc"], state["drho"], state["de"], dt, t0 == 0.0, p.rho0)
+        cells = self.cells
+        state["cell"], keep, kept, worst, outside, ordered = _move_tile(
+            state["x"], state["v"], state["vh"], state["rho"], state["rhoh"], state["e"], state["kind"], state["acc"],
+            state["drho"], state["de"], state["id"], before, dt, t0 == 0.0, p.rho0, cells.origin, cells.cell,
+            cells.counts, self.outflow_x, *self.reach, tiling.lo[tile], tiling.hi[tile])
         state["t"] = t0 + dt
-        locate(state, self.cells)
-        gone = ~self.cells.inside(state["cell"])
-        if p.layout == "channel":
-            gone |= state["x"][:, 0] >= self.p.tank[0] - self.cells.cell[0]  # outflow: the last cells
-        if gone.any():
-            state["deleted"] += int(gone.sum())
-            self._keep(state, ~gone)
-            before = before[~gone]
-        check_moves(before, state, self.cells, "lower app.cfl")
-        if p.layout == "channel":
-            self._create_inflow(tile, state, t0, state["t"], tiling)
-        state["outside"] = ~in_box(state, tiling.lo[tile], tiling.hi[tile])
-        return len(state["id"])
+        if kept < n:  # out of the grid, or through the outflow
+            state["deleted"] += n - kept
+            self._keep(state, keep)
+            before = before[keep]
+        refuse_move(worst, before, state, cells, "lower app.cfl")
+        if p.layout == "channel" and self._create_inflow(tile, state, t0, state["t"], tiling):
+            outside, ordered = outside_rows(state, tiling, tile), in_cell_order(state)
+        state.update(outside=outside, sorted=ordered)
+        return n
 
     def _keep(self, state, mask):
         for k in (*fields_of(state), "acc", "drho", "de"):
@@ -362,14 +389,15 @@ class SPH2DApp(App):
         state["vh"][zone] = (self.p.inflow_velocity, 0.0)
         state["acc"][zone] = 0.0
 
-    def _create_inflow(self, tile, state, t0, t1, tiling):
-        """Column k enters at x = 0 at time k dx / U; ids follow (k, row): tiling-independent."""
+    def _create_inflow(self, tile, state, t0, t1, tiling) -> bool:
+        """Column k enters at x = 0 at time k dx / U; ids follow (k, row): tiling-independent.
+        Whether any particle entered the tile."""
         p = self.p
         U, rows = p.inflow_velocity, self.inflow_rows
         k0 = math.floor(t0 * U / p.dx) + 1
         k1 = math.floor(t1 * U / p.dx)
         if k1 < k0:
-            return
+            return False
         ks = np.arange(k0, k1 + 1)
         xs = 0.5 * p.dx + U * (t1 - ks * p.dx / U)  # enters at dx/2, then travels with U
         X = np.repeat(xs, len(rows))
@@ -383,7 +411,7 @@ class SPH2DApp(App):
         locate(new, self.cells)
         mine = in_box(new, tiling.lo[tile], tiling.hi[tile])
         if not mine.any():
-            return
+            return False
         new = take(new, mine)
         n = len(new["id"])
         state["created"] += n
@@ -392,6 +420,7 @@ class SPH2DApp(App):
         state["acc"] = np.concatenate([state["acc"], np.zeros((n, 2))])
         state["drho"] = np.concatenate([state["drho"], np.zeros(n)])
         state["de"] = np.concatenate([state["de"], np.zeros(n)])
+        return True
 
     def migrate(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
         """Keep the tile's own particles, take in its immigrants, sorted by (cell, id)."""
@@ -405,12 +434,12 @@ class SPH2DApp(App):
             state.update(sort_by_cell(take(state, slice(None)), self.cells))
             return
         incoming = [halos[k] for k in sorted(halos) if len(halos[k]["id"])]
-        out = state.pop("outside", None)
-        if out is None:
-            out = ~in_box(state, tiling.lo[tile], tiling.hi[tile])
-        if not incoming and not out.any() and in_cell_order(state):
+        out, ordered = state.pop("outside", None), state.pop("sorted", None)
+        if out is None:  # a task that did not follow a move (a check's run on a fresh state)
+            out, ordered = outside_rows(state, tiling, tile), in_cell_order(state)
+        if not incoming and not len(out) and ordered:
             return  # nobody came, nobody left, nobody changed cell: nothing to do
-        if out.any():  # Vertanen deletes a particle that jumped past every neighbour: stop instead
+        if len(out):  # Vertanen deletes a particle that jumped past every neighbour: stop instead
             check_arrivals(state, out, tiling, tile, "exchange migrants more often (a smaller app.halo_every)")
         state.update(settle(take(state, slice(None)), self.cells, tiling, tile, incoming))
 
