@@ -58,8 +58,10 @@ class RunParams:
         The placement policy's registry name (static or dynamic).
     initial : str
         The starting placement of a dynamic policy.
-    period : int
-        Steps between rebalancing; a dynamic policy needs one above 0.
+    period : int or str
+        Steps between rebalancing, or ``"adaptive"``: balance once the measured imbalance has
+        cost more than the last balancing step did (:mod:`shoal.placement.trigger`). A dynamic
+        policy needs one of them (0 is never).
     seed : int
         Seed of the random placements (birdshot, say), >= 0.
     halo : int
@@ -82,7 +84,7 @@ class RunParams:
     workers: int = 1
     placement: str = "sfc"
     initial: str = "sfc"  # starting placement of a dynamic policy
-    period: int = 0  # steps between rebalancing (dynamic policies)
+    period: int | str = 0  # steps between rebalancing (dynamic policies), or "adaptive"
     seed: int = 0
     halo: int = 1
     checkpoint_every: int = 0  # write a checkpoint every this many steps (0: never)
@@ -102,9 +104,15 @@ class RunParams:
         for name in ("steps", "nodes", "workers", "tiles_per_core"):
             if getattr(self, name) < 1:
                 raise ShoalError(f"run.{name} must be positive, got {getattr(self, name)}")
-        for name in ("tiles", "period", "halo", "checkpoint_every", "frame_every", "seed"):
+        for name in ("tiles", "halo", "checkpoint_every", "frame_every", "seed"):
             if getattr(self, name) < 0:
                 raise ShoalError(f"run.{name} must be >= 0, got {getattr(self, name)}")
+        from .placement.trigger import parse_period
+
+        try:
+            self.period = parse_period(self.period)
+        except ShoalError as exc:
+            raise ShoalError(f"run.period: {exc}") from None
         for entry in self.resize:
             if len(entry) != 3 or not all(isinstance(v, int) for v in entry):
                 raise ShoalError(f"every run.resize entry is [step, node, workers], got {entry}")

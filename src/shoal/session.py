@@ -135,7 +135,7 @@ def run_scenario(
     nodes: int | None = None,
     workers: int | None = None,
     placement: str | None = None,
-    period: int | None = None,
+    period: int | str | None = None,
     seed: int | None = None,
     initial: str | None = None,
     set: list[str] | tuple[str, ...] = (),  # noqa: A002  (mirrors the --set flag)
@@ -172,8 +172,8 @@ def run_scenario(
         Nodes of the cluster and worker threads (cores) per node.
     placement : str, optional
         The placement policy's name (see ``shoal placements``).
-    period : int, optional
-        Steps between rebalancing for a dynamic policy (0: never).
+    period : int or str, optional
+        Steps between rebalancing for a dynamic policy (0: never), or ``"adaptive"``.
     seed : int, optional
         Seed of the initial placement and of any random choice of the policy.
     initial : str, optional
@@ -463,7 +463,7 @@ def _attach(sim: Simulation, sc: Scenario, frames: Path) -> None:
     for step, workers in r.workers_from(sim.step_count):
         sim.add_callback(lambda s, w=workers: s.reconfigure(workers=w), At((step,)))
     if sim.balancer is not None:
-        sim.add_callback(Simulation.rebalance, Every(r.period, until=r.steps))
+        sim.schedule_balancing(until=r.steps)
     if r.checkpoint_every:
         sim.add_callback(Simulation.write_checkpoint, Every(r.checkpoint_every, until=r.steps))
     else:

@@ -1,9 +1,11 @@
 """The one balancing step, shared by real runs and replays.
 
-Every ``period`` steps a dynamic policy re-places the tiles from what the last period cost.
-:class:`Balancer` is that step, written once: it gathers the period's loads, hands them to the
-policy in a :class:`BalanceContext`, prices the migration it asks for (the bytes of the tiles
-that change node) and records a ``/balance`` row. A real run (``shoal.runtime.simulation``)
+Every ``period`` steps, or when the adaptive trigger of :mod:`shoal.placement.trigger` says
+the imbalance has cost more than balancing does, a dynamic policy re-places the tiles from what
+the steps since the last balancing step cost. :class:`Balancer` is that step, written once: it
+gathers the loads, hands them to the policy in a :class:`BalanceContext`, prices the migration
+it asks for (the bytes of the tiles that change node) and records a ``/balance`` row, which
+says why it ran and, once :meth:`Balancer.paid` is told, what it cost. A real run (``shoal.runtime.simulation``)
 feeds it measured task costs and moves the tiles' states; a replay (``shoal.replay.run``)
 feeds it modeled costs and sends the bytes over its network model.
 
@@ -20,6 +22,7 @@ What a policy sees:
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +34,7 @@ from ..imbalance import lif
 from ..records import BALANCE
 from ..tiling import Tiling
 from .registry import PlacementPolicy, check_owner
+from .trigger import ADAPTIVE, Adaptive, imbalance_s, parse_period, segments
 
 
 @dataclass
@@ -86,17 +90,7 @@ class BalanceContext:
         summed, wrapping around the end of the step (tiles run into the next step until they
         meet a barrier there). In steady state a step lasts at least, segment by segment, as
         long as the busiest node's share of it. Without barriers there is one segment."""
-        ends = [p for p, b in enumerate(self.barrier) if b]
-        if not ends:
-            return self.loads.sum(axis=0, keepdims=True)
-        order = np.roll(np.arange(len(self.barrier)), -(ends[-1] + 1))  # start after the last barrier
-        segments, current = [], np.zeros(self.loads.shape[1])
-        for p in order:
-            current = current + self.loads[p]
-            if self.barrier[p]:
-                segments.append(current)
-                current = np.zeros(self.loads.shape[1])
-        return np.array(segments)
+        return segments(self.loads, self.barrier)
 
 
 def node_loads(owner: np.ndarray, loads: np.ndarray, cluster: Cluster) -> np.ndarray:
@@ -110,19 +104,26 @@ class Balancer:
     """The balancing step of one run or replay (see the module docstring).
 
     ``measure`` adds a real run's task costs; ``plan`` calls the policy on per-step loads and
-    records the row; what the policy remembers between calls lives in ``memory``.
+    records the row; ``paid`` adds what the step cost; what the policy remembers between calls
+    lives in ``memory``. ``period`` is the steps between balancing steps or ``"adaptive"``: then
+    ``trigger`` (an :class:`~shoal.placement.trigger.Adaptive`, default parameters unless given)
+    decides from every step's loads, fed through :meth:`observe`.
     """
 
     policy: PlacementPolicy
-    period: int
+    period: int | str
     tiling: Tiling
     barrier: tuple[bool, ...]
     params: Any = None
     proxy: Any = None  # ProxyLoads of a low-resolution run (speculative)
     memory: dict = field(default_factory=dict)
     rows: list[tuple] = field(default_factory=list)
+    trigger: Adaptive | None = None
 
     def __post_init__(self):
+        self.period = parse_period(self.period)
+        if self.period == ADAPTIVE and self.trigger is None:
+            self.trigger = Adaptive()
         if self.params is None:
             self.params = self.policy.params()
         self._reset()
@@ -154,7 +155,8 @@ class Balancer:
         """What a checkpoint keeps: the policy's memory and the period's costs so far (summed
         over processes; the first process carries them on resume)."""
         bg = self.background if self.background is not None else np.zeros(0)
-        return {"memory": self.memory, "cost": team.sum(self.cost), "background": team.sum(bg), "steps": self.steps}
+        state = {"memory": self.memory, "cost": team.sum(self.cost), "background": team.sum(bg), "steps": self.steps}
+        return state | ({"trigger": self.trigger.state()} if self.trigger is not None else {})
 
     def restore(self, state: dict, carry_costs: bool, nodes: int) -> None:
         """Continue from a checkpoint.
@@ -175,13 +177,51 @@ class Balancer:
             self.cost = state["cost"]
             self.background = state["background"] if len(state["background"]) == nodes else None
         self.steps = state["steps"]
+        if self.trigger is not None and "trigger" in state:
+            self.trigger.restore(state["trigger"])
+
+    # ----- when ------------------------------------------------------------------------------
+    def observe(self, step: int, loads: np.ndarray, owner: np.ndarray, cluster: Cluster) -> bool:
+        """Feed the adaptive trigger one finished step; whether a balancing step is due after it.
+
+        Parameters
+        ----------
+        step : int
+            The step that finished.
+        loads : ndarray, shape (phases, tiles)
+            Seconds each tile spent in each phase of that step.
+        owner : ndarray of int64, shape (tiles,)
+            The node of every tile during that step.
+        cluster : Cluster
+            The nodes and their cores during that step.
+
+        Returns
+        -------
+        bool
+            Always False without an adaptive trigger (a fixed period is a schedule).
+        """
+        return self.trigger is not None and self.trigger.observe(step, loads, owner, cluster, self.barrier)
+
+    @property
+    def due(self) -> bool:
+        """Whether the adaptive trigger has fired since the last balancing step."""
+        return self.trigger is not None and self.trigger.pending
+
+    def horizon(self, step: int) -> int:
+        """Steps the placement planned at ``step`` is expected to last: the period, or for the
+        adaptive trigger as long as the one before it (at least its minimum interval)."""
+        if self.trigger is None:
+            return int(self.period)
+        return max(step - self.trigger.since, self.trigger.min_interval)
 
     # ----- the step itself ---------------------------------------------------------------------
     def plan(self, step: int, owner: np.ndarray, cluster: Cluster, loads: np.ndarray, background: np.ndarray,
              tile_bytes: np.ndarray, future_loads: np.ndarray | None = None,
              proxy_loads: np.ndarray | None = None) -> np.ndarray:
         """The policy's new owner table; records the balancing step as a ``/balance`` row (plan
-        time, tiles and bytes moved, LIF of the period's loads before and after).
+        time, tiles and bytes moved, LIF of the period's loads before and after, and why it ran:
+        the step the trigger asked for, the time imbalance had cost and the cost it passed; NaN
+        for a fixed period) and restarts the trigger's count.
 
         Parameters
         ----------
@@ -214,7 +254,7 @@ class Balancer:
             If the policy returns an owner table of the wrong shape or with unknown nodes.
         """
         if proxy_loads is None and self.proxy is not None:
-            proxy_loads = self.proxy.loads(step, step + self.period)
+            proxy_loads = self.proxy.loads(step, step + self.horizon(step))
         ctx = BalanceContext(self.tiling, cluster, owner, loads, step=step, barrier=self.barrier,
                              background=background if len(background) else None, future_loads=future_loads,
                              proxy_loads=proxy_loads, tile_bytes=tile_bytes, params=self.params)
@@ -223,8 +263,23 @@ class Balancer:
         plan_s = time.perf_counter() - tic
         moved = new != owner
         before, after = (float(lif(node_loads(o, ctx.tile_loads, cluster))) for o in (owner, new))
-        self.rows.append((step, plan_s, int(moved.sum()), int(np.asarray(tile_bytes)[moved].sum()), before, after))
+        why = (step, math.nan, math.nan)
+        if self.trigger is not None:
+            t = self.trigger
+            why = (t.decided if t.pending else step, t.lost_s, t.threshold_s)
+            t.balanced(step, imbalance_s(ctx.loads, new, cluster, self.barrier))
+        self.rows.append((step, plan_s, int(moved.sum()), int(np.asarray(tile_bytes)[moved].sum()), before, after,
+                          *why, math.nan))
         return new
+
+    def paid(self, cost_s: float) -> None:
+        """What the latest balancing step added to the run, in seconds (between the last task
+        before it and the first after: the barrier, planning, migration, the executor's
+        restart as far as they are seen): recorded in its row and, for the adaptive trigger,
+        what the next one must be worth."""
+        self.rows[-1] = (*self.rows[-1][:-1], float(cost_s))
+        if self.trigger is not None:
+            self.trigger.paid(cost_s)
 
     @property
     def last_plan_s(self) -> float:

@@ -12,7 +12,9 @@ Work attached to the run is data, not branches in the loop: callbacks on schedul
 step boundaries (balancing every K steps, frames every F, checkpoints every C, a user's own),
 and measurement callbacks receive every step's task rows as the step finishes. ``run(n)``
 runs its steps in as few executor runs as the schedules allow: tiles run ahead of each other
-inside one, and meet only where a callback is due.
+inside one, and meet only where a callback is due. A schedule that cannot be known ahead
+(:class:`When`: balancing when the adaptive trigger fires) ends the executor's run at the next
+step boundary every tile can reach once it becomes due, as a stop does.
 
 Between steps the run can be reshaped: new owners for the tiles (their states move with
 them) and more or fewer worker threads on any node. The set of tiles is fixed for the run.
@@ -25,6 +27,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,12 +81,30 @@ class At:
         return min((s for s in self.steps if s > step), default=None)
 
 
+@dataclass(frozen=True)
+class When:
+    """At the step boundaries where ``due_now()`` holds, only before step ``until`` if given.
+    Nothing is known ahead: whoever makes it true asks the executor to stop at the next step
+    boundary (see :meth:`Simulation.schedule_balancing`)."""
+
+    due_now: Callable[[], bool]
+    until: int | None = None
+
+    def due(self, step: int) -> bool:
+        """Whether ``due_now()`` holds at the boundary after ``step`` steps (never at step 0)."""
+        return step > 0 and (self.until is None or step < self.until) and self.due_now()
+
+    def next_after(self, step: int) -> int | None:
+        """Never known ahead: ``None``."""
+        return None
+
+
 @dataclass
 class Callback:
     """An action run at the step boundaries its schedule names; it receives the simulation."""
 
     action: Callable[[Simulation], None]
-    schedule: Every | At
+    schedule: Every | At | When
 
 
 @dataclass(frozen=True)
@@ -113,7 +134,7 @@ class Simulation:
     reduced : dict, optional
         The reductions of the step before ``step`` (a resumed run's, from its checkpoint).
     balancer : shoal.placement.balancing.Balancer, optional
-        Re-places tiles every ``balancer.period`` steps from measured loads.
+        Re-places tiles from measured loads, on the schedule :meth:`schedule_balancing` sets.
     checkpoints : Path, optional
         Where :meth:`write_checkpoint` (and a stop) writes checkpoints.
     overlap : bool
@@ -142,7 +163,8 @@ class Simulation:
         self._traced = {"parts": 0, "placements": 0, "workers": 0, "balance": 0}  # entries already appended
         self._callbacks: list[Callback] = []
         self._measurements: list[Callable[[StepRecord], None]] = []
-        self._stop = threading.Event()
+        self._stop = threading.Event()  # a stop asked for: the run ends
+        self._halt = threading.Event()  # the executor's run ends at the next step boundary (a stop, or a When due)
         self.team.step = step
         self.executor = self.team.executor(app, tiling, cluster, owner, overlap)
         self._closers: list[Callable[[], None]] = []
@@ -175,7 +197,7 @@ class Simulation:
                                  app.unpack_state)
 
     # ----- what runs at step boundaries ----------------------------------------------------------
-    def add_callback(self, action: Callable[[Simulation], None], schedule: Every | At) -> None:
+    def add_callback(self, action: Callable[[Simulation], None], schedule: Every | At | When) -> None:
         """Run ``action(sim)`` at every step boundary ``schedule`` names (in the order added)."""
         self._callbacks.append(Callback(action, schedule))
 
@@ -186,6 +208,36 @@ class Simulation:
     def request_stop(self) -> None:
         """End the run at the next step boundary every tile can reach (safe from any thread)."""
         self._stop.set()
+        self._halt.set()
+
+    def schedule_balancing(self, until: int | None = None) -> None:
+        """Run :meth:`rebalance` when the balancer's period says, only before step ``until``.
+
+        A fixed period is a schedule known ahead (:class:`Every`). The adaptive trigger is fed
+        each step's measured task costs as the step finishes; the step after which it fires,
+        the executor is asked to end its run at the next step boundary every tile can reach
+        (no executor run stops when it does not), and the balancing step runs there.
+
+        Raises
+        ------
+        ShoalError
+            For the adaptive trigger under ``mpiexec``: each rank measures only its own node.
+        """
+        b = self.balancer
+        if b.trigger is None:
+            self.add_callback(Simulation.rebalance, Every(b.period, until=until))
+            return
+        if self.team.distributed:
+            raise ShoalError("the adaptive trigger needs every node's loads in one process: under mpiexec give "
+                             "--period a number of steps")
+        self.add_measurement(self._watch)
+        self.add_callback(Simulation.rebalance, When(lambda: b.due, until))
+
+    def _watch(self, record: StepRecord) -> None:
+        t, (P, T) = record.tasks, self.balancer.cost.shape
+        loads = np.bincount(t["phase"].astype(np.int64) * T + t["tile"], weights=t["cost"], minlength=P * T)
+        if self.balancer.observe(record.step, loads.reshape(P, T), self.owner, self.cluster):
+            self._halt.set()
 
     # ----- stepping -------------------------------------------------------------------------------
     def step(self) -> int:
@@ -213,14 +265,18 @@ class Simulation:
                     if self.step_count < target:
                         self._stopped()
                     self._stop.clear()  # a stop asked as the run reached its end: it ended
+                    self._halt.clear()
                     break
         return self.step_count - start
 
     def _advance(self, steps: int) -> ExecutionResult:
         first = self.step_count
         on_step = self._report if self._measurements else None
+        self._halt.clear()
+        if self._stop.is_set():  # asked while the last run ended
+            self._halt.set()
         part = self.executor.run(steps, states=self.states, first_step=first, on_step=on_step,
-                                 reduced_before=self.reduced, stop=self._stop)
+                                 reduced_before=self.reduced, stop=self._halt)
         self.parts.append(part)
         self.states = part.states
         self.step_count = first + part.steps
@@ -268,7 +324,10 @@ class Simulation:
 
     def rebalance(self) -> None:
         """One balancing step: the balancer plans from every process's measurements on the
-        first process, and every process applies the owner table it planned."""
+        first process, and every process applies the owner table it planned. What it added to
+        the run (planning, agreeing on the plan, moving the tiles; not the executor's stop and
+        restart around it, which this loop does not see) is handed to the balancer."""
+        tic = time.perf_counter()
         b = self.balancer
         cost, background, steps = b.take_measurements()
         cost, background = self.team.sum(cost), self.team.sum(background)
@@ -278,6 +337,7 @@ class Simulation:
             new = b.plan(self.step_count, self.owner, self.cluster, cost / max(steps, 1), background / max(steps, 1),
                          nbytes)
         self.reconfigure(owner=self.team.agree(new))
+        b.paid(self.team.max(time.perf_counter() - tic))
 
     def write_checkpoint(self) -> None:
         """A checkpoint of the current step into :attr:`checkpoints` (written by the first process),
