@@ -190,7 +190,7 @@ class MachineModel:
     def to_dict(self) -> dict:
         """The model as JSON-ready data (schema ``shoal-machine``, with a version)."""
         d = asdict(self)
-        d["phases"] = {k: {"cost": asdict(p.cost), "python": asdict(p.python) if p.python else None}
+        d["phases"] = {k: {"cost": _fit_dict(p.cost), "python": _fit_dict(p.python) if p.python else None}
                        for k, p in self.phases.items()}
         return {"schema": SCHEMA, "version": VERSION, **d}
 
@@ -232,6 +232,10 @@ class MachineModel:
         except (OSError, ValueError) as exc:
             raise ShoalError(f"cannot read a machine model from {path}: {exc}") from None
         return cls.from_dict(data, str(path))
+
+
+def _fit_dict(fit: Fit) -> dict:
+    return {**asdict(fit), "spread": list(fit.spread)}  # as JSON reads it back
 
 
 def _fit(d: dict) -> Fit:
