@@ -4,12 +4,12 @@ Two phases per step:
 
 ``burn``
     Each cell runs ``base_work + work_per_cell * g(x, step)`` dependent square-root
-    iterations, where ``g`` is either a Gaussian hot spot travelling across the (periodic)
+    iterations (the phase's work: the iterations run), where ``g`` is either a Gaussian hot spot travelling across the (periodic)
     domain or the two-rank ramp of the invasive paper §6.2 (left half ``L0(t) = T - t``,
     right half ``L1(t) = t``, cost ``(L / T) ** exponent``). The result is kept in ``burn``.
 ``diffuse``
     One explicit diffusion step of a field ``u`` with zero-flux walls, reading a one-cell
-    halo from the neighbouring tiles.
+    halo from the neighbouring tiles (its work: the cells updated).
 
 Every cell's arithmetic is the same whatever the tiling, so the final ``u`` and ``burn`` are
 bitwise identical for any tiling, placement and worker count.
@@ -175,7 +175,7 @@ class SyntheticApp(App):
     """See the module docstring."""
 
     name = "synthetic"
-    phases = (Phase("burn"), Phase("diffuse", halo=True))
+    phases = (Phase("burn", work="iterations"), Phase("diffuse", halo=True, work="cell updates"))
 
     def __init__(self, params: SyntheticParams, steps: int):
         params.validate()

@@ -9,6 +9,9 @@ step is fixed):
 ``forces``   (halo: ring particles with their densities) accelerations, walls, leapfrog step
 ``migrate``  (halo: particles that moved into the tile's cells)
 
+The work of ``density`` and ``forces`` is the candidate particle pairs they weigh (an own
+particle and any other in its 3 x 3 x 3 cells), of ``migrate`` the particles the tile holds.
+
 Starts from a generated water column of ``particles`` particles, or from a PARSEC ``.fluid``
 file (``input``).
 """
@@ -168,8 +171,9 @@ class FluidAnimate3DApp(App):
     """See the module docstring."""
 
     name = "sph3d"
-    phases = (Phase("density", halo=True, pack="pack_positions"), Phase("forces", halo=True, pack="pack_densities"),
-              Phase("migrate", halo=True, pack="pack_emigrants"))
+    phases = (Phase("density", halo=True, pack="pack_positions", work="particle pairs"),
+              Phase("forces", halo=True, pack="pack_densities", work="particle pairs"),
+              Phase("migrate", halo=True, pack="pack_emigrants", work="particles"))
     transient = ("neighbourhood",)  # the density phase's merge order, reused by the forces phase
 
     def __init__(self, params: SPH3DParams, steps: int):
@@ -273,7 +277,7 @@ class FluidAnimate3DApp(App):
                                                     ("x",))
         state["rho"] = ctx.kernel(kernels3d.densities, nb.particles["x"], nb.is_own, nb.start, nb.shape, self.h,
                                   nb.own_index, self.h**6, self.density_coeff)
-        return n
+        return nb.pairs
 
     def forces(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
         """Pressure, viscosity and wall accelerations, then the leapfrog step."""
@@ -293,7 +297,7 @@ class FluidAnimate3DApp(App):
         before = state["cell"]
         locate(state, self.cells)
         check_moves(before, state, self.cells, self._remedy)
-        return n
+        return nb.pairs  # counted by the density phase, on the same neighbourhood
 
     def migrate(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
         """Keep the tile's own particles and take in its immigrants, sorted by (cell, id)."""
