@@ -154,3 +154,67 @@ def test_a_replay_balances_a_moving_hot_spot_at_the_expected_steps():
         cfg = ReplayConfig(nodes=2, cores=1, placement="greedy", period=k, initial="strips", network=net,
                            restart_s=5.0, costs="measured")
         assert r.makespan < replay(trace, cfg).makespan
+
+
+def test_a_real_run_balances_where_the_rule_on_its_own_trace_says(tmp_path):
+    from shoal.runtime.team import Team
+    from shoal.session import build, resolve, simulate, write
+    from shoal.trace import Trace
+
+    team, steps = Team(), 24
+    flags = dict(steps=steps, tiles=64, nodes=4, workers=1, placement="greedy", period=ADAPTIVE)
+    plan = resolve("synthetic-hotspot", flags, ["app.grid=[64,64]"], [], None, tmp_path / "run", team)
+    built = build(plan, team)
+    try:
+        simulate(built.sim, steps)
+        write(plan, built, team)
+        rows = list(built.sim.balancer.rows)
+        barrier = built.sim.balancer.barrier
+    finally:
+        built.close()
+    trace = Trace.read(tmp_path / "run")
+    assert trace.balance["step"].tolist() == [r[0] for r in rows] and len(rows) >= 1
+    P, T = len(trace.phases), trace.tiling.ntiles
+    t = trace.tasks
+    loads = np.zeros((steps, P, T))
+    np.add.at(loads, (t["step"], t["phase"], t["tile"]), t["cost"])
+    # The rule, replayed on the trace's own costs and placements with each balancing step's
+    # measured cost: it decides the step each row names; the run balanced there or at the next
+    # step boundary every tile could reach.
+    rule, last, k = Adaptive(), 0, 0
+    for s in range(steps):
+        owner = trace.placement_owners[np.searchsorted(trace.placement_steps, s, side="right") - 1]
+        if k < len(rows) and s == rows[k][0]:
+            step, _, _, _, _, _, decided, lost, threshold, cost = rows[k]
+            assert rule.decided == decided <= step and rule.lost_s == pytest.approx(lost)
+            assert rule.threshold_s == pytest.approx(threshold) and step - last >= rule.min_interval
+            rule.balanced(step, imbalance_s(loads[last:step].mean(axis=0), owner, trace.cluster, barrier))
+            rule.paid(cost)
+            last, k = step, k + 1
+        rule.observe(s, loads[s], owner, trace.cluster, barrier)
+    assert k == len(rows)
+
+
+def test_adaptive_from_the_command_line_a_scenario_key_and_a_sweep(tmp_path, capsys):
+    import json
+
+    from shoal.cli import main
+    from shoal.config import load_scenario
+    from shoal.replay.sweep import sweep
+
+    run = tmp_path / "run"
+    assert main(["run", "synthetic-hotspot", "--steps", "8", "--tiles", "16", "--nodes", "2", "--placement", "greedy",
+                 "--period", "adaptive", "--set", "app.grid=[32,32]", "--out", str(run), "--quiet"]) == 0
+    assert json.loads((run / "summary.json").read_text())["period"] == ADAPTIVE
+    assert load_scenario(str(run / "config.toml")).run.period == ADAPTIVE  # the resolved scenario keeps it
+    replay_out = str(tmp_path / "predicted")
+    assert main(["replay", str(run), "--placement", "greedy", "--period", "adaptive", "--out", replay_out]) == 0
+    with pytest.raises(SystemExit):
+        main(["replay", str(run), "--placement", "greedy", "--period", "sometimes"])
+    assert "a period is a number of steps or 'adaptive'" in capsys.readouterr().err
+    sc = load_scenario("synthetic-hotspot")
+    with pytest.raises(ShoalError, match="run.period"):
+        sc.override(["run.period=-2"])
+    assert sc.override(["run.period=adaptive"]).run.period == ADAPTIVE
+    rows = sweep(run / "trace.h5", ["greedy", "sfc"], [2], [2, ADAPTIVE], [2], 1, jobs=1).rows
+    assert sorted(str(r["period"]) for r in rows) == ["0", "2", ADAPTIVE]

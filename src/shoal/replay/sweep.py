@@ -14,6 +14,7 @@ import numpy as np
 from ..cluster import Network
 from ..errors import ShoalError
 from ..placement import POLICIES, get_policy
+from ..placement.trigger import parse_period
 from ..trace import Trace
 from .run import ReplayConfig, replay
 
@@ -48,7 +49,7 @@ class SweepResult:
 def cases(placements, tiles_per_core, periods, nodes, cores, seed, network, model: dict | None = None) -> list[dict]:
     """One ReplayConfig's fields per case: every combination of ``placements`` (names),
     ``tiles_per_core`` and ``nodes`` counts, each dynamic policy once per rebalancing period of
-    ``periods`` (a static one with period 0), all with ``cores`` worker threads per node, the
+    ``periods`` (steps, or ``"adaptive"``; a static one with period 0), all with ``cores`` worker threads per node, the
     placement ``seed`` and the ``network`` model. ``model`` adds the fields every case shares
     (the balancing parameters, the interpreter lock, the message CPU time, a calibrated model
     of the machine from ``shoal.replay.calibrate.machine_model``)."""
@@ -61,7 +62,7 @@ def cases(placements, tiles_per_core, periods, nodes, cores, seed, network, mode
     return out
 
 
-def sweep(trace_path: str | Path, placements: list[str], tiles_per_core: list[int], periods: list[int],
+def sweep(trace_path: str | Path, placements: list[str], tiles_per_core: list[int], periods: list[int | str],
           nodes: list[int], cores: int, seed: int = 0, birdshot_seeds: int = 0, jobs: int | None = None,
           network: Network | None = None, model: dict | None = None, on_done=None,
           proxy: str | Path | None = None) -> SweepResult:
@@ -73,9 +74,9 @@ def sweep(trace_path: str | Path, placements: list[str], tiles_per_core: list[in
         The recorded trace.
     placements : list of str
         Placement policies' names.
-    tiles_per_core, periods, nodes : list of int
-        Tiles per worker thread, rebalancing periods in steps (for dynamic policies only) and
-        node counts to combine (see :func:`cases`).
+    tiles_per_core, periods, nodes : list
+        Tiles per worker thread, rebalancing periods (steps or ``"adaptive"``, for dynamic
+        policies only) and node counts to combine (see :func:`cases`).
     cores : int
         Worker threads per modeled node.
     seed : int
@@ -101,10 +102,11 @@ def sweep(trace_path: str | Path, placements: list[str], tiles_per_core: list[in
     Raises
     ------
     ShoalError
-        For an unknown placement, an unreadable trace, or a replay process that died.
+        For an unknown placement or period, an unreadable trace, or a replay process that died.
     """
     for name in placements:
         get_policy(name)
+    periods = [parse_period(p) for p in periods]
     # Read here first: a damaged trace is one line naming it, not a crash in every worker.
     Trace.read(trace_path)
     if proxy:
