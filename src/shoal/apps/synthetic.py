@@ -4,9 +4,10 @@ Two phases per step:
 
 ``burn``
     Each cell runs ``base_work + work_per_cell * g(x, step)`` dependent square-root
-    iterations (the phase's work: the iterations run), where ``g`` is either a Gaussian hot spot travelling across the (periodic)
-    domain or the two-rank ramp of the invasive paper §6.2 (left half ``L0(t) = T - t``,
-    right half ``L1(t) = t``, cost ``(L / T) ** exponent``). The result is kept in ``burn``.
+    iterations (the phase's work: the iterations run), where ``g`` is either a Gaussian hot
+    spot travelling across the (periodic) domain or the two-rank ramp of the invasive paper
+    §6.2 (left half ``L0(t) = T - t``, right half ``L1(t) = t``, cost ``(L / T) ** exponent``).
+    The result is kept in ``burn``.
 ``diffuse``
     One explicit diffusion step of a field ``u`` with zero-flux walls, reading a one-cell
     halo from the neighbouring tiles (its work: the cells updated).
