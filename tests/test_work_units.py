@@ -2,6 +2,8 @@
 exact on hand-made particles, follow what drives a kernel's cost, and add up to the same total
 for any tiling."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -21,6 +23,15 @@ def test_every_phase_of_every_app_declares_its_unit(name):
     app = all_apps()[name].tiny_app()
     for phase in app.phases:
         assert phase.work != "items" and phase.work.strip() == phase.work, (name, phase.name)
+
+
+def test_the_apps_page_lists_every_phase_with_its_unit():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "reference" / "apps.md").read_text()
+    rows = {tuple(c.strip().strip("`") for c in line.split("|")[1:4]) for line in text.splitlines()
+            if line.startswith("| `")}
+    declared = {(name, phase.name, phase.work) for name, spec in all_apps().items()
+                for phase in spec.tiny_app().phases}
+    assert rows == declared
 
 
 def test_a_phase_needs_a_unit():
