@@ -131,28 +131,32 @@ def test_balancer_rows_say_why_and_what_the_step_cost():
 
 
 def test_a_replay_balances_a_moving_hot_spot_at_the_expected_steps():
-    # 4 tiles on 2 nodes of 1 core, no messages: each step takes the busiest node's load. The hot
-    # tile (5 s, the others 1 s) moves every 12 steps; greedy puts it alone, the other three
-    # together: 5 s against 3 s, 1 s lost a step (the residual); misplaced, 3 s lost a step.
+    # 4 tiles on 2 nodes of 1 core, a barrier ending every step: a step takes the busiest node's
+    # load. The hot tile (5 s, the others 1 s) moves every 12 steps; greedy puts it alone, the
+    # other three together: 5 s against 3 s, 1 s lost a step (the plan's residual).
     S = 36
     costs = [[hot(4, (s // 12) % 4, 5.0)[0]] for s in range(S)]
-    trace = hand_trace(4, costs, [], phases=("a",))
+    trace = hand_trace(4, costs, [], phases=("a",), barrier=[True])
     trace.tile_bytes = np.zeros(4, np.int64)
     net = Network(latency_s=0.0, bandwidth_Bps=1e12, overhead_s=0.0)
-    # A balancing step costs its 5 s restart (the plan's microseconds aside).
     r = replay(trace, ReplayConfig(nodes=2, cores=1, placement="greedy", period=ADAPTIVE, initial="strips",
-                                   network=net, restart_s=5.0, costs="measured"))
+                                   network=net, restart_s=4.5, costs="measured"))
     # Strips put tiles 0-1 on node 0: 6 s against 2 s, 2 s lost a step; the first cost is one
-    # mean step (4 s): it fires after step 1. When the hot tile moves (steps 12, 24), 3 s are
-    # lost a step, 2 s beyond the 1 s residual: against 5 s, it fires after the move's third
-    # step. That plan still sees mostly the old hot spot in the loads since the last balancing
-    # step and puts the new one with the others: 2.9 s lost a step, it fires again two steps on.
-    assert r.trace.balance["step"].tolist() == [2, 15, 17, 27, 29]
-    assert r.trace.placement_steps.tolist() == [0, 2, 15, 17, 27, 29]
+    # mean step (4 s): it fires after step 1. That step costs node 1's 4 s wait in its last
+    # step (2 s per core) and the 4.5 s restart: 6.5 s (the plan's microseconds aside).
+    # - the move at step 12: 7 s against 1 s, 3 s lost, 2 s beyond the residual: 8 s pass
+    #   6.5 s after 4 steps; balanced at 16;
+    # - that plan sees mostly the old hot spot in the loads since step 2 (tile 0: 3.86 s,
+    #   tile 1: 2.14 s) and keeps the new one with the others: 2.86 s lost a step against
+    #   7.5 s (a 3 s wait and the restart): 3 steps, balanced at 19, now right;
+    # - the move at step 24: 2 s lost a step against 7.5 s: balanced at 28, again from mostly
+    #   old loads; 1.78 s lost a step: 5 steps, balanced at 33.
+    assert r.trace.balance["step"].tolist() == [2, 16, 19, 28, 33]
+    assert r.trace.placement_steps.tolist() == [0, 2, 16, 19, 28, 33]
     # Every fixed period balances too often, or at the wrong time.
     for k in (1, 2, 3, 4, 6, 12):
         cfg = ReplayConfig(nodes=2, cores=1, placement="greedy", period=k, initial="strips", network=net,
-                           restart_s=5.0, costs="measured")
+                           restart_s=4.5, costs="measured")
         assert r.makespan < replay(trace, cfg).makespan
 
 

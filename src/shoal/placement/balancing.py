@@ -273,10 +273,10 @@ class Balancer:
         return new
 
     def paid(self, cost_s: float) -> None:
-        """What the latest balancing step added to the run, in seconds (between the last task
-        before it and the first after: the barrier, planning, migration, the executor's
-        restart as far as they are seen): recorded in its row and, for the adaptive trigger,
-        what the next one must be worth."""
+        """What the latest balancing step cost, in seconds per core (the cores' wait for the
+        last task before it, the barrier, planning, migration, the executor's restart as far as
+        they are seen): recorded in its row and, for the adaptive trigger, what the next one
+        must be worth."""
         self.rows[-1] = (*self.rows[-1][:-1], float(cost_s))
         if self.trigger is not None:
             self.trigger.paid(cost_s)

@@ -357,7 +357,6 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         if s1 >= S:
             break
         # Every tile stops; a barrier across the nodes, then the executors restart.
-        stopped = t0
         t0 += 2.0 * log_nodes * (net.latency_s + net.overhead_s) + cfg.restart_s
         if balancer is not None and (s1 in fixed or balancer.due):
             future = cost[s1:min(S, s1 + balancer.horizon(int(steps[s1])))].sum(axis=1).mean(axis=0)
@@ -366,7 +365,8 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
                                 tile_bytes, future_loads=future, proxy_loads=ahead)
             background = np.zeros(cluster.nodes)
             t0 = _migrate(owner, new, tile_bytes, cluster, t0 + balancer.last_plan_s, tx_free, rx_free)
-            balancer.paid(t0 - stopped)  # what it added: the barrier, restarting, planning, moving
+            # What it cost per core: the wait for the last tile, the barrier, restarting, planning, moving.
+            balancer.paid(t0 - _last_ends(end, node_col[sl], core, int(cores.max())).mean())
             owner, last = new, s1
             owners.append(owner.copy())
             owner_steps.append(int(steps[s1]))
@@ -466,6 +466,14 @@ def _adaptive_cut(balancer: Balancer, cost: np.ndarray, steps: np.ndarray, s0: i
         if balancer.observe(int(steps[s]), cost[s], owner, cluster):
             return s + 1
     return s1
+
+
+def _last_ends(end: np.ndarray, node: np.ndarray, core: np.ndarray, cores: int) -> np.ndarray:
+    """When each core that ran a task of a segment finished its last one."""
+    key = node.astype(np.int64) * cores + core
+    last = np.full(int(key.max()) + 1, -np.inf)
+    np.maximum.at(last, key, end)
+    return last[np.isfinite(last)]
 
 
 def _modeled_cluster(trace: Trace, cfg: ReplayConfig) -> tuple[Cluster, tuple[np.ndarray, np.ndarray]]:

@@ -324,9 +324,10 @@ class Simulation:
 
     def rebalance(self) -> None:
         """One balancing step: the balancer plans from every process's measurements on the
-        first process, and every process applies the owner table it planned. What it added to
-        the run (planning, agreeing on the plan, moving the tiles; not the executor's stop and
-        restart around it, which this loop does not see) is handed to the balancer."""
+        first process, and every process applies the owner table it planned. What it cost per
+        core is handed to the balancer: the cores' wait for the last tile of the executor run
+        that stopped for it (:func:`stop_wait`), planning, agreeing on the plan and moving the
+        tiles (not the executor's restart, which the next run pays)."""
         tic = time.perf_counter()
         b = self.balancer
         cost, background, steps = b.take_measurements()
@@ -337,7 +338,8 @@ class Simulation:
             new = b.plan(self.step_count, self.owner, self.cluster, cost / max(steps, 1), background / max(steps, 1),
                          nbytes)
         self.reconfigure(owner=self.team.agree(new))
-        b.paid(self.team.max(time.perf_counter() - tic))
+        wait = self.team.max(stop_wait(self.parts[-1])) if self.parts else 0.0
+        b.paid(wait + self.team.max(time.perf_counter() - tic))
 
     def write_checkpoint(self) -> None:
         """A checkpoint of the current step into :attr:`checkpoints` (written by the first process),
@@ -392,6 +394,31 @@ class Simulation:
         """Call ``release()`` when the simulation closes (after its workers end): what owns
         files for the run (trace, log, folder lock) lets go of them then."""
         self._closers.append(release)
+
+
+def stop_wait(part: ExecutionResult) -> float:
+    """Seconds per core that the cores which ran tasks in ``part`` waited at its end for the
+    last task: what stopping every tile at one step boundary cost them.
+
+    Parameters
+    ----------
+    part : ExecutionResult
+        One executor run.
+
+    Returns
+    -------
+    float
+        The mean over those cores of the last task's end minus their own last task's end (0 if
+        the run ran no task).
+    """
+    t = part.tasks
+    if not len(t["end"]):
+        return 0.0
+    core = t["node"].astype(np.int64) * (int(t["worker"].max()) + 1) + t["worker"]
+    last = np.full(int(core.max()) + 1, -np.inf)
+    np.maximum.at(last, core, t["end"])
+    last = last[np.isfinite(last)]
+    return float(last.max() - last.mean())
 
 
 def state_bytes(app: App, states: dict, ntiles: int, arrays_only: bool = True) -> np.ndarray:
