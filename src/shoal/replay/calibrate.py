@@ -181,7 +181,7 @@ def _handoff(iters: int, python_iters: int, tiling: Tiling, steps: int, repeats:
 
 
 def refine(model: MachineModel, calibration: dict, threads: int) -> MachineModel:
-    """``model`` with what :func:`calibrate` measured on ``threads`` threads where the run
+    """``model`` with what :func:`calibrate` measured (``calibration``) on ``threads`` threads where the run
     behind the model could not measure it (restarts always; a wake-up, a dispatch, a lock wait
     or a payload's cost the model has no measurement of). Its ``measured_by`` says which."""
     out = MachineModel(**model.__dict__)

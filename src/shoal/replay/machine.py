@@ -196,7 +196,7 @@ class MachineModel:
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "machine model") -> MachineModel:
-        """The model ``to_dict`` made; a ShoalError naming ``where`` if it is not one."""
+        """The model ``to_dict`` made (``data``); a ShoalError naming ``where`` if it is not one."""
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise ShoalError(f"{where} is not a shoal machine model (schema {SCHEMA!r})")
         if int(data.get("version", 0)) > VERSION:

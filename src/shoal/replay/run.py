@@ -381,7 +381,8 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         messages=trace.messages, phases=trace.phases, tiling=tiling, cluster=cluster,
         placement_steps=np.array(owner_steps), placement_owners=np.stack(owners), step_end=step_end,
         app=trace.app, scenario=trace.scenario, predicted=True,
-        config={**trace.config, "replay": {k: v for k, v in cfg.__dict__.items() if k not in ("network", "proxy")}
+        config={**trace.config, "replay": {k: v for k, v in cfg.__dict__.items()
+                                           if k not in ("network", "proxy", "machine")}
                 | {"network": cluster.to_dict(), "proxy": cfg.proxy.scenario if cfg.proxy else None}},
         barrier_phases=list(barrier), lagged_phases=[bool(v) for v in lag], tile_bytes=tile_bytes,
         balance=balancer.records() if balancer is not None else None,
@@ -496,8 +497,9 @@ def executor_overhead(cfg: ReplayConfig, tasks: int, payloads: int) -> float:
 
 def lock_waits(cfg: ReplayConfig, calls: np.ndarray | None, cluster: Cluster) -> np.ndarray | float:
     """Seconds each task waits for an interpreter lock other threads share (``lock_model``
-    ``waits``): ``handoff_s`` per lock-free call, measured where ``handoff_threads`` threads
-    shared the lock, and scaled by the other threads that share it here (none on one thread)."""
+    ``waits``): ``cfg.handoff_s`` per lock-free call (``calls``: per task, None where the trace
+    did not count them), measured where ``cfg.handoff_threads`` threads shared the lock, and
+    scaled by the other threads that share it in ``cluster`` (none on one thread)."""
     threads = _lock_threads(cfg, cluster)
     if cfg.lock_model != "waits" or calls is None or threads < 2 or not cfg.handoff_s:
         return 0.0
@@ -548,7 +550,9 @@ def write_replay(result: ReplayResult, out) -> dict:
 
     out = Path(out)
     cfg = {k: v for k, v in result.config.__dict__.items()
-           if k not in ("network", "tiles_per_core", "proxy", "nodes", "cores") and v is not None}
+           if k not in ("network", "tiles_per_core", "proxy", "nodes", "cores", "machine") and v is not None}
+    if result.config.machine is not None:
+        cfg["machine"] = result.config.machine.source or "given"
     cfg["tiles_per_core"] = result.config.tiles_per_core or 0
     cfg["network"] = result.trace.cluster.to_dict()
     summary = result.summary()
