@@ -490,9 +490,10 @@ def _modeled_cluster(trace: Trace, cfg: ReplayConfig) -> tuple[Cluster, tuple[np
 
 def executor_overhead(cfg: ReplayConfig, tasks: int, payloads: int) -> float:
     """The executor's time in seconds charged to every task of a (replayed) trace of ``tasks``
-    tasks that moved ``payloads`` halo payloads: the calibrated time per task of ``cfg`` plus
-    the payloads' share."""
-    return cfg.task_overhead_s + (cfg.payload_overhead_s * payloads / tasks if tasks else 0.0)
+    tasks that moved ``payloads`` halo payloads: the time per task of ``cfg`` plus the
+    payloads' share (unset figures count 0)."""
+    per_payload = cfg.payload_overhead_s or 0.0
+    return (cfg.task_overhead_s or 0.0) + (per_payload * payloads / tasks if tasks else 0.0)
 
 
 def lock_waits(cfg: ReplayConfig, calls: np.ndarray | None, cluster: Cluster) -> np.ndarray | float:
