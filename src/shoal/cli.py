@@ -222,7 +222,8 @@ def _cmd_replay(args) -> int:
         logger.info("%s", s["machine_fit"])
     cores = "x".join(map(str, sorted(set(s["cores"])))) if len(set(s["cores"])) > 1 else str(s["cores"][0])
     print(f"{s['steps']} steps, {s['tiles']} tiles on {s['nodes']} nodes x {cores} cores ({s['placement']}"
-          + (f", every {s['period']} steps" if s["period"] else "") + f"): makespan {s['makespan_s']:.4g} s, "
+          + (f", every {s['period']} steps" if isinstance(s["period"], int) and s["period"]
+             else ", adaptive" if s["period"] else "") + f"): makespan {s['makespan_s']:.4g} s, "
           f"step {s['step_time_mean_s'] * 1e3:.3f} ms, LIF {s['lif_mean']:.3f}, idle {s['idle_fraction']:.1%}, "
           f"migrated {s['migrated_bytes'] / 1e6:.2f} MB; {s['events']:,} events in {s['replay_wall_s']:.2f} s"
           + (f"; {s['message_cpu_s'] * 1e6:.1f} us CPU charged per message end" if s["message_cpu_s"] else ""))

@@ -26,7 +26,7 @@ def step_time_vs_tiles_per_core(rows, path: Path) -> Path:
     for r in rows:
         if r["nodes"] != nodes:
             continue
-        key = r["placement"] + (f"/{r['period']}" if r["period"] else "")
+        key = r["placement"] + (f"/{r['period']}" if r["period"] else "")  # "/adaptive" for the trigger
         tpc = round(r["tiles_per_core"])
         lines[key][tpc] = min(lines[key].get(tpc, np.inf), r["step_time_mean_s"])
     for key, pts in sorted(lines.items()):
@@ -80,17 +80,24 @@ def makespan_vs_period_and_decomposition(rows, path: Path) -> Path:
     rows = [r for r in rows if r["nodes"] == nodes]
     fig, (a, b) = _axes(11, 4, panels=2)
     by = defaultdict(lambda: defaultdict(list))
+    adaptive = defaultdict(list)  # the adaptive trigger has no period: a dashed line per policy
     for r in rows:
-        if r["period"]:
+        if r["period"] == "adaptive":
+            adaptive[r["placement"]].append(r["makespan_s"])
+        elif r["period"]:
             by[r["placement"]][r["period"]].append(r["makespan_s"])
     for name, pts in sorted(by.items()):
         xs = sorted(pts)
-        a.plot(xs, [min(pts[x]) for x in xs], marker="o", label=name)
+        line, = a.plot(xs, [min(pts[x]) for x in xs], marker="o", label=name)
+        if name in adaptive:
+            a.axhline(min(adaptive.pop(name)), color=line.get_color(), ls="--", lw=1, label=f"{name} adaptive")
+    for name, spans in sorted(adaptive.items()):  # adaptive without fixed periods of the same policy
+        a.axhline(min(spans), ls="--", lw=1, label=f"{name} adaptive")
     a.set_xlabel("balancing period (steps)")
     a.set_ylabel("predicted makespan (s)")
     a.set_title("Makespan vs period")
     a.grid(alpha=0.3)
-    if by:
+    if a.get_lines():
         a.legend(fontsize=7)
     else:  # only static placements were swept
         a.text(0.5, 0.5, "no dynamic policy in this sweep", ha="center", va="center", transform=a.transAxes)
