@@ -4,13 +4,16 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shoal.apps.sph import kernels2d, kernels3d
 from shoal.apps.sph.particles import (
     CellGrid,
-    Neighbourhood,
     gather_fields,
-    halos_for_neighbours,
     in_box,
     in_cell_order,
+    merge_order,
+    neighbour_boxes,
+    ring_payloads,
+    ring_tables,
     settle,
     take,
 )
@@ -97,7 +100,7 @@ def test_settle_keeps_the_tiles_particles_in_cell_id_order(case):
 
 @settings(max_examples=40, deadline=None)
 @given(cases)
-def test_neighbourhood_merges_in_local_cell_id_order_and_drops_far_halos(case):
+def test_merge_order_is_local_cell_id_order_and_drops_far_halos(case):
     rng, grid_shape, tiling, grid, tile = scene(case)
     lo, hi = tiling.lo[tile], tiling.hi[tile]
     allp = random_particles(rng, 300, grid_shape)
@@ -105,31 +108,55 @@ def test_neighbourhood_merges_in_local_cell_id_order_and_drops_far_halos(case):
     own = take(allp, inside)
     own = take(own, lexorder(own["cell"], own["id"], lo))
     others = take(allp, ~inside)
-    halos = [take(others, slice(0, 40)), take(others, slice(40, None))]
-    nb = Neighbourhood(own, halos, grid, lo, hi, ("x", "rho"))
+    index, start, mine, own_index, shape = merge_order(own["cell"], own["id"], others["cell"], others["id"], lo, hi)
 
-    pool = {f: np.concatenate([own[f], others[f]]) for f in ("id", "cell", "x", "rho")}
+    pool = {f: np.concatenate([own[f], others[f]]) for f in ("id", "cell")}
     near = in_box(pool, lo - 1, hi + 1)
     near[: len(own["id"])] = True
     kept = np.flatnonzero(near)
     expected = kept[lexorder(pool["cell"][kept], pool["id"][kept], lo - 1)]
-    assert np.array_equal(nb.index, expected)
-    assert np.array_equal(nb.particles["x"], pool["x"][expected])
-    assert np.array_equal(nb.own_index, np.flatnonzero(expected < len(own["id"])))
+    assert np.array_equal(index, expected) and np.array_equal(shape, hi - lo + 2)
+    assert np.array_equal(mine, expected < len(own["id"]))
+    assert np.array_equal(own_index, np.flatnonzero(expected < len(own["id"])))
     # start: the first particle of every local cell of the widened box
     local = pool["cell"][expected] - (lo - 1)
-    flat = np.ravel_multi_index(tuple(local.T), nb.shape)
-    assert np.array_equal(nb.start, np.searchsorted(flat, np.arange(np.prod(nb.shape) + 1)))
+    flat = np.ravel_multi_index(tuple(local.T), tuple(shape))
+    assert np.array_equal(start, np.searchsorted(flat, np.arange(np.prod(shape) + 1)))
+
+
+def pack_ring(p: dict, tiling: Tiling, src: int) -> dict:
+    """The ring payloads the app of ``p``'s dimension packs for each neighbour (with motion, in 3D)."""
+    los, his, inner, nbrs = neighbour_boxes(tiling, src, 1)
+    if p["cell"].shape[1] == 2:
+        packed = kernels2d.ring_rows(p["cell"], p["id"], p["x"], p["v"], p["rho"], p["m"], p["kind"], los, his,
+                                     *inner)
+    else:
+        packed = kernels3d.ring_rows(p["cell"], p["id"], p["x"], p["v"], p["rho"], True, los, his, *inner)
+    return ring_payloads(packed, nbrs, no_ring(packed[1].shape[1]))
+
+
+def no_ring(floats: int) -> tuple:
+    return np.empty((0, floats)), np.empty((0, 4), np.int64)
 
 
 @settings(max_examples=40, deadline=None)
 @given(cases)
-def test_halos_are_exactly_the_ring_particles_of_each_neighbour(case):
+def test_ring_halos_are_exactly_the_ring_particles_of_each_neighbour(case):
+    """Each neighbour gets the particles in its ring of cells, with what its kernels read, as
+    rows of a float and an int table (id, cell first); concatenated in any order of neighbours."""
     rng, grid_shape, tiling, _, src = scene(case)
     p = random_particles(rng, 300, grid_shape)
     p = take(p, in_box(p, tiling.lo[src] - 1, tiling.hi[src] + 1))  # some drifted out of the box
-    halos = halos_for_neighbours(p, tiling, src)
+    ndim = len(grid_shape)
+    p.update(v=rng.random((len(p["id"]), ndim)), m=rng.random(len(p["id"])))
+    halos = pack_ring(p, tiling, src)
     assert sorted(halos) == sorted(map(int, tiling.neighbours[src]))
-    for n, h in halos.items():
+    for n, (f, g) in halos.items():
         mask = in_box(p, tiling.lo[n] - 1, tiling.hi[n] + 1)
-        assert np.array_equal(h["id"], p["id"][mask]) and np.array_equal(h["x"], p["x"][mask])
+        assert np.array_equal(g[:, 0], p["id"][mask]) and np.array_equal(g[:, 1:1 + ndim], p["cell"][mask])
+        assert np.array_equal(f[:, :ndim], p["x"][mask]) and np.array_equal(f[:, ndim:2 * ndim], p["v"][mask])
+        assert np.array_equal(f[:, 2 * ndim], p["rho"][mask])
+        if ndim == 2:
+            assert np.array_equal(f[:, 5], p["m"][mask]) and np.array_equal(g[:, 3], p["kind"][mask])
+    floats, ints = ring_tables(list(halos.values()), no_ring(6 if ndim == 2 else 7))
+    assert len(floats) == len(ints) == sum(len(g) for _, g in halos.values()) and floats.flags.writeable

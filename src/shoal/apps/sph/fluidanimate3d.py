@@ -28,21 +28,23 @@ import numpy as np
 
 from ...errors import ShoalError
 from ...runtime.app import App, Phase, StepContext
+from ...runtime.timing import lock_free
 from ...tiling import Tiling
 from . import kernels3d
 from .drawing import draw_particles
 from .particles import (
     FLUID,
     CellGrid,
-    Neighbourhood,
-    check_arrivals,
-    check_moves,
     concat,
     emigrants_for_neighbours,
-    halos_for_neighbours,
+    empty_ring,
     in_box,
     locate,
-    settle,
+    neighbour_boxes,
+    refuse_move,
+    resettle,
+    ring_payloads,
+    ring_tables,
     sort_by_cell,
     take,
 )
@@ -66,6 +68,11 @@ CFL_REFUSAL_FACTOR = 10.0
 # initial state the app keeps, and the neighbourhood and accelerations of a step.
 BYTES_PER_PARTICLE = 2 * (8 + 3 * 8 + 3 * 8 + 3 * 8 + 3 * 8 + 8) + (3 * 8 + 3 * 8 + 8 + 3 * 8 + 8 + 1)
 FLUID_HEADER, FLUID_RECORD = 8, 36  # bytes: rest particles per metre and count; 9 float32 per particle
+NO_POSITIONS = empty_ring(kernels3d.POSITION_FLOATS, kernels3d.RING_INTS)
+NO_MOTION = empty_ring(kernels3d.MOTION_FLOATS, kernels3d.RING_INTS)
+_ring_rows = lock_free(kernels3d.ring_rows)
+_density_tile = lock_free(kernels3d.density_tile)
+_forces_tile = lock_free(kernels3d.forces_tile)
 
 
 @dataclass
@@ -174,7 +181,9 @@ class FluidAnimate3DApp(App):
     phases = (Phase("density", halo=True, pack="pack_positions", work="particle pairs"),
               Phase("forces", halo=True, pack="pack_densities", work="particle pairs"),
               Phase("migrate", halo=True, pack="pack_emigrants", work="particles"))
-    transient = ("neighbourhood",)  # the density phase's merge order, reused by the forces phase
+    # The density phase's merge order, reused by the forces phase; set by the forces phase for
+    # the migration: the rows that left the tile's box, and whether they are still in (cell, id) order.
+    transient = ("neighbourhood", "outside", "sorted")
 
     def __init__(self, params: SPH3DParams, steps: int):
         params.validate()
@@ -195,6 +204,7 @@ class FluidAnimate3DApp(App):
         # fluidanimate: cells = floor(range / h) per axis, so every cell side is >= h.
         self.cells = CellGrid(DOMAIN_MIN, size, self.h, clamp=True)
         self.grid = self.cells.shape
+        self.reach = self.cells.reach()
         self._refuse_outside(x)
         n = len(x)
         self._initial = sort_by_cell(locate({
@@ -255,13 +265,22 @@ class FluidAnimate3DApp(App):
 
     # ----- phases ---------------------------------------------------------------------------
     # What each phase reads of its neighbours' particles (id and cell order the merge).
-    def pack_positions(self, state: dict, src: int, tiling: Tiling) -> dict[int, dict]:
+    def pack_positions(self, state: dict, src: int, tiling: Tiling) -> dict[int, tuple]:
         """The ring particles' positions, for the density phase."""
-        return halos_for_neighbours(state, tiling, src, fields=("id", "cell", "x"))
+        return self._pack_ring(state, src, tiling, False)
 
-    def pack_densities(self, state: dict, src: int, tiling: Tiling) -> dict[int, dict]:
+    def pack_densities(self, state: dict, src: int, tiling: Tiling) -> dict[int, tuple]:
         """The ring particles with velocities and densities, for the forces phase."""
-        return halos_for_neighbours(state, tiling, src, fields=("id", "cell", "x", "v", "rho"))
+        return self._pack_ring(state, src, tiling, True)
+
+    def _pack_ring(self, state, src, tiling, motion):
+        """``(floats, ints)`` rows of :func:`~shoal.apps.sph.kernels3d.ring_rows` for each neighbour."""
+        los, his, inner, nbrs = neighbour_boxes(tiling, src, 1)
+        empty = NO_MOTION if motion else NO_POSITIONS
+        if len(state["id"]) == 0:
+            return dict.fromkeys(nbrs, empty)
+        return ring_payloads(_ring_rows(state["cell"], state["id"], state["x"], state["v"], state["rho"], motion, los,
+                                        his, inner[0], inner[1]), nbrs, empty)
 
     def pack_emigrants(self, state: dict, src: int, tiling: Tiling) -> dict[int, dict]:
         """The particles that moved into each neighbour's cells, whole."""
@@ -272,39 +291,40 @@ class FluidAnimate3DApp(App):
         n = len(state["id"])
         if n == 0:
             return 0
-        ordered = [halos[k] for k in sorted(halos)]
-        nb = state["neighbourhood"] = Neighbourhood(state, ordered, self.cells, tiling.lo[tile], tiling.hi[tile],
-                                                    ("x",))
-        state["rho"] = ctx.kernel(kernels3d.densities, nb.particles["x"], nb.is_own, nb.start, nb.shape, self.h,
-                                  nb.own_index, self.h**6, self.density_coeff)
-        return nb.pairs
+        ring_f, ring_i = ring_tables([halos[k] for k in sorted(halos)], NO_POSITIONS)
+        state["rho"], *merge, pairs = _density_tile(state["cell"], state["id"], state["x"], ring_f, ring_i,
+                                                     tiling.lo[tile], tiling.hi[tile], self.h, self.h**6,
+                                                     self.density_coeff)
+        state["neighbourhood"] = (merge, n + len(ring_i), pairs)
+        return pairs
 
     def forces(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
         """Pressure, viscosity and wall accelerations, then the leapfrog step."""
         n = len(state["id"])
         if n == 0:
+            state.update(outside=np.zeros(0, np.int64), sorted=True)
             return 0
-        ordered = [halos[k] for k in sorted(halos)]
+        ring_f, _ = ring_tables([halos[k] for k in sorted(halos)], NO_MOTION)
         # Same particles at the same places as in the density phase: reuse its order.
-        nb = state.pop("neighbourhood")
-        merged = nb.remerge(state, ordered, ("x", "v", "rho"))
-        a = ctx.kernel(kernels3d.accelerations, merged["x"], merged["v"], merged["rho"], nb.is_own, nb.start,
-                       nb.shape, self.h, self.pressure_coeff, self.viscosity_coeff, DOUBLE_REST_DENSITY, GRAVITY)
-        finite = ctx.kernel(kernels3d.advance, state["x"], state["v"], state["vh"], a, nb.own_index, self.p.time_step,
-                            DOMAIN_MIN, DOMAIN_MAX, PAR_SIZE, STIFFNESS_COLLISIONS, DAMPING)
+        (index, start, own, own_index, shape), size, pairs = state.pop("neighbourhood")
+        if n + len(ring_f) != size:
+            raise RuntimeError("halo particles changed between phases of one step")
+        before, cells = state["cell"], self.cells
+        finite, cell, worst, outside, ordered = _forces_tile(
+            state["x"], state["v"], state["vh"], state["rho"], state["id"], before, ring_f, index, start, own,
+            own_index, shape, self.h, self.pressure_coeff, self.viscosity_coeff, DOUBLE_REST_DENSITY, GRAVITY,
+            self.p.time_step, DOMAIN_MIN, DOMAIN_MAX, PAR_SIZE, STIFFNESS_COLLISIONS, DAMPING, cells.origin,
+            cells.cell, cells.counts, *self.reach, tiling.lo[tile], tiling.hi[tile])
         if not finite:
             raise ShoalError(f"particle positions are not finite: the simulation blew up; {self._remedy}")
-        before = state["cell"]
-        locate(state, self.cells)
-        check_moves(before, state, self.cells, self._remedy)
-        return nb.pairs  # counted by the density phase, on the same neighbourhood
+        state["cell"] = cell
+        refuse_move(worst, before, state, cells, self._remedy)
+        state.update(outside=outside, sorted=ordered)
+        return pairs  # counted by the density phase, on the same neighbourhood
 
     def migrate(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
         """Keep the tile's own particles and take in its immigrants, sorted by (cell, id)."""
-        leaving = ~in_box(state, tiling.lo[tile], tiling.hi[tile])
-        if leaving.any():
-            check_arrivals(state, leaving, tiling, tile, self._remedy)
-        state.update(settle(take(state, slice(None)), self.cells, tiling, tile, [halos[k] for k in sorted(halos)]))
+        resettle(state, halos, self.cells, tiling, tile, self._remedy)
         state["step"] = ctx.step + 1
         return len(state["id"])
 

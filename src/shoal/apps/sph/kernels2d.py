@@ -21,7 +21,7 @@ import math
 import numba as nb
 import numpy as np
 
-from .particles import bad_move, box_order, cells_of, members, neighbour_pairs, overhang
+from .particles import bad_move, cells_of, members, merge_order, neighbour_pairs
 
 FLUID = 0
 # A ring halo's rows: positions, velocities, density and mass as floats; id, cell and kind as ints.
@@ -226,9 +226,7 @@ def rates_tile(cell, ids, x, v, rho, m, kind, ring_f, ring_i, lo, hi, h, rho0, c
     Returns the own particles' (acc, drho, de), whether they are finite, the time step they
     allow, and the candidate pairs weighed (``neighbour_pairs``): the phase's work.
     """
-    width = 1 + overhang(cell, lo, hi)
-    box_lo, box_hi = lo - width, hi + width
-    index, start = box_order(cell, ids, ring_i[:, 1:3], ring_i[:, 0], box_lo, box_hi)
+    index, start, own, own_index, shape = merge_order(cell, ids, ring_i[:, 1:3], ring_i[:, 0], lo, hi)
     n_own = ids.shape[0]
     n = index.shape[0]
     xs = np.empty((n, 2))
@@ -236,25 +234,18 @@ def rates_tile(cell, ids, x, v, rho, m, kind, ring_f, ring_i, lo, hi, h, rho0, c
     rhos = np.empty(n)
     ms = np.empty(n)
     kinds = np.empty(n, np.int8)
-    own = np.empty(n, np.bool_)
-    own_index = np.empty(n_own, np.int64)
-    k_own = 0
     for k in range(n):
         i = index[k]
-        own[k] = i < n_own
-        if own[k]:
+        if i < n_own:
             xs[k, 0], xs[k, 1], vs[k, 0], vs[k, 1] = x[i, 0], x[i, 1], v[i, 0], v[i, 1]
             rhos[k], ms[k], kinds[k] = rho[i], m[i], kind[i]
-            own_index[k_own] = k
-            k_own += 1
         else:
             j = i - n_own
             xs[k, 0], xs[k, 1], vs[k, 0], vs[k, 1] = ring_f[j, 0], ring_f[j, 1], ring_f[j, 2], ring_f[j, 3]
             rhos[k], ms[k], kinds[k] = ring_f[j, 4], ring_f[j, 5], ring_i[j, 3]
-    shape = box_hi - box_lo
     acc, drho, de, mu, c = rates_pairs(xs, vs, rhos, ms, kinds, own, start, shape[0], shape[1], h, rho0, c0, B, gamma,
                                        alpha, beta, gx, gy)
-    a, r, e, finite, dt = own_rates(own_index[:k_own], acc, drho, de, mu, c, vs, kinds, h, cfl)
+    a, r, e, finite, dt = own_rates(own_index, acc, drho, de, mu, c, vs, kinds, h, cfl)
     return a, r, e, finite, dt, neighbour_pairs(own, start, shape)
 
 

@@ -7,6 +7,10 @@ Pairs are evaluated once and added to both particles, as fluidanimate does. A ti
 own and halo particles in the global (cell, id) order and evaluates the pairs (i, j), j before
 i, that touch one of its own particles: every own particle then receives its contributions
 in the very order of a one-tile run, so results are bitwise identical for any tiling.
+
+A task makes one compiled call per phase (``density_tile``, ``forces_tile``) and one to pack
+its ring halo (``ring_rows``): on small tiles the calls, and the Python around them, cost as
+much as the arithmetic.
 """
 
 from __future__ import annotations
@@ -15,6 +19,12 @@ import math
 
 import numba as nb
 import numpy as np
+
+from .particles import bad_move, cells_of, members, merge_order, neighbour_pairs
+
+# A ring halo's rows: positions, then (for the forces) velocities and density, as floats; id and
+# cell as ints.
+POSITION_FLOATS, MOTION_FLOATS, RING_INTS = 3, 7, 4
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
@@ -184,3 +194,96 @@ def advance(x, v, vh, a, rows, dt, lo, hi, par_size, stiffness, damping):
                 vh[i, d] = -vh[i, d]
             finite = finite and math.isfinite(x[i, d])
     return finite
+
+
+@nb.njit(cache=True, nogil=True)
+def ring_rows(cell, ids, x, v, rho, motion, los, his, skip_lo, skip_hi):
+    """What the density (``motion`` false: positions) or the forces (positions, velocities,
+    density) read of the particles in each box k (a neighbour's ring of cells): rows
+    ``starts[k]:starts[k + 1]`` of a float table and of an int table (id, cell).
+    ``skip_lo, skip_hi``: a box of cells that meets none of the boxes."""
+    starts, idx = members(cell, los, his, skip_lo, skip_hi)
+    n = idx.shape[0]
+    f = np.empty((n, MOTION_FLOATS if motion else POSITION_FLOATS))
+    g = np.empty((n, RING_INTS), np.int64)
+    for k in range(n):
+        i = idx[k]
+        g[k, 0] = ids[i]
+        for d in range(3):
+            g[k, 1 + d] = cell[i, d]
+            f[k, d] = x[i, d]
+        if motion:
+            for d in range(3):
+                f[k, 3 + d] = v[i, d]
+            f[k, 6] = rho[i]
+    return starts, f, g
+
+
+@nb.njit(cache=True, nogil=True)
+def _merged(index, n_own, own_rows, ring_f, first, width):
+    """Columns ``first:first + width`` of the ring table beside the own particles' array, in
+    the merged order ``index`` (own particles first, then the ring's rows)."""
+    out = np.empty((index.shape[0], width))
+    for k in range(index.shape[0]):
+        i = index[k]
+        for d in range(width):
+            out[k, d] = own_rows[i, d] if i < n_own else ring_f[i - n_own, first + d]
+    return out
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def density_tile(cell, ids, x, ring_f, ring_i, lo, hi, h, self_term, coeff):
+    """One tile's densities: own and ring particles (``ring_rows`` without motion, concatenated)
+    merged in (local cell, id) order (``merge_order``), then ``densities``.
+
+    Returns the own particles' densities, the merge (index, cell starts, own flags, own rows,
+    local grid shape) for the forces phase to reuse, and the candidate pairs weighed
+    (``neighbour_pairs``): the work of both phases.
+    """
+    index, start, own, own_index, shape = merge_order(cell, ids, ring_i[:, 1:4], ring_i[:, 0], lo, hi)
+    xs = _merged(index, ids.shape[0], x, ring_f, 0, 3)
+    rho = densities(xs, own, start, (shape[0], shape[1], shape[2]), h, own_index, self_term, coeff)
+    return rho, index, start, own, own_index, shape, neighbour_pairs(own, start, shape)
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def forces_tile(x, v, vh, rho, ids, before, ring_f, index, start, own, own_index, shape, h, pressure_coeff,
+                viscosity_coeff, rest2, gravity, dt, wall_lo, wall_hi, par_size, stiffness, damping, origin, side,
+                counts, reach_lo, reach_hi, lo, hi):
+    """One tile's forces and step on the density phase's merge, with the ring's positions,
+    velocities and densities (``ring_rows`` with motion): ``accelerations``, ``advance``, then
+    every particle's new cell (clamped into the grid).
+
+    Returns whether every position is finite, the new cells, the row of the smallest-id
+    particle that moved more than a cell or left ``[reach_lo, reach_hi]`` (-1: none), the rows
+    of the particles outside the tile's box [lo, hi), and whether they are still in (cell, id)
+    order.
+    """
+    n_own = ids.shape[0]
+    xs = _merged(index, n_own, x, ring_f, 0, 3)
+    vs = _merged(index, n_own, v, ring_f, 3, 3)
+    rhos = _merged(index, n_own, rho.reshape(n_own, 1), ring_f, 6, 1)[:, 0]
+    a = accelerations(xs, vs, rhos, own, start, (shape[0], shape[1], shape[2]), h, pressure_coeff, viscosity_coeff,
+                      rest2, gravity)
+    finite = advance(x, v, vh, a, own_index, dt, wall_lo, wall_hi, par_size, stiffness, damping)
+    cell = cells_of(x, origin, side, counts, True)
+    worst = -1
+    outside = np.empty(n_own, np.int64)
+    n_out = 0
+    in_order = True
+    for i in range(n_own):
+        if bad_move(before, cell, x, i, reach_lo, reach_hi) and (worst < 0 or ids[i] < ids[worst]):
+            worst = i
+        inside = True
+        for d in range(3):
+            if cell[i, d] < lo[d] or cell[i, d] >= hi[d]:
+                inside = False
+        if not inside:
+            outside[n_out] = i
+            n_out += 1
+        if i > 0 and in_order:
+            d = 0
+            while d < 3 and cell[i, d] == cell[i - 1, d]:
+                d += 1
+            in_order = cell[i, d] > cell[i - 1, d] if d < 3 else ids[i] > ids[i - 1]
+    return finite, cell, worst, outside[:n_out], in_order

@@ -8,7 +8,6 @@ whatever the tiling, placement or worker count.
 
 from __future__ import annotations
 
-import functools
 import math
 import weakref
 
@@ -208,7 +207,7 @@ def _worst_move(before, after, x, ids, lo, hi):
 
 
 def check_arrivals(p: dict, leaving: np.ndarray, tiling: Tiling, tile: int, remedy: str) -> None:
-    """Stop the run when a particle leaving ``tile`` (mask ``leaving``) lies in none of its
+    """Stop the run when a particle leaving ``tile`` (rows or mask ``leaving``) lies in none of its
     neighbours' boxes: the migration would lose it. Moves of at most one cell a step never
     strand one (:func:`check_moves`); emigrants held back for several steps can."""
     los, his, _, _ = neighbour_boxes(tiling, tile, 0)
@@ -314,17 +313,14 @@ def members(cell, los, his, skip_lo, skip_hi):
 _members = lock_free(members)
 
 
-def split_by_boxes(p: dict, los: np.ndarray, his: np.ndarray, fields=None, inner=None) -> list[dict]:
-    """The particles in each of several cell boxes (one pass for all boxes), with ``fields``
-    only if given. ``inner``, a cell box (lo, hi) that meets none of the boxes, saves testing
-    the particles inside it."""
+def split_by_boxes(p: dict, los: np.ndarray, his: np.ndarray) -> list[dict]:
+    """The particles in each of several cell boxes (one pass for all boxes)."""
     nothing = NOTHING[los.shape[1]]
     if len(p["id"]) == 0:
         return [nothing] * len(los)
-    skip_lo, skip_hi = inner if inner is not None else (los[0], los[0])  # an empty box
-    starts, idx = _members(p["cell"], los, his, np.asarray(skip_lo), np.asarray(skip_hi))
+    starts, idx = _members(p["cell"], los, his, los[0], los[0])  # skip nobody: an empty box
     # One gather of every field for all boxes; each box gets a slice of it.
-    rows = gather_fields(p, p, idx, fields_of(p) if fields is None else fields)
+    rows = gather_fields(p, p, idx, fields_of(p))
     return [{f: a[starts[k]:starts[k + 1]] for f, a in rows.items()} if starts[k + 1] > starts[k] else nothing
             for k in range(len(los))]
 
@@ -336,7 +332,9 @@ def neighbour_boxes(tiling: Tiling, src: int, width: int):
     """The cell boxes of ``src``'s neighbours widened by ``width`` (lows, highs), and the box
     of ``src``'s cells that none of them reaches, worked out once per tiling: every task that
     packs a halo asks for them."""
-    cache = _BOXES.setdefault(tiling, {})
+    cache = _BOXES.get(tiling)  # (setdefault would make a weak reference at every call)
+    if cache is None:
+        cache = _BOXES.setdefault(tiling, {})
     key = (src, width)
     if key not in cache:
         nbrs = tiling.neighbours[src]
@@ -346,11 +344,28 @@ def neighbour_boxes(tiling: Tiling, src: int, width: int):
     return cache[key]
 
 
-def halos_for_neighbours(p: dict, tiling: Tiling, src: int, width: int = 1, fields=None) -> dict[int, dict]:
-    """What every neighbour of ``src`` needs: the particles in the ring of cells around it
-    (only ``fields`` of them, if given: ``id`` and ``cell`` are always needed to merge)."""
-    los, his, inner, nbrs = neighbour_boxes(tiling, src, width)
-    return dict(zip(nbrs, split_by_boxes(p, los, his, fields, inner), strict=True))
+def empty_ring(floats: int, ints: int) -> tuple[np.ndarray, np.ndarray]:
+    """A shared, read-only ring payload of no particle (``floats`` and ``ints`` columns): what
+    most tiles send most neighbours."""
+    out = (np.empty((0, floats)), np.empty((0, ints), np.int64))
+    for a in out:
+        a.flags.writeable = False
+    return out
+
+
+def ring_payloads(packed: tuple, nbrs: list[int], empty: tuple) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """``{neighbour: (floats, ints)}`` from a compiled ring packer's ``(starts, floats, ints)``
+    (rows ``starts[k]:starts[k + 1]`` for neighbour k), ``empty`` for a ring of nobody."""
+    starts, f, g = packed
+    starts = starts.tolist()
+    return {n: (f[a:b], g[a:b]) if b > a else empty for n, a, b in zip(nbrs, starts[:-1], starts[1:], strict=True)}
+
+
+def ring_tables(payloads: list, empty: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Ring payloads (in the fixed order: by source tile id) as one float and one int table:
+    fresh, writable arrays, so compiled code sees one array type."""
+    payloads = payloads or [empty]
+    return np.concatenate([f for f, _ in payloads]), np.concatenate([g for _, g in payloads])
 
 
 def emigrants_for_neighbours(p: dict, tiling: Tiling, src: int) -> dict[int, dict]:
@@ -369,6 +384,27 @@ def emigrants_for_neighbours(p: dict, tiling: Tiling, src: int) -> dict[int, dic
 def outside_rows(p: dict, tiling: Tiling, tile: int) -> np.ndarray:
     """Rows of the particles whose cell lies outside ``tile``'s box (emigrants to be)."""
     return np.flatnonzero(~in_box(p, tiling.lo[tile], tiling.hi[tile]))
+
+
+def resettle(p: dict, halos: dict, grid: CellGrid, tiling: Tiling, tile: int, remedy: str) -> None:
+    """A migrate phase: ``settle`` tile ``tile``'s particles ``p`` in place with the emigrant
+    payloads ``halos`` its neighbours sent, unless nobody came, nobody left and nobody changed
+    cell.
+
+    Reads (and removes) ``p["outside"]``, the rows outside the tile's box, and ``p["sorted"]``,
+    whether the particles are still in (cell, id) order, when the move set them. Vertanen
+    deletes a particle that jumped past every neighbour: the run stops instead, saying
+    ``remedy``.
+    """
+    incoming = [halos[k] for k in sorted(halos) if len(halos[k]["id"])]
+    out, ordered = p.pop("outside", None), p.pop("sorted", None)
+    if out is None:  # no move before this task (a check's run on a fresh state)
+        out, ordered = outside_rows(p, tiling, tile), in_cell_order(p)
+    if not incoming and not len(out) and ordered:
+        return
+    if len(out):
+        check_arrivals(p, out, tiling, tile, remedy)
+    p.update(settle(take(p, slice(None)), grid, tiling, tile, incoming))
 
 
 def settle(p: dict, grid: CellGrid, tiling: Tiling, tile: int, immigrants: list[dict]) -> dict:
@@ -469,48 +505,6 @@ def gather_fields(first: dict, rest: dict, index: np.ndarray, fields) -> dict:
     return out
 
 
-class Neighbourhood:
-    """Own and halo particles of one tile merged in (local cell, id) order, with cell starts.
-
-    The local box is the tile's box widened so that every own particle's 3^d neighbour cells
-    lie inside it (one cell, or more when own particles have drifted out of the box between
-    lazy migrations); halo particles beyond it cannot be anyone's neighbour and are dropped.
-    So every own particle lies inside the local box less its outer ring, which the kernels
-    rely on to skip the ring's halo-halo pairs.
-    Only the ``fields`` a kernel reads are merged. ``index`` (into own and halos concatenated)
-    is kept so that a later phase whose halos hold the same particles with new values can merge
-    them again without sorting (``remerge``).
-    """
-
-    def __init__(self, own: dict, halos: list[dict], grid: CellGrid, lo, hi, fields=("x",)):
-        lo, hi = np.asarray(lo), np.asarray(hi)
-        width = 1 + _overhang(own["cell"], lo, hi)
-        rest = concat(halos, grid.ndim)
-        self.n_own = len(own["id"])
-        self.size = self.n_own + len(rest["id"])
-        self.shape = tuple(int(a) for a in (hi - lo + 2 * width))
-        self.index, self.start = _box_order(own["cell"], own["id"], rest["cell"], rest["id"], lo - width,
-                                            hi + width)
-        self.is_own = self.index < self.n_own
-        self.own_index = np.flatnonzero(self.is_own)
-        self.particles = self._gather(own, rest, fields)
-
-    def _gather(self, own: dict, rest: dict, fields) -> dict:
-        return gather_fields(own, rest, self.index, fields)
-
-    @functools.cached_property
-    def pairs(self) -> int:
-        """The candidate pairs of the own particles (:func:`neighbour_pairs`), counted once."""
-        return int(_neighbour_pairs(self.is_own, self.start, np.array(self.shape, np.int64)))
-
-    def remerge(self, own: dict, halos: list[dict], fields) -> dict:
-        """The same particles with fresher values, in this neighbourhood's order."""
-        rest = concat(halos, len(self.shape))
-        if len(own["id"]) + len(rest["id"]) != self.size:
-            raise RuntimeError("halo particles changed between phases of one step")
-        return self._gather(own, rest, fields)
-
-
 @nb.njit(cache=True, nogil=True)
 def overhang(cell, lo, hi):
     """How many cells the particles reach beyond the box [lo, hi) at most (0 when all inside)."""
@@ -524,7 +518,31 @@ def overhang(cell, lo, hi):
     return most
 
 
-_overhang = lock_free(overhang)
+
+@nb.njit(cache=True, nogil=True)
+def merge_order(cell, ids, ring_cell, ring_ids, lo, hi):
+    """What :class:`Neighbourhood` works out, in compiled code for kernels that merge by
+    themselves: own particles (``cell``, ``ids``) and halo ones (``ring_cell``, ``ring_ids``)
+    in (local cell, id) order over the box [lo, hi) widened to reach every own particle's
+    neighbour cells.
+
+    Returns ``index`` (into own then halo particles), the cell starts, whether each merged
+    particle is own, the merged rows of the own particles (in their order) and the local
+    grid's shape.
+    """
+    width = 1 + overhang(cell, lo, hi)
+    box_lo, box_hi = lo - width, hi + width
+    index, start = box_order(cell, ids, ring_cell, ring_ids, box_lo, box_hi)
+    n_own = ids.shape[0]
+    own = np.empty(index.shape[0], np.bool_)
+    own_index = np.empty(n_own, np.int64)
+    k_own = 0
+    for k in range(index.shape[0]):
+        own[k] = index[k] < n_own
+        if own[k]:
+            own_index[k_own] = k
+            k_own += 1
+    return index, start, own, own_index[:k_own], box_hi - box_lo
 
 
 @nb.njit(cache=True, nogil=True)
@@ -563,5 +581,3 @@ def neighbour_pairs(own, start, shape):
         total += mine * (near - 1)
     return total
 
-
-_neighbour_pairs = lock_free(neighbour_pairs)

@@ -32,9 +32,9 @@ from .drawing import draw_particles
 from .particles import (
     FLUID,
     CellGrid,
-    check_arrivals,
     concat,
     emigrants_for_neighbours,
+    empty_ring,
     fields_of,
     in_box,
     in_cell_order,
@@ -42,6 +42,9 @@ from .particles import (
     neighbour_boxes,
     outside_rows,
     refuse_move,
+    resettle,
+    ring_payloads,
+    ring_tables,
     settle,
     sort_by_cell,
     take,
@@ -153,15 +156,7 @@ def sph2d_memory(params: SPH2DParams) -> int:
     return params.particle_count() * BYTES_PER_PARTICLE
 
 
-def _no_ring() -> tuple[np.ndarray, np.ndarray]:
-    """The shared, read-only ring halo of no particle: what most tiles send most neighbours."""
-    out = (np.empty((0, kernels2d.RING_FLOATS)), np.empty((0, kernels2d.RING_INTS), np.int64))
-    for a in out:
-        a.flags.writeable = False
-    return out
-
-
-NO_RING = _no_ring()
+NO_RING = empty_ring(kernels2d.RING_FLOATS, kernels2d.RING_INTS)
 _ring_rows = lock_free(kernels2d.ring_rows)
 _rates_tile = lock_free(kernels2d.rates_tile)
 _move_tile = lock_free(kernels2d.move_tile)
@@ -303,11 +298,8 @@ class SPH2DApp(App):
         los, his, inner, nbrs = neighbour_boxes(tiling, src, 1)
         if len(state["id"]) == 0:
             return dict.fromkeys(nbrs, NO_RING)
-        starts, f, g = _ring_rows(state["cell"], state["id"], state["x"], state["v"], state["rho"], state["m"],
-                                  state["kind"], los, his, inner[0], inner[1])
-        starts = starts.tolist()
-        return {n: (f[a:b], g[a:b]) if b > a else NO_RING
-                for n, a, b in zip(nbrs, starts[:-1], starts[1:], strict=True)}
+        return ring_payloads(_ring_rows(state["cell"], state["id"], state["x"], state["v"], state["rho"], state["m"],
+                                        state["kind"], los, his, inner[0], inner[1]), nbrs, NO_RING)
 
     def pack_emigrants(self, state: dict, src: int, tiling: Tiling) -> dict[int, dict]:
         """The particles that moved into each neighbour's cells, whole."""
@@ -327,9 +319,7 @@ class SPH2DApp(App):
         ordered = state.get("halo_cache", [])
         ramp = self._gravity_factor(state["t"])
         gx, gy = ramp * p.gravity[0], ramp * p.gravity[1]
-        ring = ordered or [NO_RING]  # concatenated: fresh, writable arrays, one type for the kernel
-        ring_f = np.concatenate([r[0] for r in ring])
-        ring_i = np.concatenate([r[1] for r in ring])
+        ring_f, ring_i = ring_tables(ordered, NO_RING)
         # own particles come out in their (cell, id) order: the state's order
         acc, drho, de, finite, dt, pairs = _rates_tile(
             state["cell"], state["id"], state["x"], state["v"], state["rho"], state["m"], state["kind"], ring_f,
@@ -424,24 +414,15 @@ class SPH2DApp(App):
 
     def migrate(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
         """Keep the tile's own particles, take in its immigrants, sorted by (cell, id)."""
-        self._settle(tile, state, halos, ctx, tiling)
-        return len(state["id"])
-
-    def _settle(self, tile, state, halos, ctx, tiling):
-        if not self.halo_wanted(MIGRATE, ctx.step):
+        if self.halo_wanted(MIGRATE, ctx.step):
+            resettle(state, halos, self.cells, tiling, tile, "exchange migrants more often (a smaller app.halo_every)")
+        else:
             # Lazy updates: emigrants wait in place for the next exchange; the order the
             # kernels rely on, (cell, id), is restored all the same.
-            state.update(sort_by_cell(take(state, slice(None)), self.cells))
-            return
-        incoming = [halos[k] for k in sorted(halos) if len(halos[k]["id"])]
-        out, ordered = state.pop("outside", None), state.pop("sorted", None)
-        if out is None:  # a task that did not follow a move (a check's run on a fresh state)
-            out, ordered = outside_rows(state, tiling, tile), in_cell_order(state)
-        if not incoming and not len(out) and ordered:
-            return  # nobody came, nobody left, nobody changed cell: nothing to do
-        if len(out):  # Vertanen deletes a particle that jumped past every neighbour: stop instead
-            check_arrivals(state, out, tiling, tile, "exchange migrants more often (a smaller app.halo_every)")
-        state.update(settle(take(state, slice(None)), self.cells, tiling, tile, incoming))
+            state.pop("outside", None)
+            if not state.pop("sorted", False):
+                state.update(sort_by_cell(take(state, slice(None)), self.cells))
+        return len(state["id"])
 
     # ----- results ----------------------------------------------------------------------------
     def draw(self, frame: dict, ax, scale: tuple[float, float] | None = None):
