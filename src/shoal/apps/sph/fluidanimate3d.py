@@ -261,7 +261,9 @@ class FluidAnimate3DApp(App):
         for pack, run in ((self.pack_positions, self.density), (self.pack_densities, self.forces)):
             halos = {n: pack(st, n, tiling)[tile] for n, st in neighbours.items()}
             run(tile, state, halos, StepContext(0), tiling)
-        self.migrate(tile, state, {}, StepContext(0), tiling)
+        # The migration with traffic: every particle leaves, and comes back.
+        self.migrate(tile, state, self.pack_emigrants({**state, "outside": np.arange(len(state["id"]))}, tile, tiling),
+                     StepContext(0), tiling)
 
     # ----- phases ---------------------------------------------------------------------------
     # What each phase reads of its neighbours' particles (id and cell order the merge).

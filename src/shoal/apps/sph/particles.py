@@ -364,7 +364,7 @@ def ring_payloads(packed: tuple, nbrs: list[int], empty: tuple) -> dict[int, tup
 def ring_tables(payloads: list, empty: tuple) -> tuple[np.ndarray, np.ndarray]:
     """Ring payloads (in the fixed order: by source tile id) as one float and one int table:
     fresh, writable arrays, so compiled code sees one array type."""
-    payloads = payloads or [empty]
+    payloads = [q for q in payloads if q is not empty] or [empty]  # most neighbours send nobody
     return np.concatenate([f for f, _ in payloads]), np.concatenate([g for _, g in payloads])
 
 

@@ -45,7 +45,6 @@ from .particles import (
     resettle,
     ring_payloads,
     ring_tables,
-    settle,
     sort_by_cell,
     take,
 )
@@ -282,9 +281,9 @@ class SPH2DApp(App):
         _, dt = self.rates(tile, state, halos, StepContext(0), tiling)
         self.move(tile, state, {}, StepContext(0, {"rates": dt}), tiling)
         self.pack_ring(state, tile, tiling)  # compile the packers too
-        self.pack_emigrants(state, tile, tiling)
-        self.migrate(tile, state, {}, StepContext(0), tiling)
-        settle(take(state, slice(None)), self.cells, tiling, tile, [])  # which a still tile skips
+        # The migration with traffic (which a still tile skips): every particle leaves, and comes back.
+        self.migrate(tile, state, self.pack_emigrants({**state, "outside": np.arange(len(state["id"]))}, tile, tiling),
+                     StepContext(0), tiling)
 
     # ----- phases ---------------------------------------------------------------------------
     def halo_wanted(self, phase: Phase, step: int) -> bool:
