@@ -318,7 +318,8 @@ def split_by_boxes(p: dict, los: np.ndarray, his: np.ndarray) -> list[dict]:
     nothing = NOTHING[los.shape[1]]
     if len(p["id"]) == 0:
         return [nothing] * len(los)
-    starts, idx = _members(p["cell"], los, his, los[0], los[0])  # skip nobody: an empty box
+    none = np.zeros(los.shape[1], np.int64)  # an empty box: skip nobody
+    starts, idx = _members(p["cell"], los, his, none, none)
     # One gather of every field for all boxes; each box gets a slice of it.
     rows = gather_fields(p, p, idx, fields_of(p))
     return [{f: a[starts[k]:starts[k + 1]] for f, a in rows.items()} if starts[k + 1] > starts[k] else nothing
