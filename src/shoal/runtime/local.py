@@ -8,7 +8,11 @@ step's is). There is no other barrier: tiles of one node may be a phase ahead of
 elsewhere.
 
 Kernels run without the GIL (Numba ``nogil``), so W workers run W kernels at once. All
-bookkeeping happens under one lock, taken once per finished task. The worker threads live as
+bookkeeping happens under one lock, taken once per task: a worker books the task it finished
+and takes its next one in the same hold. When the finished task makes its own tile's next
+task ready, the worker runs that one at once (no queue round trip, no wake-up); a sleeping
+worker is woken only for queued tasks that no worker already woken will take. Every task
+records when it became ready, started and ended. The worker threads live as
 long as the executor: between runs they sleep, and :meth:`LocalExecutor.reconfigure` gives
 tiles new owners and nodes more or fewer threads. A run asked to stop (``stop`` event) ends at
 the next step boundary every tile can reach: no tile starts a step that not every tile is
@@ -35,11 +39,49 @@ from ..errors import ShoalError
 from ..records import MESSAGES, TASKS
 from ..tiling import Tiling
 from .app import App, StepContext, payload_bytes, reduce_in_order
-from .timing import lock_free_calls, lock_free_seconds
+from .timing import thread_clock
 from .workers import WorkerPool
 
 GIL_SWITCH_S = 1e-4
 PACK_FIRST_HALOS = -1  # a queue item that packs a tile's halos for the first task of a run
+# What a task row holds until a worker writes it (node and worker -1: run elsewhere, or not run).
+TASK_FILL = {"node": -1, "worker": -1, "start": 0.0, "end": 0.0, "cost": 0.0, "work": 0, "kernel": 0.0,
+             "kernel_calls": 0, "ready": 0.0}
+# Libraries that start threads of their own: a worker thread is one core's worth of work.
+THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def configure_worker_thread() -> None:
+    """Run this thread's Numba parallel regions on one thread (called once in every worker
+    thread): tiles are the parallelism, and a kernel that fanned out would take other
+    workers' cores. Without Numba, or where its threading layer refuses, nothing changes."""
+    try:
+        import numba
+
+        numba.set_num_threads(1)
+    except (ImportError, ValueError, RuntimeError):
+        pass
+
+
+def worker_thread_settings() -> dict:
+    """What worker threads run with, for a run's provenance record.
+
+    Returns
+    -------
+    dict
+        ``numba_threads`` (threads a worker's Numba parallel region uses: 1, or ``None``
+        without Numba), ``switch_interval_s`` (the interpreter's switch interval during a
+        run) and each of ``NUMBA_NUM_THREADS``, ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and
+        ``OPENBLAS_NUM_THREADS`` as set in the environment (``None`` when unset).
+    """
+    try:
+        import numba  # noqa: F401
+
+        numba_threads = 1
+    except ImportError:
+        numba_threads = None
+    return {"numba_threads": numba_threads, "switch_interval_s": GIL_SWITCH_S,
+            **{name: os.environ.get(name) for name in THREAD_VARIABLES}}
 
 
 @dataclass
@@ -114,7 +156,8 @@ class LocalExecutor:
         self._runners = [getattr(app, p.method) for p in self.phases]
         self._packers = [getattr(app, p.pack) if p.halo else None for p in self.phases]
         self.neighbours = [list(map(int, nb)) for nb in tiling.neighbours]
-        self._pools = {node: WorkerPool(cluster.cores[node], f"shoal-node{node}") for node in self._nodes_here()}
+        self._pools = {node: WorkerPool(cluster.cores[node], f"shoal-node{node}", configure_worker_thread)
+                       for node in self._nodes_here()}
 
     # ----- public --------------------------------------------------------------------------
     def reconfigure(self, owner: np.ndarray | None = None, cores: dict[int, int] | None = None) -> None:
@@ -215,11 +258,13 @@ class LocalExecutor:
         wall = self._wall()
         self._report(on_step, reported)
         done = self._limit // len(self.phases)
-        sent = self._msg_used.copy()
+        sizes = np.array(self._m_bytes, dtype=np.int64)
+        sent = sizes >= 0
         sent[done * len(self.phases) * self._per_task_msgs:] = False  # packed for a task not run
+        self._messages["bytes"][:] = sizes
         return ExecutionResult(
             states=self.states, first_step=first_step, steps=done,
-            tasks=TASKS.select(self._tasks, slice(0, done * len(self.phases) * T)),
+            tasks=self._task_rows(slice(0, done * len(self.phases) * T)),
             messages=MESSAGES.select(self._messages, sent),
             reductions={k: v for k, v in self._reduced.items() if k[0] < first_step + done},
             wall_s=wall, step_end=self._step_end[:done],
@@ -229,8 +274,8 @@ class LocalExecutor:
     def step_tasks(self, k: int) -> dict[str, np.ndarray]:
         """The task rows of step ``k`` of the current run (counted from its first) that ran
         here; complete once the step is reported finished."""
-        n = len(self.phases) * self.tiling.ntiles
-        rows = TASKS.select(self._tasks, slice(k * n, (k + 1) * n))
+        n = len(self.phases) * self._T
+        rows = self._task_rows(slice(k * n, (k + 1) * n))  # finished rows: no worker writes them
         return TASKS.select(rows, rows["node"] >= 0)
 
     def _lagged_start(self, first_step: int, before: dict) -> dict:
@@ -261,12 +306,15 @@ class LocalExecutor:
     def _wait(self, on_step, stop: threading.Event | None) -> int:
         """Report finished steps until the run is over; return how many were reported."""
         reported = 0
-        while not self._finished.wait(0.05):
+        while not self._finished.is_set():
+            # Woken as each step ends: a callback that asks to stop is heard at once.
+            self._progress.wait(0.05)
+            self._progress.clear()
+            reported = self._report(on_step, reported)
             if stop is not None and stop.is_set() and not self._stopping:
                 with self._lock:
                     self._stopping = True
                     self._limit_steps(self._frontier())
-            reported = self._report(on_step, reported)
         return reported
 
     def _wall(self) -> float:
@@ -274,10 +322,12 @@ class LocalExecutor:
 
     def _post_halos(self, tile: int, task: int, halo_out) -> None:
         """Hand the halos that ``tile`` packed to their destinations (caller holds the lock)."""
+        inbox, idle, nexts, fanout = self._inbox, self._idle, self._next, self._fanout
         for dst, payload in halo_out:
-            self._inbox[dst].setdefault(task, {})[tile] = payload
-        for dst, _ in halo_out:
-            self._try_ready(dst)
+            got = inbox[dst].setdefault(task, {})
+            got[tile] = payload
+            if len(got) == fanout[dst] and idle[dst] and nexts[dst] == task:  # its last halo: a full check
+                self._try_ready(dst)
 
     def _contribute(self, tile: int, task: int, value) -> None:
         """A tile's value for the reduction of ``task`` (caller holds the lock)."""
@@ -292,6 +342,7 @@ class LocalExecutor:
 
     def _stop(self) -> None:
         self._finished.set()
+        self._progress.set()
         for c in self._conds.values():
             c.notify_all()
 
@@ -324,42 +375,37 @@ class LocalExecutor:
         self._conds = {node: threading.Condition(self._lock) for node in self._pools}
         self._queues = {node: deque() for node in self._pools}
         self._waiting = dict.fromkeys(self._pools, 0)  # workers of each node waiting for a ready task
+        self._woken = dict.fromkeys(self._pools, 0)  # of those, the ones notified that have not yet woken
         self._finished = threading.Event()
+        self._progress = threading.Event()  # set as steps end and when the run stops
         self._stopping = False
         self._error: BaseException | None = None
         self._ntasks = steps * P
         self._limit = self._ntasks  # tasks from this index on are not run (lowered by a stop)
         # Lists, not arrays: read and written several times per task, one element at a time.
         self._next = [0] * T  # next task index of every tile
+        self._owner_of = self.owner.tolist()
         here = self._tiles_here()
         self._here = here
         self._idle = here.tolist()  # not running, not queued (tiles elsewhere never run here)
-        self._tasks_per_step = P * int(here.sum())
-        self._reductions_left = steps * sum(1 for p in self.phases if p.reduction)
+        self._reduces = [p.reduction is not None for p in self.phases]
+        self._reductions_left = steps * sum(self._reduces)
         self._inbox: list[dict[int, dict[int, Any]]] = [dict() for _ in range(T)]
         self._tokens: list[dict[int, int]] = [dict() for _ in range(T)]
         self._values: dict[int, list] = {}
         self._missing: dict[int, int] = {}  # per reduction, the tiles whose value has not come
         self._reduced: dict[tuple[int, str], float] = dict(self._reduced_before)
         self._ctx_reduced: dict[str, float] = {}
-        self._lagged = [p.name for p in self.phases if p.lagged]
-        self._done_per_step = np.zeros(steps, dtype=np.int64)
+        self._contexts: dict[int, StepContext] = {}  # per task index: every tile reads the same
+        self._lagged = [(i, p.name) for i, p in enumerate(self.phases) if p.lagged]
+        self._left_in_step = [P * int(here.sum())] * steps  # tasks here not yet done, per step
         self._step_end = np.zeros(steps)
         self._steps_done = 0
         n = steps * P * T
-        tasks = self._tasks = TASKS.empty(n)  # rows in (step, phase, tile) order
-        tasks["step"][:] = np.repeat(np.arange(steps) + first_step, P * T)
-        tasks["phase"][:] = np.tile(np.repeat(np.arange(P), T), steps)
-        tasks["tile"][:] = np.tile(np.arange(T), steps * P)
-        tasks["node"][:], tasks["worker"][:] = -1, -1
-        # The columns a worker writes, bound once: a task writes one element of each.
-        self._t_node, self._t_worker = tasks["node"], tasks["worker"]
-        self._t_start, self._t_end, self._t_cost = tasks["start"], tasks["end"], tasks["cost"]
-        self._t_work, self._t_kernel, self._t_calls = tasks["work"], tasks["kernel"], tasks["kernel_calls"]
-        self._t_ready = tasks["ready"]
-        self._first_cost = np.zeros(T)  # CPU time of packing each tile's first halos
-        self._first_kernel = np.zeros(T)
-        self._first_calls = np.zeros(T, np.int32)
+        # Task rows in (step, phase, tile) order. A worker writes one element of each column per
+        # task: into lists (a NumPy element costs ten times more), made arrays when read.
+        self._rows = {name: [fill] * n for name, fill in TASK_FILL.items()}
+        self._first = [None] * T  # (cost, kernel, calls) of packing each tile's first halos
         fanout = np.array([len(nb) for nb in self.neighbours], dtype=np.int64)
         self._msg_base = [0, *np.cumsum(fanout).tolist()]  # per-source row offsets
         per_task = self._msg_base[-1]
@@ -371,13 +417,20 @@ class LocalExecutor:
         messages["phase"][:] = np.repeat(task_of_row % P, per_task)
         messages["src"][:] = np.tile(np.repeat(np.arange(T), fanout), steps * P)
         messages["dst"][:] = np.tile(np.array([d for nb in self.neighbours for d in nb], dtype=np.int64), steps * P)
-        self._m_bytes = messages["bytes"]
-        self._msg_used = np.zeros(m, dtype=bool)
+        self._m_bytes = [-1] * m  # -1: not packed (yet)
         self._per_task_msgs = per_task
         # What each task waits on, worked out once: readiness is checked several times per task.
         self._fanout = fanout.tolist()
         self._halo_tasks = [self._reads_halos(task) for task in range(self._ntasks)]
         self._token_tasks = [self._reads_token(task) for task in range(self._ntasks)]
+
+    def _task_rows(self, rows: slice) -> dict[str, np.ndarray]:
+        """Task rows ``rows`` of the current run as a :data:`~shoal.records.TASKS` table."""
+        T, P = self._T, len(self.phases)
+        index = np.arange(rows.start, rows.stop)
+        table = {"step": index // (P * T) + self.first_step, "phase": index // T % P, "tile": index % T}
+        table.update((name, column[rows]) for name, column in self._rows.items())
+        return TASKS.table(table)
 
     def _reads_halos(self, task: int) -> bool:
         """Whether a task reads halos: its phase declares one and the app wants it this step
@@ -392,18 +445,20 @@ class LocalExecutor:
         source = task - 1 - (len(self.phases) if prev.lagged else 0)
         return 1 if prev.reduction and source >= 0 else 0
 
-    def _inputs_needed(self, task: int, tile: int) -> int:
-        """Halo payloads (plus a reduction token, if the previous phase reduces) a task waits on."""
-        return (self._fanout[tile] if self._halo_tasks[task] else 0) + self._token_tasks[task]
-
     def _context(self, task: int) -> StepContext:
-        """The step and the reductions a task reads (caller holds the lock)."""
-        step = task // len(self.phases) + self.first_step
-        reduced = dict(self._ctx_reduced)
-        for name in self._lagged:
-            if (step - 1, name) in self._reduced:
-                reduced[name] = self._reduced[(step - 1, name)]
-        return StepContext(step, reduced)
+        """The step and the reductions a task reads (caller holds the lock), made once per task
+        index: the last barrier's values, and each lagged value of the step before from the
+        phase after the lagged one on (earlier phases of the step cannot rely on it yet)."""
+        ctx = self._contexts.get(task)
+        if ctx is None:
+            step, phase = divmod(task, len(self.phases))
+            step += self.first_step
+            reduced = dict(self._ctx_reduced)
+            for index, name in self._lagged:
+                if phase > index and (step - 1, name) in self._reduced:
+                    reduced[name] = self._reduced[(step - 1, name)]
+            ctx = self._contexts[task] = StepContext(step, reduced)
+        return ctx
 
     # ----- dependency bookkeeping (caller holds the lock) ----------------------------------
     def _deliver_initial_halos(self):
@@ -418,21 +473,54 @@ class LocalExecutor:
         for t in mine:
             if first_halos:
                 self._idle[t] = False  # the tile waits for its own packing before it runs
-                self._queues[int(self.owner[t])].append((int(t), PACK_FIRST_HALOS))
+                self._enqueue(self._owner_of[t], int(t), PACK_FIRST_HALOS)
             else:
                 self._try_ready(int(t))
 
-    def _try_ready(self, tile: int) -> None:
+    def _ready(self, tile: int) -> bool:
+        """Whether ``tile`` is idle and its next task has every input; if so the task is marked
+        taken (the caller queues or runs it) and its ready time recorded."""
         task = self._next[tile]
         if not self._idle[tile] or task >= self._limit:
-            return
-        got = len(self._inbox[tile].get(task, ())) + self._tokens[tile].get(task, 0)
-        if got == self._inputs_needed(task, tile):
-            self._idle[tile] = False
-            self._t_ready[task * self._T + tile] = time.perf_counter() - self._t0
-            node = int(self.owner[tile])
-            self._queues[node].append((tile, task))
+            return False
+        missing = self._token_tasks[task] and 1 - self._tokens[tile].get(task, 0)
+        if self._halo_tasks[task]:
+            missing += self._fanout[tile] - len(self._inbox[tile].get(task, ()))
+        if missing:
+            return False
+        self._idle[tile] = False
+        self._rows["ready"][task * self._T + tile] = time.perf_counter() - self._t0
+        return True
+
+    def _try_ready(self, tile: int) -> None:
+        """Queue ``tile``'s next task on its node if it is ready."""
+        if self._ready(tile):
+            self._enqueue(self._owner_of[tile], tile, self._next[tile])
+
+    def _enqueue(self, node: int, tile: int, task: int) -> None:
+        self._queues[node].append((tile, task))
+        self._wake_one(node)
+
+    def _wake_one(self, node: int) -> None:
+        """Notify one sleeping worker of ``node`` if its queue holds more tasks than the workers
+        already notified will take (a busy worker takes the rest when it finishes)."""
+        woken = self._woken[node]
+        if self._waiting[node] > woken and len(self._queues[node]) > woken:
+            self._woken[node] = woken + 1
             self._conds[node].notify()
+
+    def _finish(self, tile: int, task: int, halo_out, value) -> bool:
+        """Book a finished task: post its halos, contribute its value to a reduction, count it.
+        True if the tile's next task is ready, taken by the caller without the queue."""
+        nxt = task + 1
+        if halo_out is not None:
+            self._post_halos(tile, nxt, halo_out)
+        self._next[tile] = nxt
+        self._idle[tile] = True
+        if value is not None:
+            self._contribute(tile, task, value)
+        self._count_done(task)
+        return self._ready(tile)
 
     # ----- workers -------------------------------------------------------------------------
     def _guarded(self, node: int, worker: int) -> None:
@@ -443,71 +531,81 @@ class LocalExecutor:
             self._fail(exc, None, None)
 
     def _worker(self, node: int, worker: int) -> None:
-        queue, cond = self._queues[node], self._conds[node]
+        queue, cond, lock, finished = self._queues[node], self._conds[node], self._lock, self._finished
         self._worker_started()
-        P, T = len(self.phases), self.tiling.ntiles
-        tiling, runners = self.tiling, self._runners
-        perf, cpu = time.perf_counter, time.thread_time
+        P, T, ntasks, t_run = len(self.phases), self._T, self._ntasks, self._t0
+        tiling, runners, reduces, halo_tasks = self.tiling, self._runners, self._reduces, self._halo_tasks
+        inbox, tokens, token_tasks = self._inbox, self._tokens, self._token_tasks
+        states, first, rows = self.states, self._first, self._rows
+        r_node, r_worker, r_start, r_end = rows["node"], rows["worker"], rows["start"], rows["end"]
+        r_cost, r_work, r_kernel, r_calls = rows["cost"], rows["work"], rows["kernel"], rows["kernel_calls"]
+        perf, cpu, clock = time.perf_counter, time.thread_time, thread_clock()
+        done = None  # the task just run, booked at the next lock
         while True:
-            with self._lock:
-                while not queue and not self._finished.is_set():
-                    self._waiting[node] += 1
-                    cond.wait()
-                    self._waiting[node] -= 1
-                if self._finished.is_set():
+            with lock:
+                # One lock per task: book the last one and take the next, its tile's own when
+                # that is ready (no queue, no wake-up), else the queue's first.
+                if done is not None and self._finish(*done):
+                    tile, task = done[0], done[1] + 1
+                else:
+                    while not queue and not finished.is_set():
+                        self._waiting[node] += 1
+                        cond.wait()
+                        self._waiting[node] -= 1
+                        self._woken[node] = max(0, self._woken[node] - 1)
+                    if finished.is_set():
+                        return
+                    tile, task = queue.popleft()
+                    if queue:
+                        self._wake_one(node)
+                if finished.is_set():
                     return
-                tile, task = queue.popleft()
+                done = None
                 if task != PACK_FIRST_HALOS:
-                    halos = self._inbox[tile].pop(task, {})
-                    self._tokens[tile].pop(task, None)
+                    halos = inbox[tile].pop(task, None) or {}
+                    if token_tasks[task]:
+                        del tokens[tile][task]
                     ctx = self._context(task)
-            state = self.states[tile]
+            state = states[tile]
             if task == PACK_FIRST_HALOS:
                 if not self._pack_first_halos(tile, state):
                     return
                 continue
             phase = task % P
             try:
-                t0, c0, k0, n0 = perf(), cpu(), lock_free_seconds(), lock_free_calls()
+                k0, n0 = clock
+                t0, c0 = perf(), cpu()
                 out = runners[phase](tile, state, halos, ctx, tiling)
                 work, value = out if isinstance(out, tuple) else (out, None)
-                if self.phases[phase].reduction and value is None:
+                if reduces[phase] and value is None:
                     raise ShoalError("a phase with a reduction must return a value to reduce")
                 nxt = task + 1
-                if nxt < self._ntasks and self._halo_tasks[nxt]:
-                    halo_out = self._pack_all(tile, nxt, state)
-                else:
-                    halo_out = None
+                halo_out = self._pack_all(tile, nxt, state) if nxt < ntasks and halo_tasks[nxt] else None
                 # A task's cost is the CPU time of its kernel and of packing its halos; of that,
                 # the time in lock-free compiled code is its kernel time.
-                c1, t1, k1, n1 = cpu(), perf(), lock_free_seconds(), lock_free_calls()
+                c1, t1 = cpu(), perf()
+                k1, n1 = clock
             except BaseException as exc:  # stop every worker, report from the main thread
                 self._fail(exc, tile, task)
                 return
             row = task * T + tile
-            self._t_node[row], self._t_worker[row] = node, worker
-            self._t_start[row], self._t_end[row] = t0 - self._t0, t1 - self._t0
-            self._t_cost[row], self._t_work[row] = c1 - c0 + self._first_cost[tile] * (task == 0), int(work)
-            self._t_kernel[row] = k1 - k0 + self._first_kernel[tile] * (task == 0)
-            self._t_calls[row] = n1 - n0 + self._first_calls[tile] * (task == 0)
-            with self._lock:
-                if halo_out is not None:
-                    self._post_halos(tile, nxt, halo_out)
-                self._next[tile] = nxt
-                self._idle[tile] = True
-                if self.phases[phase].reduction:
-                    self._contribute(tile, task, value)
-                self._try_ready(tile)
-                self._count_done(task)
+            r_node[row], r_worker[row], r_start[row], r_end[row] = node, worker, t0 - t_run, t1 - t_run
+            if task:
+                r_cost[row], r_kernel[row], r_calls[row] = c1 - c0, k1 - k0, n1 - n0
+            else:  # the first task is charged its tile's first packing too
+                cost, kernel, calls = first[tile] or (0.0, 0.0, 0)
+                r_cost[row], r_kernel[row], r_calls[row] = c1 - c0 + cost, k1 - k0 + kernel, n1 - n0 + calls
+            r_work[row] = int(work)
+            done = (tile, task, halo_out, value if reduces[phase] else None)
 
     def _pack_first_halos(self, tile: int, state) -> bool:
         """Pack a tile's halos for the first task, then let it run; False if packing failed."""
+        clock = thread_clock()
         try:
-            c0, k0, n0 = time.thread_time(), lock_free_seconds(), lock_free_calls()
+            k0, n0 = clock
+            c0 = time.thread_time()
             out = self._pack_all(tile, 0, state)
-            self._first_cost[tile] = time.thread_time() - c0
-            self._first_kernel[tile] = lock_free_seconds() - k0
-            self._first_calls[tile] = lock_free_calls() - n0
+            self._first[tile] = (time.thread_time() - c0, clock[0] - k0, clock[1] - n0)
         except BaseException as exc:  # stop every worker, report from the main thread
             self._fail(exc, tile, 0)
             return False
@@ -518,22 +616,20 @@ class LocalExecutor:
         return True
 
     def _pack_all(self, tile: int, task: int, state):
-        """Pack ``tile``'s halos for its neighbours' task ``task``; record the message rows.
+        """Pack ``tile``'s halos for its neighbours' task ``task``; record the message sizes.
 
         Called outside the lock: only this tile's worker touches its rows and its state.
         """
         payloads = self._packers[task % len(self.phases)](state, tile, self.tiling)
-        out, sizes = [], []
-        last, size = None, 0
-        for dst in self.neighbours[tile]:
-            payload = payloads[dst]
+        out = [(dst, payloads[dst]) for dst in self.neighbours[tile]]
+        sizes, row = self._m_bytes, task * self._per_task_msgs + self._msg_base[tile]
+        last, size = None, 0  # a None payload is 0 bytes
+        for _, payload in out:
             if payload is not last:  # apps send one shared empty payload to most neighbours
-                last, size = payload, payload_bytes(payload)
-            sizes.append(size)
-            out.append((dst, payload))
-        row = task * self._per_task_msgs + self._msg_base[tile]
-        self._m_bytes[row:row + len(sizes)] = sizes
-        self._msg_used[row:row + len(sizes)] = True
+                last = payload
+                size = payload.nbytes if type(payload) is np.ndarray else payload_bytes(payload)
+            sizes[row] = size
+            row += 1
         return out
 
     def _collect(self, values: dict[int, float], task: int) -> None:
@@ -566,10 +662,11 @@ class LocalExecutor:
 
     def _count_done(self, task: int) -> None:
         s = task // len(self.phases)
-        self._done_per_step[s] += 1
-        if self._done_per_step[s] == self._tasks_per_step:
+        left = self._left_in_step[s] = self._left_in_step[s] - 1
+        if not left:
             self._step_end[s] = time.perf_counter() - self._t0
             self._steps_done += 1
+            self._progress.set()
             if self._steps_done == self._limit // len(self.phases):
                 self._all_done()
 

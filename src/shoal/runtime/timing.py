@@ -15,15 +15,26 @@ import time
 _clock = threading.local()
 
 
+def thread_clock() -> list:
+    """This thread's lock-free clock, ``[seconds, calls]``, updated in place by every call
+    through :func:`lock_free`: a caller that reads it per task keeps the list, not the
+    thread-local lookup."""
+    try:
+        return _clock.c
+    except AttributeError:
+        _clock.c = clock = [0.0, 0]
+        return clock
+
+
 def lock_free_seconds() -> float:
     """CPU seconds this thread has spent so far in calls made through :func:`lock_free`."""
-    return getattr(_clock, "s", 0.0)
+    return thread_clock()[0]
 
 
 def lock_free_calls() -> int:
     """How many calls through :func:`lock_free` this thread has made so far: each one lets go
     of the interpreter lock and takes it back, a hand-off when other threads want it."""
-    return getattr(_clock, "n", 0)
+    return thread_clock()[1]
 
 
 def lock_free(fn):
@@ -43,9 +54,10 @@ def lock_free(fn):
 
 def call_timed(fn, args):
     """Call ``fn(*args)``, adding its CPU time and one call to this thread's lock-free clock."""
+    clock = thread_clock()
     tic = time.thread_time()
     try:
         return fn(*args)
     finally:
-        _clock.s = getattr(_clock, "s", 0.0) + time.thread_time() - tic
-        _clock.n = getattr(_clock, "n", 0) + 1
+        clock[0] += time.thread_time() - tic
+        clock[1] += 1

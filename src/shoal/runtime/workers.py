@@ -24,10 +24,13 @@ class WorkerPool:
         Threads to start with (at least one).
     name : str
         Prefix of the threads' names.
+    setup : callable, optional
+        Called once in every thread when it starts, before its first job (per-thread settings).
     """
 
-    def __init__(self, size: int, name: str):
+    def __init__(self, size: int, name: str, setup: Callable[[], None] | None = None):
         self.name = name
+        self._setup = setup
         self._cond = threading.Condition()
         self._threads: list[threading.Thread] = []
         self._target = 0  # threads with an index below this serve; the others leave
@@ -89,6 +92,8 @@ class WorkerPool:
         self._threads.clear()
 
     def _serve(self, k: int, seen: int) -> None:
+        if self._setup is not None:
+            self._setup()
         while True:
             with self._cond:
                 while self._generation == seen and k < self._target:
