@@ -238,17 +238,17 @@ def thread_settings() -> dict:
     -------
     dict
         ``environment``: each of ``THREAD_VARIABLES`` as this process sees it (None when
-        unset); ``numba_num_threads``: Numba's thread count; ``worker_threads``: what shoal's
-        worker threads run with, as the local executor reports it (None when it does not).
+        unset); ``numba_num_threads``: Numba's thread count in this process;
+        ``worker_threads``: what shoal's worker threads run with
+        (:func:`~shoal.runtime.local.worker_thread_settings`).
     """
     import numba
 
-    from .runtime import local
+    from .runtime.local import worker_thread_settings
 
-    report = getattr(local, "worker_thread_settings", None)  # the executor's own account, when it gives one
     return {"environment": {k: os.environ.get(k) for k in THREAD_VARIABLES},
             "numba_num_threads": int(numba.config.NUMBA_NUM_THREADS),
-            "worker_threads": report() if report is not None else None}
+            "worker_threads": worker_thread_settings()}
 
 
 def _load(load: list[float] | None) -> str:
