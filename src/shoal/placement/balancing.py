@@ -277,7 +277,8 @@ class Balancer:
         last task before it, the barrier, planning, migration, the executor's restart as far as
         they are seen): recorded in its row and, for the adaptive trigger, what the next one
         must be worth."""
-        self.rows[-1] = (*self.rows[-1][:-1], float(cost_s))
+        if self.rows:  # only the process that plans keeps rows (the first, under MPI)
+            self.rows[-1] = (*self.rows[-1][:-1], float(cost_s))
         if self.trigger is not None:
             self.trigger.paid(cost_s)
 

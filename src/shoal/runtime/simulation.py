@@ -412,6 +412,7 @@ def stop_wait(part: ExecutionResult) -> float:
         the run ran no task).
     """
     t = part.tasks
+    t = {k: v[t["node"] >= 0] for k, v in t.items()}  # rows of tasks other processes ran have node -1
     if not len(t["end"]):
         return 0.0
     core = t["node"].astype(np.int64) * (int(t["worker"].max()) + 1) + t["worker"]
