@@ -340,7 +340,7 @@ class SPH2DApp(App):
         """Leapfrog with the global time step; inflow particles created, outflow ones deleted."""
         p = self.p
         dt = ctx.reduced["rates"]
-        if not np.isfinite(dt) or dt <= 0:
+        if not math.isfinite(dt) or dt <= 0:
             raise ShoalError(f"time step {dt} is not positive and finite")
         t0 = state["t"]
         before = state["cell"]
