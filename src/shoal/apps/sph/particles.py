@@ -4,6 +4,10 @@ A tile holds the particles whose cell lies in its box, as a dict of arrays sorte
 (global cell, particle id). That order never depends on the tiling, and the kernels sum
 over neighbours cell by cell in that order, so every sum is made in one fixed global order
 whatever the tiling, placement or worker count.
+
+Compiled helpers that the apps' kernels also call from their own compiled code (so that a
+task makes one call, not one per helper) go by plain names; Python calls them through a
+:func:`~shoal.runtime.timing.lock_free` wrapper of the same name with an underscore.
 """
 
 from __future__ import annotations
@@ -519,13 +523,16 @@ def overhang(cell, lo, hi):
     return most
 
 
-
 @nb.njit(cache=True, nogil=True)
 def merge_order(cell, ids, ring_cell, ring_ids, lo, hi):
-    """What :class:`Neighbourhood` works out, in compiled code for kernels that merge by
-    themselves: own particles (``cell``, ``ids``) and halo ones (``ring_cell``, ``ring_ids``)
-    in (local cell, id) order over the box [lo, hi) widened to reach every own particle's
-    neighbour cells.
+    """A tile's own particles (``cell``, ``ids``) and halo ones (``ring_cell``, ``ring_ids``)
+    merged in (local cell, id) order, for the kernels that walk them.
+
+    The local box is the tile's box [lo, hi) widened so that every own particle's 3^d
+    neighbour cells lie inside it (one cell, or more when own particles have drifted out of
+    the box between lazy migrations); halo particles beyond it cannot be anyone's neighbour
+    and are dropped. So every own particle lies inside the local box less its outer ring,
+    which the kernels rely on to skip the ring's halo-halo pairs.
 
     Returns ``index`` (into own then halo particles), the cell starts, whether each merged
     particle is own, the merged rows of the own particles (in their order) and the local
@@ -581,4 +588,3 @@ def neighbour_pairs(own, start, shape):
                 near += start[flat + 1] - start[flat]
         total += mine * (near - 1)
     return total
-
