@@ -45,6 +45,7 @@ from .particles import (
     resettle,
     ring_payloads,
     ring_tables,
+    settle,
     sort_by_cell,
     take,
 )
@@ -261,9 +262,10 @@ class FluidAnimate3DApp(App):
         for pack, run in ((self.pack_positions, self.density), (self.pack_densities, self.forces)):
             halos = {n: pack(st, n, tiling)[tile] for n, st in neighbours.items()}
             run(tile, state, halos, StepContext(0), tiling)
-        # The migration with traffic: every particle leaves, and comes back.
-        self.migrate(tile, state, self.pack_emigrants({**state, "outside": np.arange(len(state["id"]))}, tile, tiling),
-                     StepContext(0), tiling)
+        # The migration, and what only migrants need: packing them, settling (a still tile skips both).
+        self.migrate(tile, state, {}, StepContext(0), tiling)
+        self.pack_emigrants({**state, "outside": np.arange(len(state["id"]))}, tile, tiling)
+        settle(take(state, slice(None)), self.cells, tiling, tile, [])
 
     # ----- phases ---------------------------------------------------------------------------
     # What each phase reads of its neighbours' particles (id and cell order the merge).

@@ -45,6 +45,7 @@ from .particles import (
     resettle,
     ring_payloads,
     ring_tables,
+    settle,
     sort_by_cell,
     take,
 )
@@ -281,9 +282,10 @@ class SPH2DApp(App):
         _, dt = self.rates(tile, state, halos, StepContext(0), tiling)
         self.move(tile, state, {}, StepContext(0, {"rates": dt}), tiling)
         self.pack_ring(state, tile, tiling)  # compile the packers too
-        # The migration with traffic (which a still tile skips): every particle leaves, and comes back.
-        self.migrate(tile, state, self.pack_emigrants({**state, "outside": np.arange(len(state["id"]))}, tile, tiling),
-                     StepContext(0), tiling)
+        # The migration, and what only migrants need: packing them, settling (a still tile skips both).
+        self.migrate(tile, state, {}, StepContext(0), tiling)
+        self.pack_emigrants({**state, "outside": np.arange(len(state["id"]))}, tile, tiling)
+        settle(take(state, slice(None)), self.cells, tiling, tile, [])
 
     # ----- phases ---------------------------------------------------------------------------
     def halo_wanted(self, phase: Phase, step: int) -> bool:
