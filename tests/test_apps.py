@@ -150,3 +150,45 @@ def test_apps_declared_as_entry_points_register_and_a_broken_one_is_one_line(tmp
             apps.get_app("synthetic")
     finally:
         apps.APPS.pop("plugin-heat", None)
+
+
+PREPARED = """
+import sys
+import numba
+from shoal.apps import all_apps
+from shoal.cluster import Cluster
+from shoal.placement import get_policy
+from shoal.runtime import LocalExecutor
+from shoal.tiling import Tiling
+
+def signatures():
+    found = {}
+    for name, module in list(sys.modules.items()):
+        if name.startswith("shoal.apps"):
+            for key, value in vars(module).items():
+                value = getattr(value, "__wrapped__", value)
+                if isinstance(value, numba.core.registry.CPUDispatcher):
+                    found[f"{name}.{key}"] = len(value.signatures)
+    return found
+
+name = sys.argv[1]
+app = all_apps()[name].tiny_app(20)
+tiling = Tiling.from_count(app.grid, 27)
+app.prepare(tiling)
+before = signatures()
+cluster = Cluster.uniform(1, 1)
+LocalExecutor(app, tiling, cluster, get_policy("sfc").place(tiling, cluster, 0)).run(20)
+print(sorted(k for k, n in signatures().items() if n != before.get(k, 0)))
+"""
+
+
+@pytest.mark.parametrize("name", APPS)
+def test_prepare_compiles_every_kernel_a_run_calls(name):
+    """Kernels compiled (or loaded) in the timed run would charge their first tasks the
+    compilation: a trace's costs would then say more about the compiler than the work. Run in
+    a fresh interpreter, where nothing was compiled before."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", PREPARED, name], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
