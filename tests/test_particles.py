@@ -7,13 +7,15 @@ from hypothesis import strategies as st
 from shoal.apps.sph import kernels2d, kernels3d
 from shoal.apps.sph.particles import (
     CellGrid,
+    empty_ring,
     gather_fields,
     in_box,
     in_cell_order,
     merge_order,
     neighbour_boxes,
+    ring_keys,
     ring_payloads,
-    ring_tables,
+    ring_table,
     settle,
     take,
 )
@@ -132,18 +134,14 @@ def pack_ring(p: dict, tiling: Tiling, src: int) -> dict:
                                      *inner)
     else:
         packed = kernels3d.ring_rows(p["cell"], p["id"], p["x"], p["v"], p["rho"], True, los, his, *inner)
-    return ring_payloads(packed, nbrs, no_ring(packed[1].shape[1]))
-
-
-def no_ring(floats: int) -> tuple:
-    return np.empty((0, floats)), np.empty((0, 4), np.int64)
+    return ring_payloads(packed, nbrs, empty_ring(packed[1].shape[1]))
 
 
 @settings(max_examples=40, deadline=None)
 @given(cases)
 def test_ring_halos_are_exactly_the_ring_particles_of_each_neighbour(case):
     """Each neighbour gets the particles in its ring of cells, with what its kernels read, as
-    rows of a float and an int table (id, cell first); concatenated in any order of neighbours."""
+    rows of one table (id and cell first, exact); concatenated in any order of neighbours."""
     rng, grid_shape, tiling, _, src = scene(case)
     p = random_particles(rng, 300, grid_shape)
     p = take(p, in_box(p, tiling.lo[src] - 1, tiling.hi[src] + 1))  # some drifted out of the box
@@ -151,12 +149,21 @@ def test_ring_halos_are_exactly_the_ring_particles_of_each_neighbour(case):
     p.update(v=rng.random((len(p["id"]), ndim)), m=rng.random(len(p["id"])))
     halos = pack_ring(p, tiling, src)
     assert sorted(halos) == sorted(map(int, tiling.neighbours[src]))
-    for n, (f, g) in halos.items():
+    for n, rows in halos.items():
         mask = in_box(p, tiling.lo[n] - 1, tiling.hi[n] + 1)
-        assert np.array_equal(g[:, 0], p["id"][mask]) and np.array_equal(g[:, 1:1 + ndim], p["cell"][mask])
-        assert np.array_equal(f[:, :ndim], p["x"][mask]) and np.array_equal(f[:, ndim:2 * ndim], p["v"][mask])
-        assert np.array_equal(f[:, 2 * ndim], p["rho"][mask])
+        ids, cell = ring_keys(rows, ndim)
+        assert np.array_equal(ids, p["id"][mask]) and np.array_equal(cell, p["cell"][mask])
+        values = rows[:, 1 + ndim:]
+        assert np.array_equal(values[:, :ndim], p["x"][mask]) and np.array_equal(values[:, ndim:2 * ndim], p["v"][mask])
+        assert np.array_equal(values[:, 2 * ndim], p["rho"][mask])
         if ndim == 2:
-            assert np.array_equal(f[:, 5], p["m"][mask]) and np.array_equal(g[:, 3], p["kind"][mask])
-    floats, ints = ring_tables(list(halos.values()), no_ring(6 if ndim == 2 else 7))
-    assert len(floats) == len(ints) == sum(len(g) for _, g in halos.values()) and floats.flags.writeable
+            assert np.array_equal(values[:, 5], p["m"][mask]) and np.array_equal(values[:, 6], p["kind"][mask])
+    empty = empty_ring(10 if ndim == 2 else 11)
+    table = ring_table(list(halos.values()), empty)
+    assert len(table) == sum(len(rows) for rows in halos.values()) and table.flags.writeable
+
+
+def test_ring_keys_are_exact_up_to_2_to_the_53():
+    table = np.array([[2.0**53, -1.0, 7.0], [12345678901.0, 0.0, -3.0]])
+    ids, cell = ring_keys(table, 2)
+    assert ids.tolist() == [2**53, 12345678901] and cell.tolist() == [[-1, 7], [0, -3]]

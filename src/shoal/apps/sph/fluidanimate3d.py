@@ -44,7 +44,7 @@ from .particles import (
     refuse_move,
     resettle,
     ring_payloads,
-    ring_tables,
+    ring_table,
     settle,
     sort_by_cell,
     take,
@@ -69,8 +69,8 @@ CFL_REFUSAL_FACTOR = 10.0
 # initial state the app keeps, and the neighbourhood and accelerations of a step.
 BYTES_PER_PARTICLE = 2 * (8 + 3 * 8 + 3 * 8 + 3 * 8 + 3 * 8 + 8) + (3 * 8 + 3 * 8 + 8 + 3 * 8 + 8 + 1)
 FLUID_HEADER, FLUID_RECORD = 8, 36  # bytes: rest particles per metre and count; 9 float32 per particle
-NO_POSITIONS = empty_ring(kernels3d.POSITION_FLOATS, kernels3d.RING_INTS)
-NO_MOTION = empty_ring(kernels3d.MOTION_FLOATS, kernels3d.RING_INTS)
+NO_POSITIONS = empty_ring(kernels3d.POSITION_COLUMNS)
+NO_MOTION = empty_ring(kernels3d.MOTION_COLUMNS)
 _ring_rows = lock_free(kernels3d.ring_rows)
 _density_tile = lock_free(kernels3d.density_tile)
 _forces_tile = lock_free(kernels3d.forces_tile)
@@ -269,16 +269,16 @@ class FluidAnimate3DApp(App):
 
     # ----- phases ---------------------------------------------------------------------------
     # What each phase reads of its neighbours' particles (id and cell order the merge).
-    def pack_positions(self, state: dict, src: int, tiling: Tiling) -> dict[int, tuple]:
+    def pack_positions(self, state: dict, src: int, tiling: Tiling) -> dict[int, np.ndarray]:
         """The ring particles' positions, for the density phase."""
         return self._pack_ring(state, src, tiling, False)
 
-    def pack_densities(self, state: dict, src: int, tiling: Tiling) -> dict[int, tuple]:
+    def pack_densities(self, state: dict, src: int, tiling: Tiling) -> dict[int, np.ndarray]:
         """The ring particles with velocities and densities, for the forces phase."""
         return self._pack_ring(state, src, tiling, True)
 
     def _pack_ring(self, state, src, tiling, motion):
-        """``(floats, ints)`` rows of :func:`~shoal.apps.sph.kernels3d.ring_rows` for each neighbour."""
+        """Rows of :func:`~shoal.apps.sph.kernels3d.ring_rows` for each neighbour."""
         los, his, inner, nbrs = neighbour_boxes(tiling, src, 1)
         empty = NO_MOTION if motion else NO_POSITIONS
         if len(state["id"]) == 0:
@@ -295,11 +295,10 @@ class FluidAnimate3DApp(App):
         n = len(state["id"])
         if n == 0:
             return 0
-        ring_f, ring_i = ring_tables([halos[k] for k in sorted(halos)], NO_POSITIONS)
-        state["rho"], *merge, pairs = _density_tile(state["cell"], state["id"], state["x"], ring_f, ring_i,
-                                                     tiling.lo[tile], tiling.hi[tile], self.h, self.h**6,
-                                                     self.density_coeff)
-        state["neighbourhood"] = (merge, n + len(ring_i), pairs)
+        ring = ring_table([halos[k] for k in sorted(halos)], NO_POSITIONS)
+        state["rho"], *merge, pairs = _density_tile(state["cell"], state["id"], state["x"], ring, tiling.lo[tile],
+                                                     tiling.hi[tile], self.h, self.h**6, self.density_coeff)
+        state["neighbourhood"] = (merge, n + len(ring), pairs)
         return pairs
 
     def forces(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
@@ -308,14 +307,14 @@ class FluidAnimate3DApp(App):
         if n == 0:
             state.update(outside=np.zeros(0, np.int64), sorted=True)
             return 0
-        ring_f, _ = ring_tables([halos[k] for k in sorted(halos)], NO_MOTION)
+        ring = ring_table([halos[k] for k in sorted(halos)], NO_MOTION)
         # Same particles at the same places as in the density phase: reuse its order.
         (index, start, own, own_index, shape), size, pairs = state.pop("neighbourhood")
-        if n + len(ring_f) != size:
+        if n + len(ring) != size:
             raise RuntimeError("halo particles changed between phases of one step")
         before, cells = state["cell"], self.cells
         finite, cell, worst, outside, ordered = _forces_tile(
-            state["x"], state["v"], state["vh"], state["rho"], state["id"], before, ring_f, index, start, own,
+            state["x"], state["v"], state["vh"], state["rho"], state["id"], before, ring, index, start, own,
             own_index, shape, self.h, self.pressure_coeff, self.viscosity_coeff, DOUBLE_REST_DENSITY, GRAVITY,
             self.p.time_step, DOMAIN_MIN, DOMAIN_MAX, PAR_SIZE, STIFFNESS_COLLISIONS, DAMPING, cells.origin,
             cells.cell, cells.counts, *self.reach, tiling.lo[tile], tiling.hi[tile])

@@ -21,11 +21,11 @@ import math
 import numba as nb
 import numpy as np
 
-from .particles import bad_move, cells_of, members, merge_order, neighbour_pairs
+from .particles import bad_move, cells_of, members, merge_order, neighbour_pairs, put_keys, ring_keys
 
 FLUID = 0
-# A ring halo's rows: positions, velocities, density and mass as floats; id, cell and kind as ints.
-RING_FLOATS, RING_INTS = 6, 4
+# A ring halo's rows (particles.py): id, cell, then position, velocity, density, mass and kind.
+RING_COLUMNS = 10
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -201,23 +201,20 @@ def own_rates(own_index, acc, drho, de, mu, c, v, kind, h, cfl):
 @nb.njit(cache=True, nogil=True)
 def ring_rows(cell, ids, x, v, rho, m, kind, los, his, skip_lo, skip_hi):
     """What ``rates_tile`` reads of the particles in each box k (a neighbour's ring of cells):
-    rows ``starts[k]:starts[k + 1]`` of a float table (x, v, rho, m) and an int table
-    (id, cell, kind). ``skip_lo, skip_hi``: a box of cells that meets none of the boxes."""
+    rows ``starts[k]:starts[k + 1]`` of a ring table (id, cell, x, v, rho, m, kind).
+    ``skip_lo, skip_hi``: a box of cells that meets none of the boxes."""
     starts, idx = members(cell, los, his, skip_lo, skip_hi)
-    n = idx.shape[0]
-    f = np.empty((n, RING_FLOATS))
-    g = np.empty((n, RING_INTS), np.int64)
-    for k in range(n):
+    table = np.empty((idx.shape[0], RING_COLUMNS))
+    for k in range(idx.shape[0]):
         i = idx[k]
-        f[k, 0], f[k, 1], f[k, 2], f[k, 3] = x[i, 0], x[i, 1], v[i, 0], v[i, 1]
-        f[k, 4], f[k, 5] = rho[i], m[i]
-        g[k, 0], g[k, 1], g[k, 2], g[k, 3] = ids[i], cell[i, 0], cell[i, 1], kind[i]
-    return starts, f, g
+        put_keys(table, k, ids, cell, i)
+        table[k, 3], table[k, 4], table[k, 5], table[k, 6] = x[i, 0], x[i, 1], v[i, 0], v[i, 1]
+        table[k, 7], table[k, 8], table[k, 9] = rho[i], m[i], kind[i]
+    return starts, table
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
-def rates_tile(cell, ids, x, v, rho, m, kind, ring_f, ring_i, lo, hi, h, rho0, c0, B, gamma, alpha, beta, gx, gy,
-               cfl):
+def rates_tile(cell, ids, x, v, rho, m, kind, ring, lo, hi, h, rho0, c0, B, gamma, alpha, beta, gx, gy, cfl):
     """One tile's rates: its own particles (``cell`` ... ``kind``, in (cell, id) order) and the
     ring rows its neighbours packed (``ring_rows``, concatenated) merged in (local cell, id)
     order over the tile's box [lo, hi) widened to reach every own particle's neighbour cells,
@@ -226,7 +223,8 @@ def rates_tile(cell, ids, x, v, rho, m, kind, ring_f, ring_i, lo, hi, h, rho0, c
     Returns the own particles' (acc, drho, de), whether they are finite, the time step they
     allow, and the candidate pairs weighed (``neighbour_pairs``): the phase's work.
     """
-    index, start, own, own_index, shape = merge_order(cell, ids, ring_i[:, 1:3], ring_i[:, 0], lo, hi)
+    ring_ids, ring_cell = ring_keys(ring, 2)
+    index, start, own, own_index, shape = merge_order(cell, ids, ring_cell, ring_ids, lo, hi)
     n_own = ids.shape[0]
     n = index.shape[0]
     xs = np.empty((n, 2))
@@ -241,8 +239,8 @@ def rates_tile(cell, ids, x, v, rho, m, kind, ring_f, ring_i, lo, hi, h, rho0, c
             rhos[k], ms[k], kinds[k] = rho[i], m[i], kind[i]
         else:
             j = i - n_own
-            xs[k, 0], xs[k, 1], vs[k, 0], vs[k, 1] = ring_f[j, 0], ring_f[j, 1], ring_f[j, 2], ring_f[j, 3]
-            rhos[k], ms[k], kinds[k] = ring_f[j, 4], ring_f[j, 5], ring_i[j, 3]
+            xs[k, 0], xs[k, 1], vs[k, 0], vs[k, 1] = ring[j, 3], ring[j, 4], ring[j, 5], ring[j, 6]
+            rhos[k], ms[k], kinds[k] = ring[j, 7], ring[j, 8], np.int8(ring[j, 9])
     acc, drho, de, mu, c = rates_pairs(xs, vs, rhos, ms, kinds, own, start, shape[0], shape[1], h, rho0, c0, B, gamma,
                                        alpha, beta, gx, gy)
     a, r, e, finite, dt = own_rates(own_index, acc, drho, de, mu, c, vs, kinds, h, cfl)

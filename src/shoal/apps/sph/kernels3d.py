@@ -20,11 +20,11 @@ import math
 import numba as nb
 import numpy as np
 
-from .particles import bad_move, cells_of, members, merge_order, neighbour_pairs
+from .particles import bad_move, cells_of, members, merge_order, neighbour_pairs, put_keys, ring_keys
 
-# A ring halo's rows: positions, then (for the forces) velocities and density, as floats; id and
-# cell as ints.
-POSITION_FLOATS, MOTION_FLOATS, RING_INTS = 3, 7, 4
+# A ring halo's rows (particles.py): id and cell, then the position and, for the forces,
+# velocity and density.
+KEYS, POSITION_COLUMNS, MOTION_COLUMNS = 4, 7, 11
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
@@ -200,39 +200,36 @@ def advance(x, v, vh, a, rows, dt, lo, hi, par_size, stiffness, damping):
 def ring_rows(cell, ids, x, v, rho, motion, los, his, skip_lo, skip_hi):
     """What the density (``motion`` false: positions) or the forces (positions, velocities,
     density) read of the particles in each box k (a neighbour's ring of cells): rows
-    ``starts[k]:starts[k + 1]`` of a float table and of an int table (id, cell).
+    ``starts[k]:starts[k + 1]`` of a ring table (id, cell, then those).
     ``skip_lo, skip_hi``: a box of cells that meets none of the boxes."""
     starts, idx = members(cell, los, his, skip_lo, skip_hi)
-    n = idx.shape[0]
-    f = np.empty((n, MOTION_FLOATS if motion else POSITION_FLOATS))
-    g = np.empty((n, RING_INTS), np.int64)
-    for k in range(n):
+    table = np.empty((idx.shape[0], MOTION_COLUMNS if motion else POSITION_COLUMNS))
+    for k in range(idx.shape[0]):
         i = idx[k]
-        g[k, 0] = ids[i]
+        put_keys(table, k, ids, cell, i)
         for d in range(3):
-            g[k, 1 + d] = cell[i, d]
-            f[k, d] = x[i, d]
+            table[k, KEYS + d] = x[i, d]
         if motion:
             for d in range(3):
-                f[k, 3 + d] = v[i, d]
-            f[k, 6] = rho[i]
-    return starts, f, g
+                table[k, KEYS + 3 + d] = v[i, d]
+            table[k, KEYS + 6] = rho[i]
+    return starts, table
 
 
 @nb.njit(cache=True, nogil=True)
-def _merged(index, n_own, own_rows, ring_f, first, width):
+def _merged(index, n_own, own_rows, ring, first, width):
     """Columns ``first:first + width`` of the ring table beside the own particles' array, in
     the merged order ``index`` (own particles first, then the ring's rows)."""
     out = np.empty((index.shape[0], width))
     for k in range(index.shape[0]):
         i = index[k]
         for d in range(width):
-            out[k, d] = own_rows[i, d] if i < n_own else ring_f[i - n_own, first + d]
+            out[k, d] = own_rows[i, d] if i < n_own else ring[i - n_own, first + d]
     return out
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
-def density_tile(cell, ids, x, ring_f, ring_i, lo, hi, h, self_term, coeff):
+def density_tile(cell, ids, x, ring, lo, hi, h, self_term, coeff):
     """One tile's densities: own and ring particles (``ring_rows`` without motion, concatenated)
     merged in (local cell, id) order (``merge_order``), then ``densities``.
 
@@ -240,14 +237,15 @@ def density_tile(cell, ids, x, ring_f, ring_i, lo, hi, h, self_term, coeff):
     local grid shape) for the forces phase to reuse, and the candidate pairs weighed
     (``neighbour_pairs``): the work of both phases.
     """
-    index, start, own, own_index, shape = merge_order(cell, ids, ring_i[:, 1:4], ring_i[:, 0], lo, hi)
-    xs = _merged(index, ids.shape[0], x, ring_f, 0, 3)
+    ring_ids, ring_cell = ring_keys(ring, 3)
+    index, start, own, own_index, shape = merge_order(cell, ids, ring_cell, ring_ids, lo, hi)
+    xs = _merged(index, ids.shape[0], x, ring, KEYS, 3)
     rho = densities(xs, own, start, (shape[0], shape[1], shape[2]), h, own_index, self_term, coeff)
     return rho, index, start, own, own_index, shape, neighbour_pairs(own, start, shape)
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
-def forces_tile(x, v, vh, rho, ids, before, ring_f, index, start, own, own_index, shape, h, pressure_coeff,
+def forces_tile(x, v, vh, rho, ids, before, ring, index, start, own, own_index, shape, h, pressure_coeff,
                 viscosity_coeff, rest2, gravity, dt, wall_lo, wall_hi, par_size, stiffness, damping, origin, side,
                 counts, reach_lo, reach_hi, lo, hi):
     """One tile's forces and step on the density phase's merge, with the ring's positions,
@@ -260,9 +258,9 @@ def forces_tile(x, v, vh, rho, ids, before, ring_f, index, start, own, own_index
     order.
     """
     n_own = ids.shape[0]
-    xs = _merged(index, n_own, x, ring_f, 0, 3)
-    vs = _merged(index, n_own, v, ring_f, 3, 3)
-    rhos = _merged(index, n_own, rho.reshape(n_own, 1), ring_f, 6, 1)[:, 0]
+    xs = _merged(index, n_own, x, ring, KEYS, 3)
+    vs = _merged(index, n_own, v, ring, KEYS + 3, 3)
+    rhos = _merged(index, n_own, rho.reshape(n_own, 1), ring, KEYS + 6, 1)[:, 0]
     a = accelerations(xs, vs, rhos, own, start, (shape[0], shape[1], shape[2]), h, pressure_coeff, viscosity_coeff,
                       rest2, gravity)
     finite = advance(x, v, vh, a, own_index, dt, wall_lo, wall_hi, par_size, stiffness, damping)

@@ -349,28 +349,49 @@ def neighbour_boxes(tiling: Tiling, src: int, width: int):
     return cache[key]
 
 
-def empty_ring(floats: int, ints: int) -> tuple[np.ndarray, np.ndarray]:
-    """A shared, read-only ring payload of no particle (``floats`` and ``ints`` columns): what
-    most tiles send most neighbours."""
-    out = (np.empty((0, floats)), np.empty((0, ints), np.int64))
-    for a in out:
-        a.flags.writeable = False
+# A ring halo is one float64 table per neighbour, one row per particle: its id and cell first
+# (integers, exact as float64 below 2^53, far beyond any particle count), then what the
+# reading kernel needs. One array per payload: one slice to send, one concatenation to read.
+def empty_ring(columns: int) -> np.ndarray:
+    """A shared, read-only ring payload of no particle: what most tiles send most neighbours."""
+    out = np.empty((0, columns))
+    out.flags.writeable = False
     return out
 
 
-def ring_payloads(packed: tuple, nbrs: list[int], empty: tuple) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """``{neighbour: (floats, ints)}`` from a compiled ring packer's ``(starts, floats, ints)``
-    (rows ``starts[k]:starts[k + 1]`` for neighbour k), ``empty`` for a ring of nobody."""
-    starts, f, g = packed
+def ring_payloads(packed: tuple, nbrs: list[int], empty: np.ndarray) -> dict[int, np.ndarray]:
+    """``{neighbour: rows}`` from a compiled ring packer's ``(starts, table)`` (rows
+    ``starts[k]:starts[k + 1]`` for neighbour k), ``empty`` for a ring of nobody."""
+    starts, table = packed
     starts = starts.tolist()
-    return {n: (f[a:b], g[a:b]) if b > a else empty for n, a, b in zip(nbrs, starts[:-1], starts[1:], strict=True)}
+    return {n: table[a:b] if b > a else empty for n, a, b in zip(nbrs, starts[:-1], starts[1:], strict=True)}
 
 
-def ring_tables(payloads: list, empty: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """Ring payloads (in the fixed order: by source tile id) as one float and one int table:
-    fresh, writable arrays, so compiled code sees one array type."""
-    payloads = [q for q in payloads if q is not empty] or [empty]  # most neighbours send nobody
-    return np.concatenate([f for f, _ in payloads]), np.concatenate([g for _, g in payloads])
+def ring_table(payloads: list, empty: np.ndarray) -> np.ndarray:
+    """Ring payloads (in the fixed order: by source tile id) as one table: a fresh, writable
+    array, so compiled code sees one array type."""
+    return np.concatenate([q for q in payloads if q is not empty] or [empty])  # most neighbours send nobody
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def put_keys(table, k, ids, cell, i):
+    """Row ``k`` of a ring table starts with particle ``i``'s id and cell."""
+    table[k, 0] = ids[i]
+    for a in range(cell.shape[1]):
+        table[k, 1 + a] = cell[i, a]
+
+
+@nb.njit(cache=True, nogil=True)
+def ring_keys(table, ndim):
+    """The ids and cells of a ring table's rows, as integers."""
+    n = table.shape[0]
+    ids = np.empty(n, np.int64)
+    cell = np.empty((n, ndim), np.int64)
+    for k in range(n):
+        ids[k] = np.int64(table[k, 0])
+        for a in range(ndim):
+            cell[k, a] = np.int64(table[k, 1 + a])
+    return ids, cell
 
 
 def emigrants_for_neighbours(p: dict, tiling: Tiling, src: int) -> dict[int, dict]:

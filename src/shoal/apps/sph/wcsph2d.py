@@ -44,7 +44,7 @@ from .particles import (
     refuse_move,
     resettle,
     ring_payloads,
-    ring_tables,
+    ring_table,
     settle,
     sort_by_cell,
     take,
@@ -156,7 +156,7 @@ def sph2d_memory(params: SPH2DParams) -> int:
     return params.particle_count() * BYTES_PER_PARTICLE
 
 
-NO_RING = empty_ring(kernels2d.RING_FLOATS, kernels2d.RING_INTS)
+NO_RING = empty_ring(kernels2d.RING_COLUMNS)
 _ring_rows = lock_free(kernels2d.ring_rows)
 _rates_tile = lock_free(kernels2d.rates_tile)
 _move_tile = lock_free(kernels2d.move_tile)
@@ -293,9 +293,9 @@ class SPH2DApp(App):
         k = self.p.halo_every
         return step % k == 0 if phase is RATES else (step + 1) % k == 0
 
-    def pack_ring(self, state: dict, src: int, tiling: Tiling) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    def pack_ring(self, state: dict, src: int, tiling: Tiling) -> dict[int, np.ndarray]:
         """The particles in the ring of cells around each neighbour, with what the rates read:
-        ``(floats, ints)`` rows of :func:`~shoal.apps.sph.kernels2d.ring_rows`."""
+        rows of :func:`~shoal.apps.sph.kernels2d.ring_rows`."""
         los, his, inner, nbrs = neighbour_boxes(tiling, src, 1)
         if len(state["id"]) == 0:
             return dict.fromkeys(nbrs, NO_RING)
@@ -320,12 +320,11 @@ class SPH2DApp(App):
         ordered = state.get("halo_cache", [])
         ramp = self._gravity_factor(state["t"])
         gx, gy = ramp * p.gravity[0], ramp * p.gravity[1]
-        ring_f, ring_i = ring_tables(ordered, NO_RING)
         # own particles come out in their (cell, id) order: the state's order
         acc, drho, de, finite, dt, pairs = _rates_tile(
-            state["cell"], state["id"], state["x"], state["v"], state["rho"], state["m"], state["kind"], ring_f,
-            ring_i, tiling.lo[tile], tiling.hi[tile], self.h, p.rho0, self.c0, self.B, p.gamma, p.alpha, p.beta, gx,
-            gy, p.cfl)
+            state["cell"], state["id"], state["x"], state["v"], state["rho"], state["m"], state["kind"],
+            ring_table(ordered, NO_RING), tiling.lo[tile], tiling.hi[tile], self.h, p.rho0, self.c0, self.B, p.gamma,
+            p.alpha, p.beta, gx, gy, p.cfl)
         if not finite:
             raise ShoalError("SPH rates are not finite: the simulation blew up (lower app.cfl or app.dx)")
         state.update(acc=acc, drho=drho, de=de)
