@@ -215,15 +215,14 @@ def check_arrivals(p: dict, leaving: np.ndarray, tiling: Tiling, tile: int, reme
     neighbours' boxes: the migration would lose it. Moves of at most one cell a step never
     strand one (:func:`check_moves`); emigrants held back for several steps can."""
     los, his, _, _ = neighbour_boxes(tiling, tile, 0)
-    gone = take(p, leaving)
-    arrives = np.zeros(len(gone["id"]), bool)
-    for lo, hi in zip(los, his, strict=True):
-        arrives |= in_box(gone, lo, hi)
+    cell, ids = p["cell"][leaving], p["id"][leaving]
+    none = np.zeros(cell.shape[1], np.int64)  # an empty box: skip nobody
+    arrives = np.zeros(len(ids), bool)
+    arrives[_members(cell, los, his, none, none)[1]] = True  # one pass for every neighbour's box
     if not arrives.all():
-        i = int(np.flatnonzero(~arrives)[np.argmin(gone["id"][~arrives])])
-        raise ShoalError(f"particle {int(gone['id'][i])} moved to cell "
-                         f"{tuple(map(int, gone['cell'][i]))}, past every neighbouring tile, since its last "
-                         f"migration; {remedy}")
+        i = int(np.flatnonzero(~arrives)[np.argmin(ids[~arrives])])
+        raise ShoalError(f"particle {int(ids[i])} moved to cell {tuple(map(int, cell[i]))}, past every "
+                         f"neighbouring tile, since its last migration; {remedy}")
 
 
 def in_cell_order(p: dict) -> bool:
