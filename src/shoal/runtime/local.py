@@ -546,6 +546,8 @@ class LocalExecutor:
                 # One lock per task: book the last one and take the next, its tile's own when
                 # that is ready (no queue, no wake-up), else the queue's first.
                 if done is not None and self._finish(*done):
+                    if finished.is_set():
+                        return
                     tile, task = done[0], done[1] + 1
                 else:
                     while not queue and not finished.is_set():
@@ -558,8 +560,6 @@ class LocalExecutor:
                     tile, task = queue.popleft()
                     if queue:
                         self._wake_one(node)
-                if finished.is_set():
-                    return
                 done = None
                 if task != PACK_FIRST_HALOS:
                     halos = inbox[tile].pop(task, None) or {}
@@ -621,15 +621,16 @@ class LocalExecutor:
         Called outside the lock: only this tile's worker touches its rows and its state.
         """
         payloads = self._packers[task % len(self.phases)](state, tile, self.tiling)
-        out = [(dst, payloads[dst]) for dst in self.neighbours[tile]]
         sizes, row = self._m_bytes, task * self._per_task_msgs + self._msg_base[tile]
-        last, size = None, 0  # a None payload is 0 bytes
-        for _, payload in out:
+        out, last, size = [], None, 0  # a None payload is 0 bytes
+        for dst in self.neighbours[tile]:
+            payload = payloads[dst]
             if payload is not last:  # apps send one shared empty payload to most neighbours
                 last = payload
                 size = payload.nbytes if type(payload) is np.ndarray else payload_bytes(payload)
             sizes[row] = size
             row += 1
+            out.append((dst, payload))
         return out
 
     def _collect(self, values: dict[int, float], task: int) -> None:
