@@ -316,19 +316,6 @@ def members(cell, los, his, skip_lo, skip_hi):
 _members = lock_free(members)
 
 
-def split_by_boxes(p: dict, los: np.ndarray, his: np.ndarray) -> list[dict]:
-    """The particles in each of several cell boxes (one pass for all boxes)."""
-    nothing = NOTHING[los.shape[1]]
-    if len(p["id"]) == 0:
-        return [nothing] * len(los)
-    none = np.zeros(los.shape[1], np.int64)  # an empty box: skip nobody
-    starts, idx = _members(p["cell"], los, his, none, none)
-    # One gather of every field for all boxes; each box gets a slice of it.
-    rows = gather_fields(p, p, idx, fields_of(p))
-    return [{f: a[starts[k]:starts[k + 1]] for f, a in rows.items()} if starts[k + 1] > starts[k] else nothing
-            for k in range(len(los))]
-
-
 _BOXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -401,9 +388,16 @@ def emigrants_for_neighbours(p: dict, tiling: Tiling, src: int) -> dict[int, dic
     """
     los, his, _, nbrs = neighbour_boxes(tiling, src, 0)
     out = p["outside"] if "outside" in p else outside_rows(p, tiling, src)
+    nothing = NOTHING[los.shape[1]]
     if not len(out):
-        return dict.fromkeys(nbrs, NOTHING[p["cell"].shape[1]])
-    return dict(zip(nbrs, split_by_boxes(take(p, out), los, his), strict=True))
+        return dict.fromkeys(nbrs, nothing)
+    none = np.zeros(los.shape[1], np.int64)  # an empty box: skip nobody
+    starts, idx = _members(p["cell"][out], los, his, none, none)
+    # One gather of every field for all neighbours; each gets a slice of it.
+    rows = gather_fields(p, p, out[idx], fields_of(p))
+    starts = starts.tolist()
+    return {n: {f: v[a:b] for f, v in rows.items()} if b > a else nothing
+            for n, a, b in zip(nbrs, starts[:-1], starts[1:], strict=True)}
 
 
 def outside_rows(p: dict, tiling: Tiling, tile: int) -> np.ndarray:
