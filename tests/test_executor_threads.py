@@ -63,3 +63,36 @@ def test_worker_thread_settings_report_numba_the_switch_interval_and_the_environ
     assert settings["switch_interval_s"] == GIL_SWITCH_S
     assert settings["OMP_NUM_THREADS"] == "1" and settings["MKL_NUM_THREADS"] is None
     assert set(THREAD_VARIABLES) <= set(settings)
+
+
+class MeetApp(App):
+    """A row of three tiles with halos; every task waits until all three tiles' tasks of the
+    step are running at once, which needs three workers awake."""
+
+    name = "meet-test"
+    phases = (Phase("a", halo=True),)
+    grid = (48, 16)
+
+    def __init__(self):
+        self.meet = threading.Barrier(3, timeout=20)
+
+    def init_tile(self, tile, tiling):
+        return {}
+
+    def pack_halos(self, state, src, tiling):
+        return dict.fromkeys(tiling.neighbours[src].tolist())
+
+    def a(self, tile, state, halos, ctx, tiling):
+        self.meet.wait()
+        return 1
+
+    def gather(self, states, tiling):
+        return {}
+
+
+def test_ready_tasks_wake_every_sleeping_worker_they_need():
+    tiling = Tiling.from_counts((48, 16), (3, 1))
+    with LocalExecutor(MeetApp(), tiling, Cluster.uniform(1, 3), np.zeros(3, int)) as ex:
+        for _ in range(2):  # and again after the workers slept between runs
+            res = ex.run(4)
+            assert (np.sort(res.tasks["worker"].reshape(4, 3), axis=1) == [0, 1, 2]).all()
