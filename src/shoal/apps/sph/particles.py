@@ -8,6 +8,9 @@ whatever the tiling, placement or worker count.
 Compiled helpers that the apps' kernels also call from their own compiled code (so that a
 task makes one call, not one per helper) go by plain names; Python calls them through a
 :func:`~shoal.runtime.timing.lock_free` wrapper of the same name with an underscore.
+Numba's on-disk cache of a kernel does not notice a change in a helper of another file: after
+editing one here, delete the ``__pycache__`` folder of ``shoal/apps/sph`` (or touch the
+kernels' files) so that the kernels that inline it are compiled again.
 """
 
 from __future__ import annotations
