@@ -75,10 +75,11 @@ class Schema:
         return {k: v[rows] for k, v in table.items()}
 
     def from_rows(self, rows: list[tuple]) -> dict[str, np.ndarray]:
-        """A table from tuples in column order."""
+        """A table from tuples in column order (rows may stop before the optional columns)."""
         if not rows:
             return self.empty()
-        return {c.name: np.array([r[i] for r in rows], dtype=c.dtype) for i, c in enumerate(self.columns)}
+        width = min(len(r) for r in rows)
+        return {c.name: np.array([r[i] for r in rows], dtype=c.dtype) for i, c in enumerate(self.columns[:width])}
 
 
 TASKS = Schema("tasks", (
@@ -115,5 +116,11 @@ BALANCE = Schema("balance", (
     Column("bytes", np.int64, "B", "bytes of state those tiles moved"),
     Column("lif_before", np.float64, "", "LIF of the last period's loads under the old placement"),
     Column("lif_after", np.float64, "", "LIF of the same loads under the new placement"),
+    # Why it ran and what it cost (the adaptive trigger, shoal.placement.trigger).
+    Column("decided", np.int32, "", "first step the trigger wanted a new placement at", optional=True),
+    Column("imbalance_s", np.float64, "s", "time the imbalance cost since the last balancing step, beyond what its "
+           "plan left (NaN: a fixed period)", optional=True),
+    Column("threshold_s", np.float64, "s", "the cost that time was compared with (NaN: a fixed period)", optional=True),
+    Column("cost_s", np.float64, "s", "what this balancing step cost per core", optional=True),
 ))
 
