@@ -114,6 +114,19 @@ def test_an_optional_group_newer_than_this_shoal_is_refused_by_name(run, tmp_pat
         Trace.read(path)
 
 
+def test_the_unit_of_every_phase_s_work_is_kept_and_a_malformed_one_refused(run, tmp_path):
+    from shoal.apps import get_app
+
+    units = [p.work for p in get_app("synthetic").tiny_app().phases]
+    assert run.trace.work_units == units == ["iterations", "cell updates"]
+    path = run.trace.write(tmp_path / "units.h5")
+    assert Trace.read(path).work_units == units
+    with h5py.File(path, "r+") as f:
+        f["phases"].attrs["work"] = '["iterations"]'  # one unit for two phases
+    with pytest.raises(ShoalError, match="/phases attribute 'work'"):
+        Trace.read(path)
+
+
 def test_worker_history_round_trips_and_sets_the_cores_of_every_step(run, tmp_path):
     t = run.trace
     t.worker_steps, t.worker_cores = np.array([0, 2]), np.array([[1, 1], [3, 1]])

@@ -447,6 +447,7 @@ def _trace_start(plan: Resolved, built: Built, team: Team) -> Trace:
         cluster=sim.cluster, placement_steps=np.zeros(0, np.int64), placement_owners=np.zeros((0, T), np.int64),
         step_end=np.zeros(0), app=sc.app, scenario=sc.name, config=sc.to_dict(),
         barrier_phases=[p.reduction is not None for p in phases], lagged_phases=[p.lagged for p in phases],
+        work_units=[p.work for p in phases],
         tile_bytes=built.tile_bytes, balance=BALANCE.empty() if sim.balancer is not None else None,
         communication={"cpu_s": np.zeros(nodes), "messages": np.zeros(nodes, np.int64)} if team.distributed else None,
         worker_steps=np.zeros(0, np.int64), worker_cores=np.zeros((0, nodes), np.int64))

@@ -27,7 +27,8 @@ Optional groups, each with its own ``version`` attribute (absent: 1), so that a 
 adds groups without changing the schema's version, and older traces still read:
 
 ``/phases`` — ``barrier`` bool per phase: phases followed by a global barrier; ``lagged``
-    bool per phase: the barrier holds the next phase of the step after.
+    bool per phase: the barrier holds the next phase of the step after; attribute ``work``, a
+    JSON list of what each phase's ``work`` counts (its ``Phase.work``: "particle pairs", ...).
 ``/tiles`` — ``state_bytes`` i8 per tile: bytes a migration of the tile moves.
 ``/balance`` — one row per balancing step, the columns of :data:`shoal.records.BALANCE`.
 ``/communication`` (runs across processes) — per node, ``cpu_s`` f8 (CPU seconds of the
@@ -102,6 +103,7 @@ class Trace:
     worker_steps: np.ndarray | None = None  # steps from which ``worker_cores`` hold
     worker_cores: np.ndarray | None = None  # (changes, nodes) worker threads per node
     machine: dict | None = None  # the machine model the run fitted (shoal.replay.machine.MachineModel.to_dict)
+    work_units: list[str] | None = None  # what each phase's ``work`` counts (its ``Phase.work``)
 
     def __post_init__(self):
         self.tasks = TASKS.table(self.tasks)
@@ -136,7 +138,7 @@ class Trace:
             placement_steps=np.array([step for step, _ in placements]),
             placement_owners=np.stack([o for _, o in placements]),
             step_end=result.step_end, barrier_phases=[p.reduction is not None for p in phases],
-            lagged_phases=[p.lagged for p in phases],
+            lagged_phases=[p.lagged for p in phases], work_units=[p.work for p in phases],
             communication=None if result.comm_cpu_s is None else {"cpu_s": result.comm_cpu_s,
                                                                   "messages": result.comm_messages},
             worker_steps=np.array([s for s, _ in workers]), worker_cores=np.array([c for _, c in workers]),
@@ -387,6 +389,8 @@ def _create(f: h5py.File, t: Trace) -> None:
     g = _optional_group(f, "phases")
     _dataset(g, "barrier", np.asarray(t.barrier_phases, dtype=bool))
     _dataset(g, "lagged", np.asarray(t.lagged_phases, dtype=bool))
+    if t.work_units is not None:
+        g.attrs["work"] = json.dumps(list(t.work_units))
     if t.tile_bytes is not None:
         _dataset(_optional_group(f, "tiles"), "state_bytes", np.asarray(t.tile_bytes, np.int64))
     if t.machine is not None:
@@ -541,9 +545,21 @@ def _read(cls, f: h5py.File, path: Path) -> Trace:
         worker_steps=workers["from_step"] if workers else None,
         worker_cores=workers["cores"] if workers else None,
         machine=_read_machine(groups["machine"], path) if groups["machine"] else None,
+        work_units=_work_units(ph, len(phases), path) if ph and "work" in ph.attrs else None,
     )
     _check_indices(trace, path)
     return trace
+
+
+def _work_units(group, phases: int, path: Path) -> list[str]:
+    """The ``/phases`` group's ``work`` attribute: one unit per phase."""
+    try:
+        units = json.loads(group.attrs["work"])
+    except (TypeError, ValueError):
+        units = None
+    if not (isinstance(units, list) and len(units) == phases and all(isinstance(u, str) for u in units)):
+        raise ShoalError(f"{path}: /phases attribute 'work' is not a JSON list of {phases} unit names")
+    return units
 
 
 def _checked(schema: Schema, columns: dict[str, np.ndarray], path: Path) -> dict[str, np.ndarray]:

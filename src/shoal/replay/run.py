@@ -385,6 +385,7 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
                                            if k not in ("network", "proxy", "machine")}
                 | {"network": cluster.to_dict(), "proxy": cfg.proxy.scenario if cfg.proxy else None}},
         barrier_phases=list(barrier), lagged_phases=[bool(v) for v in lag], tile_bytes=tile_bytes,
+        work_units=trace.work_units,
         balance=balancer.records() if balancer is not None else None,
         worker_steps=schedule[0], worker_cores=schedule[1],
     )
