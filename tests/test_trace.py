@@ -238,3 +238,14 @@ def test_sweep_reads_the_trace_before_starting_workers(run, tmp_path):
     _truncate(path)
     with pytest.raises(ShoalError, match="truncated"):
         sweep(path, ["sfc"], [1], [10], [2], 1, jobs=1)
+
+
+def test_a_trace_appended_in_chunks_keeps_ready_times_on_the_run_s_clock(tmp_path, monkeypatch):
+    import shoal.session
+
+    monkeypatch.setattr(shoal.session, "TRACE_CHUNK_STEPS", 4)  # three chunks: the executor stops at 4 and 8
+    run_scenario("synthetic-hotspot", steps=12, set=["app.grid=[32,32]"], tiles=16, out=tmp_path / "chunks")
+    t = Trace.read(tmp_path / "chunks").tasks
+    assert np.all(t["ready"] <= t["start"])
+    # the last chunk's tasks became ready after every task of the earlier chunks had ended
+    assert t["ready"][t["step"] >= 8].min() >= t["end"][t["step"] < 8].max()

@@ -11,7 +11,9 @@ Schema ``shoal-trace`` version 1. Root attributes: ``schema``, ``version``, ``pr
     app's own count: cells, particles, iterations), and, optional, ``kernel`` f8 (the part of
     ``cost`` spent in compiled kernels without the interpreter lock; absent means unknown) and
     ``kernel_calls`` i4 (how many such calls the task made: each lets go of the lock and
-    takes it back). Every dataset carries ``units`` and ``description`` attributes.
+    takes it back), and ``ready`` f8 (seconds since the run began at which the task's last
+    input arrived: ``start - ready`` is its wait for a worker). Every dataset carries
+    ``units`` and ``description`` attributes.
 ``/messages`` — one row per halo payload from one tile to another, the columns of
     :data:`shoal.records.MESSAGES`: ``step`` i4 and ``phase`` i2 (of the task that reads it),
     ``src`` i4, ``dst`` i4, ``bytes`` i8. Messages between tiles of one node are listed too;
@@ -299,7 +301,9 @@ class TraceWriter:
         f, rows = self._file, dict(zip(COMMITTED, (int(n) for n in self._file["committed"][()]), strict=True))
         if result is not None and result.steps:
             tasks = dict(result.tasks)
-            tasks["start"], tasks["end"] = tasks["start"] + self.clock, tasks["end"] + self.clock
+            for column in ("start", "end", "ready"):  # seconds since the run (not this chunk) began
+                if column in tasks:
+                    tasks[column] = tasks[column] + self.clock
             rows["tasks"] = _append_columns(f["tasks"], tasks)
             rows["messages"] = _append_columns(f["messages"], result.messages)
             steps = np.arange(result.first_step, result.first_step + result.steps)
@@ -631,7 +635,7 @@ def aggregate(trace: Trace, coarse: Tiling) -> Trace:
     A coarse tile's cost per (step, phase) is the sum of its fine tiles' costs (its work too);
     messages between fine tiles of one coarse tile are dropped, the others summed per
     (step, phase, coarse source, coarse destination). Timing columns are kept from the fine
-    trace only where they still mean something (none: ``start``/``end`` become 0).
+    trace only where they still mean something (none: ``start``/``end`` become 0, ``ready`` goes).
     """
     fine_to_coarse = trace.tiling.fine_to_coarse(coarse)
     t = trace.tasks
@@ -642,7 +646,7 @@ def aggregate(trace: Trace, coarse: Tiling) -> Trace:
     cost = np.bincount(key, weights=t["cost"], minlength=n)
     work = np.bincount(key, weights=t["work"], minlength=n).astype(np.int64)
     extra = {c.name: np.bincount(key, weights=t[c.name], minlength=n).astype(c.dtype)
-             for c in TASKS.columns if c.optional and c.name in t}
+             for c in TASKS.columns if c.optional and c.name in t and c.name != "ready"}  # a time, like start
     grid_s, grid_p, grid_t = np.unravel_index(np.arange(n), (len(steps), P, C))
     m = trace.messages
     src, dst = fine_to_coarse[m["src"]], fine_to_coarse[m["dst"]]
