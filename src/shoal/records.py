@@ -91,7 +91,8 @@ TASKS = Schema("tasks", (
     Column("start", np.float64, "s", "wall time since the run began when the task started"),
     Column("end", np.float64, "s", "wall time since the run began when the task ended"),
     Column("cost", np.float64, "s", "CPU time of the phase's kernel and of packing the task's halos"),
-    Column("work", np.int64, "app units", "the app's own count of what the task did"),
+    Column("work", np.int64, "phase unit", "the app's own count of what the task did, in the unit its phase declares "
+           "(Phase.work, kept in the /phases attribute work)"),
     Column("kernel", np.float64, "s", "part of cost spent in compiled code without the interpreter lock",
            optional=True),
     Column("kernel_calls", np.int32, "", "lock-free calls the task made (each lets go of the lock)", optional=True),
