@@ -87,11 +87,6 @@ def add_arguments(ap: argparse.ArgumentParser, repeats: int = REPEATS) -> None:
     ap.add_argument("--json", type=Path, metavar="FILE", help="write the rows and the provenance to FILE")
 
 
-def host() -> str:
-    """One line on where a benchmark runs now: host, CPU, cores, load, versions, commit, threads."""
-    return provenance.describe(provenance.record())
-
-
 class Benchmark:
     """One benchmark's run: its provenance before and after, its rows, its JSON record.
 

@@ -3,15 +3,16 @@
 For every case a short run is recorded (``shoal run``; under ``mpiexec`` for the MPI case) and
 replayed with ``--nodes N --cores W`` only: the trace's own machine model prices its tasks and
 brings the executor's constants and the interpreter lock it recorded. Each case runs
-``--repeat`` times (default 5); the table gives the median measured and predicted mean step
-times with their spread (max - min over median), the error of the medians, and, where the run
-is lock-dominated, the interval the replay gives instead of one number.
+``--repeats`` times (default 5); the table gives the median measured and predicted mean step
+times with their spread (max - min over median), the error (the median over the runs of each
+run's predicted / measured - 1, so that a run on a slower moment is judged by its own replay),
+and, where the run is lock-dominated, the interval the replay gives instead of one number.
 
 Cases: the 2D dam break at ``app.dx=0.005`` (about 80k particles) with 16, 64 and 256 tiles on
 1 x 1, 1 x 2 and 2 x 1 in-process nodes; the synthetic hot spot on the same three; both on
 2 x 1 under ``mpiexec``.
 
-Run: ``python bench/predict.py [--repeat 5] [--steps 40] [--quick]``.
+Run: ``python bench/predict.py [--repeats 5] [--steps 40] [--quick] [--json FILE]``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import REPEATS, host, median_spread
+import numpy as np
+
+from common import Benchmark, add_arguments, median_spread
 from shoal.cluster import Network
 from shoal.replay import ReplayConfig, replay
 from shoal.runtime.team import ONE_HOST_OPEN_MPI
@@ -73,20 +76,19 @@ def predict(trace: Trace, case: dict) -> tuple[float, list | None, str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=REPEATS)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--quick", action="store_true", help="only the 64-tile cases")
+    add_arguments(ap)
     args = ap.parse_args()
-    print(host())
-    print(f"{'case':<34} {'measured ms':>16} {'predicted ms':>16} {'error':>7}  lock interval (ms)")
     errors = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with Benchmark("predict", args) as bench, tempfile.TemporaryDirectory() as tmp:
+        print(f"{'case':<34} {'measured ms':>16} {'predicted ms':>16} {'error':>7}  lock interval (ms)")
         for k, case in enumerate(cases(args.quick)):
             measured, predicted, interval = [], [], None
             label = (f"{case['scenario'][0]} {case['tiles']} tiles {case['nodes']}x{case['workers']}"
                      + (" mpi" if case["ranks"] > 1 else ""))
             try:
-                for r in range(args.repeat):
+                for r in range(args.repeats):
                     out = Path(tmp) / f"case{k}-{r}"
                     measured.append(record(case, args.steps, out))
                     p, interval, fit = predict(Trace.read(out), case)
@@ -96,13 +98,15 @@ def main() -> None:
                 continue
             m, ms = median_spread(measured)
             p, ps = median_spread(predicted)
-            errors.append(p / m - 1)
+            error = float(np.median(np.array(predicted) / np.array(measured) - 1))
+            errors.append(error)
             lock = f"{interval[0] * 1e3:.1f}..{interval[1] * 1e3:.1f}" if interval else "-"
-            print(f"{label:<34} {m * 1e3:>8.2f} ({ms:>4.0%}) {p * 1e3:>8.2f} ({ps:>4.0%}) {p / m - 1:>+7.1%}  {lock}",
+            print(f"{label:<34} {m * 1e3:>8.2f} ({ms:>4.0%}) {p * 1e3:>8.2f} ({ps:>4.0%}) {error:>+7.1%}  {lock}",
                   flush=True)
             print(f"    {fit}", flush=True)
-    within = sum(abs(e) <= 0.15 for e in errors)
-    print(f"{within} of {len(errors)} cases within 15%; load after: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            bench.add(case=label, measured_s=measured, predicted_s=predicted, error=error, lock_interval_s=interval)
+        within = sum(abs(e) <= 0.15 for e in errors)
+        print(f"{within} of {len(errors)} cases within 15%")
 
 
 if __name__ == "__main__":
