@@ -38,7 +38,10 @@ bench: $(STAMP)
 	$(BIN)/python bench/sph.py
 	$(BIN)/python bench/replay.py
 	$(BIN)/python bench/mpi.py
-	$(BIN)/python bench/predict_self.py
+	$(BIN)/python bench/predict.py
+	$(BIN)/python bench/small_tiles.py
+	$(BIN)/python bench/metis.py
+	$(BIN)/python bench/trigger.py
 
 clean:
 	rm -rf $(VENV) runs site .pytest_cache
