@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -245,15 +244,9 @@ def _fit(d: dict) -> Fit:
 
 def this_host() -> dict:
     """The CPU model and core count of this machine."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count() or 1}
+    from ..provenance import cpu_model
+
+    return {"cpu": cpu_model(), "cores": os.cpu_count() or 1}
 
 
 # ----- fitting a trace ---------------------------------------------------------------------
