@@ -509,19 +509,6 @@ class LocalExecutor:
             self._woken[node] = woken + 1
             self._conds[node].notify()
 
-    def _finish(self, tile: int, task: int, halo_out, value) -> bool:
-        """Book a finished task: post its halos, contribute its value to a reduction, count it.
-        True if the tile's next task is ready, taken by the caller without the queue."""
-        nxt = task + 1
-        if halo_out is not None:
-            self._post_halos(tile, nxt, halo_out)
-        self._next[tile] = nxt
-        self._idle[tile] = True
-        if value is not None:
-            self._contribute(tile, task, value)
-        self._count_done(task)
-        return self._ready(tile)
-
     # ----- workers -------------------------------------------------------------------------
     def _guarded(self, node: int, worker: int) -> None:
         """A worker's run; an error outside a task's own code still stops the run, with its cause."""
@@ -535,21 +522,43 @@ class LocalExecutor:
         self._worker_started()
         P, T, ntasks, t_run = len(self.phases), self._T, self._ntasks, self._t0
         tiling, runners, reduces, halo_tasks = self.tiling, self._runners, self._reduces, self._halo_tasks
-        inbox, tokens, token_tasks = self._inbox, self._tokens, self._token_tasks
+        inbox, tokens, token_tasks, contexts = self._inbox, self._tokens, self._token_tasks, self._contexts
+        nexts, idle, fanout, left_in_step = self._next, self._idle, self._fanout, self._left_in_step
+        post, contribute, pack_all = self._post_halos, self._contribute, self._pack_all
         states, first, rows = self.states, self._first, self._rows
         r_node, r_worker, r_start, r_end = rows["node"], rows["worker"], rows["start"], rows["end"]
         r_cost, r_work, r_kernel, r_calls = rows["cost"], rows["work"], rows["kernel"], rows["kernel_calls"]
+        r_ready = rows["ready"]
         perf, cpu, clock = time.perf_counter, time.thread_time, thread_clock()
-        done = None  # the task just run, booked at the next lock
+        tile = task = -1  # the task just run, booked at the next lock (none yet)
+        halo_out = value = None
         while True:
             with lock:
                 # One lock per task: book the last one and take the next, its tile's own when
                 # that is ready (no queue, no wake-up), else the queue's first.
-                if done is not None and self._finish(*done):
-                    if finished.is_set():
-                        return
-                    tile, task = done[0], done[1] + 1
-                else:
+                own = False
+                if task >= 0:
+                    nxt = task + 1
+                    if halo_out is not None:
+                        post(tile, nxt, halo_out)
+                    nexts[tile] = nxt
+                    idle[tile] = True
+                    if value is not None:
+                        contribute(tile, task, value)
+                    s = task // P
+                    left_in_step[s] -= 1
+                    if not left_in_step[s]:
+                        self._step_done(s)
+                    # The tile's next task, ready when it has every input (as in _ready).
+                    if nxt < self._limit and idle[tile] and not (
+                            token_tasks[nxt] and 1 - tokens[tile].get(nxt, 0)
+                            or halo_tasks[nxt] and fanout[tile] - len(inbox[tile].get(nxt, ()))):
+                        idle[tile] = False
+                        r_ready[nxt * T + tile] = perf() - t_run
+                        if finished.is_set():
+                            return
+                        task, own = nxt, True
+                if not own:
                     while not queue and not finished.is_set():
                         self._waiting[node] += 1
                         cond.wait()
@@ -560,16 +569,18 @@ class LocalExecutor:
                     tile, task = queue.popleft()
                     if queue:
                         self._wake_one(node)
-                done = None
                 if task != PACK_FIRST_HALOS:
                     halos = inbox[tile].pop(task, None) or {}
                     if token_tasks[task]:
                         del tokens[tile][task]
-                    ctx = self._context(task)
+                    ctx = contexts.get(task)
+                    if ctx is None:
+                        ctx = self._context(task)
             state = states[tile]
             if task == PACK_FIRST_HALOS:
                 if not self._pack_first_halos(tile, state):
                     return
+                task = -1
                 continue
             phase = task % P
             try:
@@ -580,7 +591,7 @@ class LocalExecutor:
                 if reduces[phase] and value is None:
                     raise ShoalError("a phase with a reduction must return a value to reduce")
                 nxt = task + 1
-                halo_out = self._pack_all(tile, nxt, state) if nxt < ntasks and halo_tasks[nxt] else None
+                halo_out = pack_all(tile, nxt, state) if nxt < ntasks and halo_tasks[nxt] else None
                 # A task's cost is the CPU time of its kernel and of packing its halos; of that,
                 # the time in lock-free compiled code is its kernel time.
                 c1, t1 = cpu(), perf()
@@ -596,7 +607,8 @@ class LocalExecutor:
                 cost, kernel, calls = first[tile] or (0.0, 0.0, 0)
                 r_cost[row], r_kernel[row], r_calls[row] = c1 - c0 + cost, k1 - k0 + kernel, n1 - n0 + calls
             r_work[row] = int(work)
-            done = (tile, task, halo_out, value if reduces[phase] else None)
+            if not reduces[phase]:
+                value = None
 
     def _pack_first_halos(self, tile: int, state) -> bool:
         """Pack a tile's halos for the first task, then let it run; False if packing failed."""
@@ -661,15 +673,13 @@ class LocalExecutor:
             self._tokens[t][reader] = self._tokens[t].get(reader, 0) + 1
             self._try_ready(int(t))
 
-    def _count_done(self, task: int) -> None:
-        s = task // len(self.phases)
-        left = self._left_in_step[s] = self._left_in_step[s] - 1
-        if not left:
-            self._step_end[s] = time.perf_counter() - self._t0
-            self._steps_done += 1
-            self._progress.set()
-            if self._steps_done == self._limit // len(self.phases):
-                self._all_done()
+    def _step_done(self, s: int) -> None:
+        """Step ``s`` has no task left here (caller holds the lock)."""
+        self._step_end[s] = time.perf_counter() - self._t0
+        self._steps_done += 1
+        self._progress.set()
+        if self._steps_done == self._limit // len(self.phases):
+            self._all_done()
 
     def _fail(self, exc: BaseException, tile: int | None, task: int | None) -> None:
         """Stop every worker; the run raises ``exc`` (naming its step, phase and tile, when known)."""
