@@ -499,7 +499,8 @@ class LocalExecutor:
 
     def _enqueue(self, node: int, tile: int, task: int) -> None:
         self._queues[node].append((tile, task))
-        self._wake_one(node)
+        if self._waiting[node]:  # else no worker sleeps: none to wake
+            self._wake_one(node)
 
     def _wake_one(self, node: int) -> None:
         """Notify one sleeping worker of ``node`` if its queue holds more tasks than the workers
@@ -525,7 +526,7 @@ class LocalExecutor:
         inbox, tokens, token_tasks, contexts = self._inbox, self._tokens, self._token_tasks, self._contexts
         nexts, idle, fanout, left_in_step = self._next, self._idle, self._fanout, self._left_in_step
         post, contribute, pack_all = self._post_halos, self._contribute, self._pack_all
-        states, first, rows = self.states, self._first, self._rows
+        states, first, rows, waiting = self.states, self._first, self._rows, self._waiting
         r_node, r_worker, r_start, r_end = rows["node"], rows["worker"], rows["start"], rows["end"]
         r_cost, r_work, r_kernel, r_calls = rows["cost"], rows["work"], rows["kernel"], rows["kernel_calls"]
         r_ready = rows["ready"]
@@ -560,14 +561,14 @@ class LocalExecutor:
                         task, own = nxt, True
                 if not own:
                     while not queue and not finished.is_set():
-                        self._waiting[node] += 1
+                        waiting[node] += 1
                         cond.wait()
-                        self._waiting[node] -= 1
+                        waiting[node] -= 1
                         self._woken[node] = max(0, self._woken[node] - 1)
                     if finished.is_set():
                         return
                     tile, task = queue.popleft()
-                    if queue:
+                    if queue and waiting[node]:
                         self._wake_one(node)
                 if task != PACK_FIRST_HALOS:
                     halos = inbox[tile].pop(task, None) or {}
