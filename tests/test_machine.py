@@ -169,3 +169,14 @@ def test_a_lock_dominated_replay_gives_the_interval_between_no_lock_and_a_serial
     assert r.lock_interval == pytest.approx((2e-3, 3.5e-3))  # free; the second waits 1.5 ms of Python
     assert r.summary()["lock_dominated"]
     assert replay(trace, ReplayConfig(nodes=1, cores=1, network=NET, gil="shared")).lock_interval is None
+
+
+def test_nodes_that_shared_one_process_are_replayed_elsewhere_with_a_lock_per_node():
+    work = np.full(8, 1000)
+    trace = worked_trace(work, RATE * work + FIXED)
+    trace.machine = MachineModel(phases={"toy/kernel": PhaseModel(Fit(RATE, FIXED))}, lock="shared").to_dict()
+    here = replay(trace, ReplayConfig(nodes=1, cores=2, network=NET)).summary()
+    cluster = replay(trace, ReplayConfig(nodes=4, cores=2, network=NET)).summary()
+    assert here["gil"] == "shared"  # the recorded node count: the recorded process
+    assert cluster["gil"] == "process"  # a cluster runs a rank per node
+    assert replay(trace, ReplayConfig(nodes=4, cores=2, network=NET, gil="shared")).summary()["gil"] == "shared"

@@ -400,7 +400,9 @@ def resolved(trace: Trace, cfg: ReplayConfig) -> tuple[ReplayConfig, MachineMode
     With model costs, the model is ``cfg.machine``, else the one the trace's run fitted; with
     measured costs, only ``cfg.machine``. The executor's constants the configuration leaves
     unset come from that model (0 without one), as do the interpreter lock it recorded ("none"
-    without one) and its CPU time per message between processes. ``cfg.speed`` divides a
+    without one; one lock per node, "process", where in-process nodes that shared one are
+    replayed on another number of nodes: a cluster runs a rank per node) and its CPU time per
+    message between processes. ``cfg.speed`` divides a
     pricing model's rates, fixed costs, dispatch and message CPU time."""
     if cfg.costs not in ("model", "measured"):
         raise ShoalError(f"costs must be 'model' or 'measured', got {cfg.costs!r}")
@@ -418,6 +420,9 @@ def resolved(trace: Trace, cfg: ReplayConfig) -> tuple[ReplayConfig, MachineMode
         fill["handoff_threads"] = model.lock_threads if model is not None else 2
     if cfg.gil is None:
         fill["gil"] = model.lock if model is not None else "none"
+        if fill["gil"] == "shared" and cfg.nodes not in (None, trace.cluster.nodes):
+            # The recorded nodes shared one process; a cluster of other nodes runs a rank per node.
+            fill["gil"] = "process"
     if cfg.message_cpu_s is None and model is not None:
         fill["message_cpu_s"] = model.message_cpu_s
     return dataclasses.replace(cfg, **fill), model if cfg.costs == "model" else None
