@@ -1,0 +1,352 @@
+"""The shallow-water app: finite volumes on root blocks that refine and coarsen as the water moves.
+
+Phases of a step:
+
+``cfl``      every tile's largest ``(|u| + c + |v| + c) / dx``, reduced by ``min`` into the
+             one global time step (at the finest level present; no subcycling). Work: cells.
+``stage1``   (halo: the neighbours' strips) forward Euler, or Heun's first stage at order 2.
+             Work: cell updates.
+``stage2``   (order 2 only; halo) Heun's second stage. Work: cell updates.
+``balance_r`` (with adaptivity: ``r = 1 .. max_level - min_level``; halo: the neighbours'
+             target levels) on a regrid step, each block's target level is raised to at least
+             its face neighbours' minus one; the last round moves every block to its target.
+             On other steps they do nothing and exchange nothing. Work: blocks.
+
+The tile set never changes: the work of a tile is the cells of its blocks, which follow the
+water, and the trace records it step by step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+from ...errors import ShoalError
+from ...runtime.app import App, Phase, StepContext
+from ...tiling import Tiling
+from . import kernels, regrid
+from .blocks import balanced, offsets, topology
+from .kernels import SOURCE_TILE
+from .params import SWEParams
+from .setups import Setup
+
+FIELDS = ("h", "hu", "hv", "b")
+EMPTY = {"lev": np.empty(0, dtype=np.int64), "data": np.empty(0)}
+
+
+def _phases(order: int, rounds: int) -> tuple[Phase, ...]:
+    phases = [Phase("cfl", reduction="min", work="cells"),
+              Phase("stage1", halo=True, pack="pack_strips", work="cell updates")]
+    if order == 2:
+        phases.append(Phase("stage2", halo=True, pack="pack_strips", work="cell updates"))
+    for r in range(1, rounds + 1):
+        phases.append(Phase(f"balance_{r}", halo=True, pack="pack_targets", work="blocks",
+                            method="regrid" if r == rounds else "balance"))
+    return tuple(phases)
+
+
+class SWEApp(App):
+    """See the module docstring; the numerics are in :mod:`.kernels`, the blocks in :mod:`.blocks`."""
+
+    name = "swe"
+    phases = _phases(2, 2)  # every method a run may name; each run picks its own below
+    transient = ("h0", "hu0", "hv0", "target")
+
+    def __init__(self, params: SWEParams, steps: int):
+        params.validate()
+        self.p = params
+        self.grid = (int(params.blocks[0]), int(params.blocks[1]))
+        self.rounds = params.max_level - params.min_level
+        self.phases = _phases(params.order, self.rounds)
+        self.setup = Setup(params)
+        self.sides = params.sides()
+        self.solver = kernels.FWAVE if params.solver == "fwave" else kernels.RUSANOV
+        self.limiter = kernels.MINMOD if params.limiter == "minmod" else kernels.VANLEER
+
+    # ----- levels -----------------------------------------------------------------------------
+    def regrid_step(self, step: int) -> bool:
+        """Whether blocks change level at the end of ``step``."""
+        return self.rounds > 0 and (step + 1) % self.p.regrid_every == 0
+
+    @functools.cached_property
+    def initial_levels(self) -> np.ndarray:
+        """Every root block's level at step 0: the criterion on the initial state at
+        ``min_level``, balanced 2:1 (computed once, for the whole domain)."""
+        p = self.p
+        nbx, nby = self.grid
+        target = np.full((nbx, nby), p.min_level, dtype=np.int64)
+        if self.rounds == 0:
+            return target
+        for bx in range(nbx):
+            for by in range(nby):
+                h, _, _, b = self._initial_block(bx, by, p.min_level)
+                if regrid.flagged(h, b, p.dx0 / 2**p.min_level, p):
+                    target[bx, by] = p.max_level
+        for _ in range(self.rounds):
+            padded = np.pad(target, 1, constant_values=-1)
+            around = np.stack([padded[:-2, 1:-1], padded[2:, 1:-1], padded[1:-1, :-2], padded[1:-1, 2:]], axis=-1)
+            target = balanced(target.reshape(-1), around.reshape(-1, 4)).reshape(nbx, nby)
+        return target
+
+    def _initial_block(self, bx: int, by: int, level: int):
+        b = self.setup.block_bed(bx, by, level)
+        x, y = self.setup.centres(bx, by, level)
+        h, hu, hv = self.setup.initial(x, y, b)
+        return h, hu, hv, b
+
+    # ----- the contract -----------------------------------------------------------------------
+    def check_tiling(self, tiling: Tiling) -> None:
+        """The tiling splits root blocks: its grid must be ``app.blocks``."""
+        if tuple(tiling.grid) != self.grid:
+            raise ShoalError(f"app 'swe': the tiling covers {tiling.grid} root blocks, app.blocks is {list(self.grid)}")
+
+    def init_tile(self, tile: int, tiling: Tiling) -> dict:
+        topo = self._topology(tiling, tile)
+        lev = np.array([self.initial_levels[bx, by] for bx, by in topo.coords], dtype=np.int64)
+        blocks = [self._initial_block(int(bx), int(by), int(lv)) for (bx, by), lv in zip(topo.coords, lev, strict=True)]
+        state = {"lev": lev, "t": 0.0}
+        for v, name in enumerate(FIELDS):
+            state[name] = np.concatenate([np.pad(blk[v], 2).reshape(-1) for blk in blocks])
+        return state
+
+    def time(self, step: int, states: dict) -> float:
+        """Simulated seconds, kept by every tile."""
+        return float(next(iter(states.values()))["t"]) if states else float("nan")
+
+    def proxy(self) -> tuple[SWEParams, float] | None:
+        """The same run with root blocks of half the cells: twice the time step, so half a
+        proxy step per step."""
+        if self.p.block % 4 or self.p.bathymetry_file:
+            return None
+        return dataclasses.replace(self.p, block=self.p.block // 2), 0.5
+
+    def prepare(self, tiling: Tiling) -> None:
+        """Compile the kernels on the run's first tile, with its real neighbours."""
+        state = self.init_tile(0, tiling)
+        halos = {int(n): self.pack_strips(self.init_tile(int(n), tiling), int(n), tiling)[0]
+                 for n in tiling.neighbours[0]}
+        ctx = StepContext(0, {"cfl": self.cfl(0, state, {}, StepContext(0), tiling)[1]})
+        for phase in self.phases[1:]:
+            if phase.name.startswith("stage"):
+                getattr(self, phase.method)(0, state, halos, ctx, tiling)
+
+    def halo_wanted(self, phase: Phase, step: int) -> bool:
+        """Target levels travel on regrid steps only."""
+        return not phase.name.startswith("balance") or self.regrid_step(step)
+
+    # ----- phases -----------------------------------------------------------------------------
+    def cfl(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> tuple[int, float]:
+        """The largest stable time step of the tile's cells."""
+        nn = self.p.block * 2 ** state["lev"]
+        top = ctx.kernel(kernels.fastest_wave, state["h"], state["hu"], state["hv"], offsets(nn), nn,
+                         state["lev"], self.p.dx0, self.p.g, self.p.dry)
+        return int((nn**2).sum()), (self.p.cfl / top if top > 0 else np.inf)
+
+    def stage1(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
+        """Forward Euler (order 1) or Heun's first stage (order 2)."""
+        return self._stage(tile, state, halos, ctx, tiling, 0 if self.p.order == 1 else 1)
+
+    def stage2(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
+        """Heun's second stage: the mean of the saved state and one more Euler step."""
+        return self._stage(tile, state, halos, ctx, tiling, 2)
+
+    def _stage(self, tile, state, halos, ctx, tiling, stage) -> int:
+        dt = ctx.reduced["cfl"]
+        if not np.isfinite(dt):
+            raise ShoalError(f"step {ctx.step}: no wet cell anywhere, so no time step")
+        topo = self._topology(tiling, tile)
+        lev = state["lev"]
+        nn = self.p.block * 2**lev
+        off = offsets(nn)
+        src_off = topo.local.copy()
+        src_lev = np.zeros_like(topo.kind)
+        inside = topo.kind == SOURCE_TILE
+        src_lev[inside] = lev[topo.local[inside]]
+        halo = self._receive(topo, halos, src_off, src_lev, "data")
+        if stage == 1:
+            for name in ("h0", "hu0", "hv0"):
+                state[name] = np.empty_like(state["h"])
+        h0, hu0, hv0 = (state[name] if stage else state["h"] for name in ("h0", "hu0", "hv0"))
+        courant, bad, i, j = ctx.kernel(kernels.advance, state["h"], state["hu"], state["hv"], state["b"], h0, hu0,
+                                        hv0, off, nn, lev, topo.kind, src_off, src_lev, halo, dt, self.p.dx0,
+                                        self.p.g, self.p.dry, self.solver, self.p.order, self.limiter, stage)
+        if bad >= 0:
+            raise ShoalError(f"step {ctx.step}, tile {tile}: depth negative or not finite at "
+                             f"{self._where(topo, lev, bad, i, j)}")
+        if courant > 1.0:
+            raise ShoalError(f"step {ctx.step}, tile {tile}: Courant number {courant:.3g} > 1 (app.cfl "
+                             f"{self.p.cfl}); the time step no longer bounds the waves")
+        if stage != 1:
+            state["t"] = float(state["t"]) + dt
+            if self.regrid_step(ctx.step):
+                state["target"] = self._targets(state, lev, nn, off)
+        return int((nn**2).sum())
+
+    def _where(self, topo, lev, k, i, j) -> str:
+        bx, by = (int(c) for c in topo.coords[k])
+        n = self.p.block * 2 ** int(lev[k])
+        dx = self.p.dx0 / 2 ** int(lev[k])
+        x = self.p.origin[0] + (bx * n + i + 0.5) * dx
+        y = self.p.origin[1] + (by * n + j + 0.5) * dx
+        return f"cell ({i}, {j}) of root block ({bx}, {by}) at level {int(lev[k])} (x = {x:.6g} m, y = {y:.6g} m)"
+
+    def _targets(self, state, lev, nn, off) -> np.ndarray:
+        """Each block's wished level: the finest where the criterion flags it."""
+        p = self.p
+        target = np.empty_like(lev)
+        for k in range(len(lev)):
+            h, b = (self._interior(state[name], off[k], nn[k]) for name in ("h", "b"))
+            dx = p.dx0 / 2 ** int(lev[k])
+            if p.freeze_dry and np.any(h <= p.dry):
+                target[k] = lev[k]
+            else:
+                target[k] = p.max_level if regrid.flagged(h, b, dx, p) else p.min_level
+        return target
+
+    @staticmethod
+    def _interior(pool, start, n):
+        m = n + 4
+        return pool[start:start + m * m].reshape(m, m)[2:-2, 2:-2]
+
+    def balance(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
+        """One round of 2:1 balance of the target levels (on regrid steps)."""
+        if not self.regrid_step(ctx.step):
+            return 0
+        topo = self._topology(tiling, tile)
+        around = np.full(topo.kind.shape, -1, dtype=np.int64)
+        inside = topo.kind == SOURCE_TILE
+        around[inside] = state["target"][topo.local[inside]]
+        for t, entries in topo.receive.items():
+            around[entries[:, 0], entries[:, 1]] = halos[t]
+        state["target"] = balanced(state["target"], around)
+        return len(state["lev"])
+
+    def regrid(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
+        """The last balance round, then every block moves to its target level."""
+        if not self.balance(tile, state, halos, ctx, tiling):
+            return 0
+        topo = self._topology(tiling, tile)
+        lev, target = state["lev"], state.pop("target")
+        nn = self.p.block * 2**lev
+        off = offsets(nn)
+        fields = {name: [] for name in FIELDS}
+        for k, (bx, by) in enumerate(topo.coords):
+            h, hu, hv, b = (self._interior(state[name], off[k], nn[k]) for name in FIELDS)
+            level = int(lev[k])
+            while level != target[k]:
+                step = 1 if target[k] > level else -1
+                bed = self.setup.block_bed(int(bx), int(by), level + step)
+                if step > 0:
+                    h, hu, hv = regrid.refine(h, hu, hv, b, bed, self.p.dry)
+                else:
+                    h, hu, hv = regrid.coarsen(h, hu, hv, b, bed, self.p.dry)
+                b, level = bed, level + step
+            for name, a in zip(FIELDS, (h, hu, hv, b), strict=True):
+                fields[name].append(np.pad(a, 2).reshape(-1))
+        for name in FIELDS:
+            state[name] = np.concatenate(fields[name])
+        state["lev"] = target.astype(np.int64)
+        return len(lev)
+
+    # ----- halos ------------------------------------------------------------------------------
+    def pack_strips(self, state: dict, src: int, tiling: Tiling) -> dict[int, dict]:
+        """Each neighbour tile gets the strips of the blocks that touch its own, with their levels."""
+        topo = self._topology(tiling, src)
+        lev = state["lev"]
+        nn = self.p.block * 2**lev
+        soff, total = kernels.strip_sizes(nn)
+        strips = np.empty(total)
+        kernels.extract_strips(state["h"], state["hu"], state["hv"], state["b"], offsets(nn), nn, strips, soff)
+        out = {}
+        for t in tiling.neighbours[src]:
+            entries = topo.send.get(int(t))
+            if entries is None:
+                out[int(t)] = EMPTY
+                continue
+            starts = soff[entries[:, 0], entries[:, 1]]
+            sizes = 8 * nn[entries[:, 0]]
+            out[int(t)] = {"lev": lev[entries[:, 0]],
+                           "data": np.concatenate([strips[s:s + n] for s, n in zip(starts, sizes, strict=True)])}
+        return out
+
+    def pack_targets(self, state: dict, src: int, tiling: Tiling) -> dict[int, np.ndarray]:
+        """Each neighbour tile gets the target levels of the blocks that touch its own."""
+        topo = self._topology(tiling, src)
+        empty = np.empty(0, dtype=np.int64)
+        return {int(t): (state["target"][topo.send[int(t)][:, 0]] if int(t) in topo.send else empty)
+                for t in tiling.neighbours[src]}
+
+    def _receive(self, topo, halos, src_off, src_lev, key) -> np.ndarray:
+        """The strips from other tiles in one buffer; sets where each face's source starts and its level."""
+        parts, base = [], 0
+        for t in sorted(topo.receive):
+            entries = topo.receive[t]
+            payload = halos[t]
+            plev = payload["lev"]
+            sizes = 8 * self.p.block * 2**plev
+            starts = base + np.concatenate(([0], np.cumsum(sizes)[:-1]))
+            src_off[entries[:, 0], entries[:, 1]] = starts
+            src_lev[entries[:, 0], entries[:, 1]] = plev
+            parts.append(payload[key])
+            base += int(sizes.sum())
+        return np.concatenate(parts) if parts else np.empty(0)
+
+    @functools.lru_cache(maxsize=4096)  # noqa: B019  (one app per run; tilings are few)
+    def _topology(self, tiling: Tiling, tile: int):
+        return topology(tiling, tile, self.sides)
+
+    # ----- output -----------------------------------------------------------------------------
+    def gather(self, states: dict, tiling: Tiling) -> dict[str, np.ndarray]:
+        """Every block's level and cells, in root-block order: the same arrays for any tiling."""
+        by_gid = {}
+        for tile, state in states.items():
+            topo = self._topology(tiling, tile)
+            nn = self.p.block * 2 ** state["lev"]
+            off = offsets(nn)
+            for k, g in enumerate(topo.gids):
+                by_gid[int(g)] = (int(state["lev"][k]),
+                                  [self._interior(state[name], off[k], nn[k]).reshape(-1) for name in FIELDS])
+        order = sorted(by_gid)
+        out = {"level": np.array([by_gid[g][0] for g in order], dtype=np.int64)}
+        for v, name in enumerate(FIELDS):
+            out[name] = np.concatenate([by_gid[g][1][v] for g in order])
+        out["time"] = np.array(float(next(iter(states.values()))["t"]))
+        return out
+
+    def totals(self, gathered: dict) -> dict[str, float]:
+        """Volume (m^3) and momenta (m^4/s) of a gathered state, summed block by block in order."""
+        out = {"mass": 0.0, "momentum_x": 0.0, "momentum_y": 0.0}
+        start = 0
+        for lv in gathered["level"]:
+            n = self.p.block * 2 ** int(lv)
+            area = (self.p.dx0 / 2 ** int(lv)) ** 2
+            for key, name in (("mass", "h"), ("momentum_x", "hu"), ("momentum_y", "hv")):
+                out[key] += float(np.sum(gathered[name][start:start + n * n])) * area
+            start += n * n
+        return out
+
+    def uniform(self, gathered: dict, level: int) -> dict[str, np.ndarray]:
+        """``h, hu, hv, b, eta`` on one level's uniform grid (axis 0 along x): cells of coarser
+        blocks repeated, finer ones averaged."""
+        from .setups import average4
+
+        nbx, nby = self.grid
+        n = self.p.block * 2**level
+        out = {name: np.empty((nbx * n, nby * n)) for name in FIELDS}
+        start = 0
+        for g, lv in enumerate(gathered["level"]):
+            bx, by = divmod(g, nby)
+            nb_ = self.p.block * 2 ** int(lv)
+            for name in FIELDS:
+                a = gathered[name][start:start + nb_ * nb_].reshape(nb_, nb_)
+                for _ in range(int(lv) - level):
+                    a = average4(a)
+                if lv < level:
+                    r = 2 ** (level - int(lv))
+                    a = np.repeat(np.repeat(a, r, axis=0), r, axis=1)
+                out[name][bx * n:(bx + 1) * n, by * n:(by + 1) * n] = a
+            start += nb_ * nb_
+        out["eta"] = np.where(out["h"] > self.p.dry, out["h"] + out["b"], np.nan)
+        return out
