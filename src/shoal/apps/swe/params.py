@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ...errors import ShoalError
 
-SETUPS = ("radial-dam-break", "lake-at-rest", "ritter", "thacker", "wave", "tsunami")
+SETUPS = ("radial-dam-break", "lake-at-rest", "ritter", "thacker", "wave", "vortex", "tsunami")
 SOLVERS = ("fwave", "rusanov")
 BOUNDARIES = ("reflect", "outflow")
 CRITERIA = ("surface", "gradient")
@@ -56,6 +56,7 @@ class SWEParams:
     dam: list[float] = field(default_factory=lambda: [500.0, 1.0])  # ritter: x of the dam, depth upstream
     thacker: list[float] = field(default_factory=lambda: [1.0, 1.0, 0.5])  # h0 (centre depth), a (radius), eta
     hump: list[float] = field(default_factory=lambda: [0.5, 0.5, 0.01, 0.1])  # wave: cx cy amplitude width (m)
+    vortex: list[float] = field(default_factory=lambda: [100.0, 0.5, 2.0])  # radius, peak speed, seamount height
     islands: list[list[float]] = field(default_factory=list)  # cx cy radius height (bed above sea level)
     roughness: float = 0.0  # lake-at-rest: amplitude of the bed's ripples (m)
     shelf: list[float] = field(default_factory=lambda: [0.0, 0.0, 100.0])  # tsunami: slope start, end x; shelf depth
@@ -109,7 +110,7 @@ class SWEParams:
         sides = self.sides()
         for side in sides:
             _choice("boundary", side, BOUNDARIES)
-        for name, width in (("column", 4), ("dam", 2), ("thacker", 3), ("hump", 4), ("shelf", 3), ("uplift", 4)):
+        for name, width in (("column", 4), ("dam", 2), ("thacker", 3), ("hump", 4), ("vortex", 3), ("shelf", 3), ("uplift", 4)):
             _vector(name, getattr(self, name), width)
         if not isinstance(self.islands, (list, tuple)):
             raise ShoalError(f"app.islands must be a list of [cx, cy, radius, height], got {self.islands!r}")
@@ -124,6 +125,8 @@ class SWEParams:
             raise ShoalError(f"app.thacker needs a positive centre depth h0 and radius a, got {self.thacker}")
         if self.setup == "wave" and (self.hump[3] <= 0 or self.hump[2] <= -self.depth):
             raise ShoalError(f"app.hump needs a positive width and a surface above the bed, got {self.hump}")
+        if self.setup == "vortex" and self.vortex[0] <= 0:
+            raise ShoalError(f"app.vortex needs a positive radius, got {self.vortex}")
         if self.bathymetry_file and not Path(self.bathymetry_file).is_file():
             raise ShoalError(f"app.bathymetry_file {self.bathymetry_file!r} does not exist")
 

@@ -35,6 +35,9 @@ class Setup:
         if p.setup == "thacker":
             h0, a, _ = p.thacker
             return analytic.thacker_bathymetry(x, y, self.centre, h0, a)
+        if p.setup == "vortex":
+            radius, _, bump = p.vortex
+            return p.sea_level + analytic.vortex_bathymetry(x, y, self.centre, p.depth, radius, bump)
         if p.setup == "lake-at-rest" and p.roughness:
             k = 2 * math.pi / (8 * p.dx0)
             flat = flat + p.roughness * np.sin(k * x + 0.3) * np.cos(0.7 * k * y + 1.1)
@@ -97,6 +100,10 @@ class Setup:
         elif p.setup == "thacker":
             h0, a, amp = p.thacker
             h, u, v = analytic.thacker(x, y, 0.0, self.centre, h0, a, amp, p.g)
+            eta = h + b
+        elif p.setup == "vortex":
+            radius, speed, bump = p.vortex
+            h, u, v = analytic.vortex(x, y, self.centre, p.depth, radius, speed, bump, p.g)
             eta = h + b
         elif p.setup == "wave":
             cx, cy, amp, width = p.hump
