@@ -110,7 +110,8 @@ class SWEParams:
         sides = self.sides()
         for side in sides:
             _choice("boundary", side, BOUNDARIES)
-        for name, width in (("column", 4), ("dam", 2), ("thacker", 3), ("hump", 4), ("vortex", 3), ("shelf", 3), ("uplift", 4)):
+        for name, width in (("column", 4), ("dam", 2), ("thacker", 3), ("hump", 4), ("vortex", 3), ("shelf", 3),
+                            ("uplift", 4)):
             _vector(name, getattr(self, name), width)
         if not isinstance(self.islands, (list, tuple)):
             raise ShoalError(f"app.islands must be a list of [cx, cy, radius, height], got {self.islands!r}")
