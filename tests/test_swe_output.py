@@ -4,6 +4,8 @@ picture of the surface with the root blocks' levels."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -129,6 +131,20 @@ def test_series_lists_each_step_with_its_simulated_time(run, tmp_path):
             reader.SetFileName(str(piece))
             reader.Update()
             assert vtk_to_numpy(reader.GetOutput().GetFieldData().GetArray("TimeValue"))[0] == t
+
+
+def test_writing_needs_no_vtk(tmp_path):
+    script = ("import sys\n"
+              "from shoal.apps import get_app\n"
+              "from shoal.apps.swe.vtk import export\n"
+              "from shoal.tiling import Tiling\n"
+              "spec = get_app('swe')\n"
+              "app = spec.build(spec.params(**spec.tiny), 1)\n"
+              "tiling = Tiling.from_count(app.grid, 1)\n"
+              "export(app, app.gather({0: app.init_tile(0, tiling)}, tiling), sys.argv[1], 0)\n"
+              "assert not any(m.split('.')[0] in ('vtk', 'vtkmodules') for m in sys.modules), 'vtk imported'\n")
+    subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True)
+    assert (tmp_path / "paraview" / "state-000000.vthb").exists()
 
 
 def test_a_collection_that_is_not_one_is_refused(tmp_path):

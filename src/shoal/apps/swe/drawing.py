@@ -95,8 +95,8 @@ def draw(frame: dict[str, np.ndarray], ax, scale: tuple[float, float] | None = N
     wx, wy = (x1 - x0) / nbx, (y1 - y0) / nby
     levels = np.unique(level)
     rank = np.searchsorted(levels, level)  # 0 for the coarsest level present
-    shade = np.linspace(0.55, 0.0, len(levels)) if len(levels) > 1 else np.zeros(1)
-    width = 0.6 + 1.2 * np.arange(len(levels))
+    shade = np.linspace(0.55, 0.0, len(levels)) if len(levels) > 1 else np.full(1, 0.55)  # grey to black
+    width = np.linspace(0.6, 3.0, len(levels))
     order = np.argsort(level, axis=None, kind="stable")  # finer outlines drawn last, on top
     bx, by = np.unravel_index(order, level.shape)
     corners = np.array([[0, 0], [1, 0], [1, 1], [0, 1]], dtype=float)
