@@ -4,16 +4,17 @@ Each written step is an overlapping-AMR file (``.vthb``, read by VTK's
 ``vtkXMLUniformGridAMRReader``): one ``Block`` per level with its cell size, and one box of
 image data (a ``.vti`` file in the folder named after the step) per rectangle of root blocks
 at that level. ParaView then knows the levels, not only the pieces: it colours or thresholds
-by level, resamples the whole grid to one image, and its PVD reader (VTK's collection reader)
-opens a ``.vthb`` with every level, where opening one directly loads level 0 only unless its
-"Default Number Of Levels" is raised. Root blocks never overlap here (each holds one level at a
-time), so nothing is blanked: every cell is the state's own. A ``.pvd`` collection lists the
-steps with their simulated time.
+by level and resamples the whole grid to one image. A ``.pvd`` collection lists the steps
+with their simulated time; open it: its reader (VTK's collection reader) reads every level of
+each step, while a ``.vthb`` opened on its own reads as many as the reader's "Default Number
+Of Levels" says (0: all). Root blocks never overlap here (each holds one level at a time), so
+nothing is blanked: every cell is the state's own.
 
 VTK's level 0 is the coarsest level present (VTK refuses an empty level 0); the cell data
 ``level`` holds the app's own. Cell data: ``h``, ``hu``, ``hv``, ``b``, ``eta`` (``h + b``,
-NaN where dry, as :meth:`~shoal.apps.swe.app.SWEApp.uniform`) and ``level``, x fastest. The XML is written with
-NumPy (:mod:`shoal.report.vtk`'s arrays), so nothing here needs the ``vtk`` wheel.
+NaN where dry, as :meth:`~shoal.apps.swe.app.SWEApp.uniform`) and ``level``, x fastest. The
+XML is written with NumPy (:mod:`shoal.report.vtk`'s arrays), so nothing here needs the
+``vtk`` wheel.
 """
 
 from __future__ import annotations
