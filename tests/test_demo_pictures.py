@@ -39,7 +39,7 @@ def test_the_animation_is_wide_and_holds_every_frame(tmp_path, monkeypatch, app,
         monkeypatch.setattr(particles, "ffmpeg", lambda: None)
     else:  # the dev extra installs imageio-ffmpeg, so ffmpeg is always at hand in the suite
         assert particles.ffmpeg() is not None
-    path = particles.animation(app, frames, tmp_path, particles.global_ranges(frames))
+    path = particles.animation(app, frames, tmp_path, particles.global_ranges(frames)["speed"])
     if with_ffmpeg:
         import imageio_ffmpeg
 

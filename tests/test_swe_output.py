@@ -180,13 +180,15 @@ def test_frame_is_the_surface_at_the_finest_level_present(run):
     np.testing.assert_array_equal(f["eta"], app.uniform(g, 1)["eta"])
     np.testing.assert_array_equal(f["level"].reshape(-1), g["level"])
     assert f["level"].shape == app.grid
-    np.testing.assert_array_equal(f["extent"], [0.0, 400.0, 0.0, 300.0])
+    (x0, y0), (lx, ly) = app.p.origin, app.p.extent
+    np.testing.assert_array_equal(f["extent"], [x0, x0 + lx, y0, y0 + ly])
     assert float(f["time"]) == float(g["time"]) > 0
     # a smaller budget: one level coarser, then 2 x 2 means below level 0
-    np.testing.assert_array_equal(drawing.frame(app, g, max_cells=48 * 64 - 1)["eta"], app.uniform(g, 0)["eta"])
-    coarse = drawing.frame(app, g, max_cells=32 * 24 - 1)
+    nx, ny = (n * app.p.block for n in app.grid)  # cells at level 0
+    np.testing.assert_array_equal(drawing.frame(app, g, max_cells=4 * nx * ny - 1)["eta"], app.uniform(g, 0)["eta"])
+    coarse = drawing.frame(app, g, max_cells=nx * ny - 1)
     h, b = (average4(app.uniform(g, 0)[name]) for name in ("h", "b"))
-    assert coarse["eta"].shape == (16, 12)
+    assert coarse["eta"].shape == (nx // 2, ny // 2)
     np.testing.assert_array_equal(coarse["eta"], np.where(h > app.p.dry, h + b, np.nan))
 
 
@@ -223,13 +225,15 @@ def test_draw_shows_the_surface_with_land_grey_and_outlines_every_root_block(run
     np.testing.assert_array_equal(shown.mask, np.isnan(f["eta"]).T)
     np.testing.assert_array_equal(shown.data[~shown.mask], f["eta"].T[~shown.mask])  # sea level 0
     assert shown.mask.any() and image.get_cmap().get_bad().tolist() == list(to_rgba(drawing.LAND))
-    assert image.get_extent() == [0.0, 400.0, 0.0, 300.0]
+    (x0, y0), (lx, ly) = app.p.origin, app.p.extent
+    assert image.get_extent() == [x0, x0 + lx, y0, y0 + ly]
     (outlines,) = [c for c in ax.collections if isinstance(c, PolyCollection)]
     paths = outlines.get_paths()
     nbx, nby = app.grid
     assert len(paths) == nbx * nby
     corners = {tuple(np.round(p.vertices[:4].min(axis=0), 9)) for p in paths}
-    assert corners == {(100.0 * i, 100.0 * j) for i in range(nbx) for j in range(nby)}
+    side = lx / nbx  # a root block's side (m)
+    assert corners == {(round(x0 + side * i, 9), round(y0 + side * j, 9)) for i in range(nbx) for j in range(nby)}
     widths = np.asarray(outlines.get_linewidths())
     fine = np.sort(g["level"]) == 1  # drawn in level order, finest on top
     assert widths[fine].min() > widths[~fine].max()

@@ -478,6 +478,7 @@ def write_frame(sim: Simulation, frames: Path) -> None:
     if gathered is not None:
         _check_finite(gathered, sim.step_count)
         save_npz(frames / f"state-{sim.step_count:06d}.npz", sim.app.frame(gathered))
+        sim.app.export(gathered, frames, sim.step_count)
 
 
 def _default_out(sc: Scenario) -> Path:

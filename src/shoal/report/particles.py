@@ -72,11 +72,12 @@ def _axes_limits(frames):
 
 
 def draw_frame(app, frame, scale, limits, ax):
-    """The app's picture of a frame, on the run's colour scale and axes."""
+    """The app's picture of a frame, on the run's colour scale and, if given, axes limits."""
     ax.clear()
     mappable = app.draw(frame, ax, scale)
-    ax.set_xlim(limits[0][0], limits[1][0])
-    ax.set_ylim(limits[0][1], limits[1][1])
+    if limits is not None:
+        ax.set_xlim(limits[0][0], limits[1][0])
+        ax.set_ylim(limits[0][1], limits[1][1])
     return mappable
 
 
@@ -109,17 +110,19 @@ def ffmpeg() -> str | None:
     return imageio_ffmpeg.get_ffmpeg_exe()
 
 
-def animation(app, frames, folder: Path, ranges, width_px: int = MOVIE_WIDTH_PX) -> Path:
-    """Every frame, ``width_px`` wide: ``animation.mp4`` (H.264) when ffmpeg is at hand, else
-    ``animation.gif``."""
-    limits = _axes_limits(frames)
-    (x0, y0), (x1, y1) = limits
+def animation(app, frames, folder: Path, scale, limits=None, label: str = "",
+              width_px: int = MOVIE_WIDTH_PX) -> Path:
+    """Every frame drawn by the app on one colour ``scale``, ``width_px`` wide:
+    ``animation.mp4`` (H.264) when ffmpeg is at hand, else ``animation.gif``. ``limits``
+    fixes the axes (particles move; default: what the first frame's picture spans)."""
     width_in, dpi = 10.0, width_px / 10.0
-    height_px = 2 * round(dpi * max(3.0, width_in * 0.85 * (y1 - y0) / (x1 - x0) + 0.8) / 2)  # H.264: even sizes
-    fig = new_figure(width_in, height_px / dpi)
+    fig = new_figure(width_in, 6.0)
     ax = fig.add_subplot()
-    sc = draw_frame(app, frames[0], ranges["speed"], limits, ax)
-    fig.colorbar(sc, ax=ax, label=QUANTITIES["speed"])
+    sc = draw_frame(app, frames[0], scale, limits, ax)
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    height_px = 2 * round(dpi * max(3.0, width_in * 0.85 * abs(y1 - y0) / abs(x1 - x0) + 0.8) / 2)  # H.264: even
+    fig.set_size_inches(width_in, height_px / dpi)
+    fig.colorbar(sc, ax=ax, label=label)
     exe = ffmpeg()
     if exe is not None:
         path, writer = folder / "animation.mp4", FFMpegWriter(fps=MOVIE_FPS, codec="libx264",
@@ -128,7 +131,7 @@ def animation(app, frames, folder: Path, ranges, width_px: int = MOVIE_WIDTH_PX)
         path, writer = folder / "animation.gif", PillowWriter(fps=MOVIE_FPS)
     with mpl.rc_context({"animation.ffmpeg_path": exe or "ffmpeg"}), writer.saving(fig, str(path), dpi=dpi):
         for frame in frames:
-            draw_frame(app, frame, ranges["speed"], limits, ax)
+            draw_frame(app, frame, scale, limits, ax)
             writer.grab_frame()
     return path
 
@@ -194,7 +197,7 @@ def report_particles(run: Path, config: dict, app) -> list[Path]:
     paths = frame_pngs(app, frames, out, ranges, every=max(1, len(frames) // 12))
     paths.append(contour_views(frames[-1], run / "contours-final.png", ranges, 1.5 * dx))
     paths.append(contour_views(frames[len(frames) // 2], run / "contours-middle.png", ranges, 1.5 * dx))
-    paths.append(animation(app, frames, run, ranges))
+    paths.append(animation(app, frames, run, ranges["speed"], _axes_limits(frames), QUANTITIES["speed"]))
     paths.append(write_series(run))  # frames/series.pvd: ParaView opens it with physical time
     blocks = params.get("fluid", [])
     if params.get("layout") == "tank" and len(blocks) == 1 and blocks[0][0] == 0 and blocks[0][1] == 0:

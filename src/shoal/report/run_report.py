@@ -47,7 +47,7 @@ def app_frames(app, run: Path) -> list[Path]:
         return []
     frames = [(run / "frame-final.png", app.frame(_load(final)))]
     if "x" not in frames[0][1]:
-        frames += [(p.with_name(p.stem.replace("state", "frame") + ".png"), app.frame(_load(p)))
+        frames += [(p.with_name(p.stem.replace("state", "frame") + ".png"), _load(p))  # already frames
                    for p in sorted((run / "frames").glob("state-*.npz"))]
     scale = _common_scale([f for _, f in frames])
     paths = []
@@ -56,6 +56,10 @@ def app_frames(app, run: Path) -> list[Path]:
         ax = fig.add_subplot()
         fig.colorbar(app.draw(frame, ax, scale), ax=ax)
         paths.append(save_figure(fig, path, dpi=100))
+    if len(frames) > 2:  # grid apps: the frames written on the way, in sequence
+        from .particles import animation
+
+        paths.append(animation(app, [frame for _, frame in frames[1:]], run, scale))
     return paths
 
 

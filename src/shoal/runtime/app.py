@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -275,6 +276,13 @@ class App(abc.ABC):
         from ..report.drawing import draw_arrays
 
         return draw_arrays(frame, ax, scale)
+
+    def export(self, gathered: dict[str, np.ndarray], frames: Path, step: int) -> Path | None:
+        """Write the gathered state of ``step`` into a run folder's ``frames`` folder in a form
+        other programs open (ParaView's VTK), beside each frame a run writes; return the file to
+        open. An app overrides it when its frames are too coarse for that (an adaptive grid's).
+        Default: nothing (``shoal report`` converts the frames: :func:`shoal.report.vtk.write_series`)."""
+        return None
 
 
 def payload_bytes(payload: Any) -> int:
