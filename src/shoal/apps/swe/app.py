@@ -162,7 +162,7 @@ class SWEApp(App):
     def _stage(self, tile, state, halos, ctx, tiling, stage) -> int:
         dt = ctx.reduced["cfl"]
         if np.isinf(dt):
-            raise ShoalError(f"step {ctx.step}: no wet cell anywhere, so no time step")
+            raise ShoalError("no wet cell anywhere, so no time step")
         topo = self._topology(tiling, tile)
         lev = state["lev"]
         nn = self.p.block * 2**lev
@@ -181,11 +181,11 @@ class SWEApp(App):
                                         self.p.g, self.p.dry, self.solver, self.p.order, self.limiter, stage,
                                         state["speed"])
         if bad >= 0:
-            raise ShoalError(f"step {ctx.step}, tile {tile}: depth negative or not finite at "
-                             f"{self._where(topo, lev, bad, i, j)}")
+            # the executor names the step, the phase and the tile before this
+            raise ShoalError(f"depth negative or not finite at {self._where(topo, lev, bad, i, j)}")
         if courant > 1.0:
-            raise ShoalError(f"step {ctx.step}, tile {tile}: Courant number {courant:.3g} > 1 (app.cfl "
-                             f"{self.p.cfl}); the time step no longer bounds the waves")
+            raise ShoalError(f"Courant number {courant:.3g} > 1 (app.cfl {self.p.cfl}): the time step no longer "
+                             "bounds the waves")
         if stage != 1:
             state["t"] = float(state["t"]) + dt
             if self.regrid_step(ctx.step):
