@@ -83,8 +83,12 @@ class SWEApp(App):
             return target
         for bx in range(nbx):
             for by in range(nby):
-                h, _, _, b = self._initial_block(bx, by, p.min_level)
-                if regrid.flagged(h, b, p.dx0 / 2**p.min_level, p):
+                h, hu, hv, b = self._initial_block(bx, by, p.min_level)
+                pools = [np.pad(a, 2).reshape(-1) for a in (h, b)]
+                n = np.array([h.shape[0]])
+                flags, _ = kernels.block_flags(pools[0], pools[1], offsets(n), n, np.array([p.min_level]), p.dx0,
+                                               p.criterion == "gradient", p.threshold, p.sea_level, p.dry)
+                if flags[0]:
                     target[bx, by] = p.max_level
         for _ in range(self.rounds):
             padded = np.pad(target, 1, constant_values=-1)
@@ -201,17 +205,13 @@ class SWEApp(App):
         return f"cell ({i}, {j}) of root block ({bx}, {by}) at level {int(lev[k])} (x = {x:.6g} m, y = {y:.6g} m)"
 
     def _targets(self, state, lev, nn, off) -> np.ndarray:
-        """Each block's wished level: the finest where the criterion flags it."""
+        """Each block's wished level: the finest where the criterion flags a cell, else the
+        coarsest; with ``freeze_dry``, a block holding a dry cell keeps its level."""
         p = self.p
-        target = np.empty_like(lev)
-        for k in range(len(lev)):
-            h, b = (self._interior(state[name], off[k], nn[k]) for name in ("h", "b"))
-            dx = p.dx0 / 2 ** int(lev[k])
-            if p.freeze_dry and np.any(h <= p.dry):
-                target[k] = lev[k]
-            else:
-                target[k] = p.max_level if regrid.flagged(h, b, dx, p) else p.min_level
-        return target
+        flags, has_dry = kernels.block_flags(state["h"], state["b"], off, nn, lev, p.dx0, p.criterion == "gradient",
+                                             p.threshold, p.sea_level, p.dry)
+        target = np.where(flags, p.max_level, p.min_level).astype(np.int64)
+        return np.where(has_dry & p.freeze_dry, lev, target)
 
     @staticmethod
     def _interior(pool, start, n):
@@ -237,10 +237,16 @@ class SWEApp(App):
             return 0
         topo = self._topology(tiling, tile)
         lev, target = state["lev"], state.pop("target")
+        if np.array_equal(lev, target):
+            return len(lev)
         nn = self.p.block * 2**lev
         off = offsets(nn)
-        fields = {name: [] for name in FIELDS}
+        pieces = {name: [] for name in FIELDS}
         for k, (bx, by) in enumerate(topo.coords):
+            if lev[k] == target[k]:  # most blocks: their cells as they are, ghosts included
+                for name in FIELDS:
+                    pieces[name].append(state[name][off[k]:off[k + 1]])
+                continue
             h, hu, hv, b = (self._interior(state[name], off[k], nn[k]) for name in FIELDS)
             level = int(lev[k])
             while level != target[k]:
@@ -252,9 +258,9 @@ class SWEApp(App):
                     h, hu, hv = regrid.coarsen(h, hu, hv, b, bed, self.p.dry)
                 b, level = bed, level + step
             for name, a in zip(FIELDS, (h, hu, hv, b), strict=True):
-                fields[name].append(np.pad(a, 2).reshape(-1))
+                pieces[name].append(np.pad(a, 2).reshape(-1))
         for name in FIELDS:
-            state[name] = np.concatenate(fields[name])
+            state[name] = np.concatenate(pieces[name])
         state["lev"] = target.astype(np.int64)
         self._measure_speeds(state)
         return len(lev)

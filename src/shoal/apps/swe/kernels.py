@@ -590,3 +590,33 @@ def block_speeds(h, hu, hv, off, nn, g, dry):
                 top = max(top, (abs(HU[i, j]) + abs(HV[i, j])) * (w / hw) + 2.0 * w * math.sqrt(g * hw))
         out[k] = top
     return out
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def block_flags(h, b, off, nn, lev, dx0, gradient, threshold, sea_level, dry):
+    """Per block: whether the refinement criterion flags a cell (``surface``: a wet cell's
+    ``|eta - sea_level| >= threshold``; ``gradient``: the surface slope between two wet face
+    neighbours of the block ``>= threshold``), and whether the block holds a dry cell. Only
+    the block's own cells are read, so a flag never depends on the tiling."""
+    flags = np.zeros(len(nn), dtype=np.bool_)
+    has_dry = np.zeros(len(nn), dtype=np.bool_)
+    for k in range(len(nn)):
+        n = nn[k]
+        m = n + 4
+        o = off[k]
+        H, B = h[o:o + m * m].reshape(m, m), b[o:o + m * m].reshape(m, m)
+        limit = threshold * dx0 / 2.0 ** lev[k]  # a slope times the cell size: a surface difference
+        for i in range(2, n + 2):
+            for j in range(2, n + 2):
+                if H[i, j] <= dry:
+                    has_dry[k] = True
+                    continue
+                eta = H[i, j] + B[i, j]
+                if not gradient:
+                    flags[k] |= abs(eta - sea_level) >= threshold
+                    continue
+                if i + 1 < n + 2 and H[i + 1, j] > dry:
+                    flags[k] |= abs(H[i + 1, j] + B[i + 1, j] - eta) >= limit
+                if j + 1 < n + 2 and H[i, j + 1] > dry:
+                    flags[k] |= abs(H[i, j + 1] + B[i, j + 1] - eta) >= limit
+    return flags, has_dry

@@ -1,4 +1,4 @@
-"""Refinement criteria and the moves of a root block one level up or down.
+"""The moves of a root block one level up or down (the criteria are :func:`.kernels.block_flags`).
 
 Both moves conserve mass and momentum to round-off and keep a lake at rest at rest:
 refining repeats the coarse surface over the finer bed (``h = eta - b``) where every child
@@ -10,27 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .params import SWEParams
 from .setups import average4
-
-
-def flagged(h: np.ndarray, b: np.ndarray, dx: float, p: SWEParams) -> bool:
-    """Whether a block's cells ask for its finest level.
-
-    ``surface``: some wet cell's surface is at least ``threshold`` metres from sea level (the
-    invasive paper's relative displacement to the horizon); ``gradient``: the surface slope
-    between two wet cells of the block is at least ``threshold`` (m/m). Only the block's own
-    cells are read, so a block's flag never depends on the tiling.
-    """
-    wet = h > p.dry
-    eta = h + b
-    if p.criterion == "surface":
-        return bool(np.any(wet & (np.abs(eta - p.sea_level) >= p.threshold)))
-    both_x = wet[1:, :] & wet[:-1, :]
-    both_y = wet[:, 1:] & wet[:, :-1]
-    gx = np.abs(np.diff(eta, axis=0)) / dx
-    gy = np.abs(np.diff(eta, axis=1)) / dx
-    return bool(np.any(both_x & (gx >= p.threshold)) or np.any(both_y & (gy >= p.threshold)))
 
 
 def refine(h, hu, hv, b, b_fine, dry):

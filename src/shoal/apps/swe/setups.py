@@ -9,6 +9,7 @@ rest to the last bit.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -57,8 +58,10 @@ class Setup:
         p = self.p
         return (p.origin[0] + p.extent[0] / 2, p.origin[1] + p.extent[1] / 2)
 
+    @functools.cache  # noqa: B019  (one setup per app; a regrid asks again and again)
     def block_bed(self, bx: int, by: int, level: int) -> np.ndarray:
-        """The bed of root block ``(bx, by)`` at ``level``: ``n x n`` cells, axis 0 along x."""
+        """The bed of root block ``(bx, by)`` at ``level``: ``n x n`` cells, axis 0 along x
+        (cached: never write into it)."""
         p = self.p
         finest = max(p.max_level, level) if self.file_bed is None else max(self.file_level, level)
         if self.file_bed is None:
