@@ -251,7 +251,7 @@ def _vortex_errors(order: int, n: int) -> tuple[float, float]:
     # order 1 0.95, 0.97 / 0.95, 0.98 (at 64 cells, 5 per radius, order 1 is still pre-asymptotic)
     (2, [64, 128, 256], 1.8),
     (1, [128, 256, 512], 0.9),
-])
+], ids=["order 2", "order 1"])
 def test_a_smooth_steady_vortex_over_a_seamount_converges_at_the_schemes_order(order, cells, least):
     errors = np.array([_vortex_errors(order, n) for n in cells])
     dxs = [12 * VORTEX[0] / n for n in cells]
