@@ -42,6 +42,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/small_tiles.py
 	$(BIN)/python bench/metis.py
 	$(BIN)/python bench/trigger.py
+	$(BIN)/python bench/swe.py
+	$(BIN)/python bench/swe_adaptive.py
 
 clean:
 	rm -rf $(VENV) runs site .pytest_cache
