@@ -193,7 +193,7 @@ class SWEApp(App):
         if stage != 1:
             state["t"] = float(state["t"]) + dt
             if self.regrid_step(ctx.step):
-                state["target"] = self._targets(state, lev, nn, off)
+                state["target"] = self._targets(state, lev, nn, off, topo)
         return int((nn**2).sum())
 
     def _where(self, topo, lev, k, i, j) -> str:
@@ -204,14 +204,25 @@ class SWEApp(App):
         y = self.p.origin[1] + (by * n + j + 0.5) * dx
         return f"cell ({i}, {j}) of root block ({bx}, {by}) at level {int(lev[k])} (x = {x:.6g} m, y = {y:.6g} m)"
 
-    def _targets(self, state, lev, nn, off) -> np.ndarray:
+    def _targets(self, state, lev, nn, off, topo) -> np.ndarray:
         """Each block's wished level: the finest where the criterion flags a cell, else the
-        coarsest; with ``freeze_dry``, a block holding a dry cell keeps its level."""
+        coarsest; with ``freeze_dry``, a block keeps its level if it holds a dry cell or if
+        the bed one of its cells hides at finer levels would pierce the water (refining or
+        coarsening next to a shore cannot keep both a lake at rest and its volume exact)."""
         p = self.p
         flags, has_dry = kernels.block_flags(state["h"], state["b"], off, nn, lev, p.dx0, p.criterion == "gradient",
                                              p.threshold, p.sea_level, p.dry)
         target = np.where(flags, p.max_level, p.min_level).astype(np.int64)
-        return np.where(has_dry & p.freeze_dry, lev, target)
+        if not p.freeze_dry:
+            return target
+        frozen = has_dry
+        if not has_dry.all():  # and blocks whose water a finer bed would pierce
+            for k in np.flatnonzero(~has_dry & (target != lev)):
+                bx, by = topo.coords[k]
+                top = self.setup.block_bed_top(int(bx), int(by), int(lev[k]))
+                h, b = (self._interior(state[name], off[k], nn[k]) for name in ("h", "b"))
+                frozen[k] = bool(np.any(h + b <= top + p.dry))
+        return np.where(frozen, lev, target)
 
     @staticmethod
     def _interior(pool, start, n):

@@ -75,8 +75,9 @@ def _fwave(hl, ul, vl, cl, sl, hr, ur, vr, cr, sr, g):
 
     Where a rarefaction crosses the critical point (``u - c`` or ``u + c`` changes sign from
     left to right) the split has no wave to open it: it would keep a stationary
-    entropy-violating jump (Ritter's dam stays a step). There the HLLE flux with the same
-    speeds takes over, which uses the jump in the state and opens the fan."""
+    entropy-violating jump (Ritter's dam stays a step). Where its middle state would have a
+    negative depth (a thin film beside deeper water) it would make water. In both cases the
+    HLLE flux with the same speeds takes over: it opens the fan and keeps depths non-negative."""
     ql, qr = hl * ul, hr * ur
     pl = ql * ul + 0.5 * g * hl * hl
     pr = qr * ur + 0.5 * g * hr * hr
@@ -87,13 +88,16 @@ def _fwave(hl, ul, vl, cl, sl, hr, ur, vr, cr, sr, g):
     d0, d1 = qr - ql, pr - pl
     d2 = qr * vr - ql * vl
     w = 1.0 / (s2 - s1)
-    if (ul - cl < 0.0 < ur - cr) or (ul + cl < 0.0 < ur + cr):
+    beta1 = (s2 * d0 - d1) * w
+    beta2 = (d1 - s1 * d0) * w
+    # the middle state's depth (each f-wave jumps the state by beta / s): negative where a thin
+    # film meets deeper water, which the f-wave split would pass on
+    empty = (s1 < 0.0 and hl + beta1 / s1 < 0.0) or (s2 > 0.0 and hr - beta2 / s2 < 0.0)
+    if empty or (ul - cl < 0.0 < ur - cr) or (ul + cl < 0.0 < ur + cr):
         f0 = (s2 * ql - s1 * qr + s1 * s2 * (hr - hl)) * w
         f1 = (s2 * pl - s1 * pr + s1 * s2 * (qr - ql)) * w
         f2 = (s2 * ql * vl - s1 * qr * vr + s1 * s2 * (hr * vr - hl * vl)) * w
         return f0, f1, f2, max(-s1, s2)
-    beta1 = (s2 * d0 - d1) * w
-    beta2 = (d1 - s1 * d0) * w
     shear = d2 - beta1 * vl - beta2 * vr
     a1 = beta1 if s1 < 0.0 else 0.0
     a2 = beta2 if s2 < 0.0 else 0.0

@@ -77,6 +77,19 @@ class Setup:
             b = average4(b)
         return np.ascontiguousarray(b)
 
+    @functools.cache  # noqa: B019  (as block_bed)
+    def block_bed_top(self, bx: int, by: int, level: int) -> np.ndarray:
+        """The highest bed under each cell of root block ``(bx, by)`` at ``level``, among its
+        sub-cells at the finest level the bed is known at: water above it in every cell stays
+        wet however far the block refines (cached: never write into it)."""
+        finest = self.p.max_level if self.file_bed is None else self.file_level
+        if level >= finest:
+            return self.block_bed(bx, by, level)
+        b = self.block_bed(bx, by, finest)
+        for _ in range(finest - level):
+            b = np.maximum(np.maximum(b[0::2, 0::2], b[1::2, 0::2]), np.maximum(b[0::2, 1::2], b[1::2, 1::2]))
+        return b
+
     def centres(self, bx: int, by: int, level: int) -> tuple[np.ndarray, np.ndarray]:
         """Cell centres of root block ``(bx, by)`` at ``level`` (two ``n x n`` arrays)."""
         p = self.p
