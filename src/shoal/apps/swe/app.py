@@ -29,7 +29,7 @@ from ...errors import ShoalError
 from ...runtime.app import App, Phase, StepContext
 from ...tiling import Tiling
 from . import kernels, regrid
-from .blocks import balanced, offsets, topology
+from .blocks import balanced, topology
 from .kernels import SOURCE_TILE
 from .params import SWEParams
 from .setups import Setup
@@ -85,8 +85,7 @@ class SWEApp(App):
             for by in range(nby):
                 h, hu, hv, b = self._initial_block(bx, by, p.min_level)
                 pools = [np.pad(a, 2).reshape(-1) for a in (h, b)]
-                n = np.array([h.shape[0]])
-                flags, _ = kernels.block_flags(pools[0], pools[1], offsets(n), n, np.array([p.min_level]), p.dx0,
+                flags, _ = kernels.block_flags(pools[0], pools[1], np.array([p.min_level]), p.block, p.dx0,
                                                p.criterion == "gradient", p.threshold, p.sea_level, p.dry)
                 if flags[0]:
                     target[bx, by] = p.max_level
@@ -120,9 +119,8 @@ class SWEApp(App):
 
     def _measure_speeds(self, state: dict) -> None:
         """Each block's fastest ``|u| + |v| + 2c``, which the next ``cfl`` phase reads."""
-        nn = self.p.block * 2 ** state["lev"]
-        state["speed"] = kernels.block_speeds(state["h"], state["hu"], state["hv"], offsets(nn), nn, self.p.g,
-                                              self.p.dry)
+        state["speed"] = kernels.block_speeds(state["h"], state["hu"], state["hv"], state["lev"], self.p.block,
+                                              self.p.g, self.p.dry)
 
     def time(self, step: int, states: dict) -> float:
         """Simulated seconds, kept by every tile."""
@@ -169,21 +167,20 @@ class SWEApp(App):
             raise ShoalError("no wet cell anywhere, so no time step")
         topo = self._topology(tiling, tile)
         lev = state["lev"]
-        nn = self.p.block * 2**lev
-        off = offsets(nn)
-        src_off = topo.local.copy()
-        src_lev = np.zeros_like(topo.kind)
-        inside = topo.kind == SOURCE_TILE
-        src_lev[inside] = lev[topo.local[inside]]
-        halo = self._receive(topo, halos, src_off, src_lev, "data")
+        recv = topo.receive
+        if recv.tiles:
+            recv_lev = np.concatenate([halos[t]["lev"] for t in recv.tiles])
+            halo = np.concatenate([halos[t]["data"] for t in recv.tiles])
+        else:
+            recv_lev, halo = EMPTY["lev"], EMPTY["data"]
         if stage == 1:
             for name in ("h0", "hu0", "hv0"):
                 state[name] = np.empty_like(state["h"])
         h0, hu0, hv0 = (state[name] if stage else state["h"] for name in ("h0", "hu0", "hv0"))
-        courant, bad, i, j = ctx.kernel(kernels.advance, state["h"], state["hu"], state["hv"], state["b"], h0, hu0,
-                                        hv0, off, nn, lev, topo.kind, src_off, src_lev, halo, dt, self.p.dx0,
-                                        self.p.g, self.p.dry, self.solver, self.p.order, self.limiter, stage,
-                                        state["speed"])
+        courant, bad, i, j, cells = ctx.kernel(
+            kernels.advance, state["h"], state["hu"], state["hv"], state["b"], h0, hu0, hv0, lev, self.p.block,
+            topo.kind, topo.local, recv.k, recv.f, recv_lev, halo, dt, self.p.dx0, self.p.g, self.p.dry, self.solver,
+            self.p.order, self.limiter, stage, state["speed"])
         if bad >= 0:
             # the executor names the step, the phase and the tile before this
             raise ShoalError(f"depth negative or not finite at {self._where(topo, lev, bad, i, j)}")
@@ -193,8 +190,8 @@ class SWEApp(App):
         if stage != 1:
             state["t"] = float(state["t"]) + dt
             if self.regrid_step(ctx.step):
-                state["target"] = self._targets(state, lev, nn, off, topo)
-        return int((nn**2).sum())
+                state["target"] = self._targets(state, lev, topo)
+        return cells
 
     def _where(self, topo, lev, k, i, j) -> str:
         bx, by = (int(c) for c in topo.coords[k])
@@ -204,19 +201,20 @@ class SWEApp(App):
         y = self.p.origin[1] + (by * n + j + 0.5) * dx
         return f"cell ({i}, {j}) of root block ({bx}, {by}) at level {int(lev[k])} (x = {x:.6g} m, y = {y:.6g} m)"
 
-    def _targets(self, state, lev, nn, off, topo) -> np.ndarray:
+    def _targets(self, state, lev, topo) -> np.ndarray:
         """Each block's wished level: the finest where the criterion flags a cell, else the
         coarsest; with ``freeze_dry``, a block keeps its level if it holds a dry cell or if
         the bed one of its cells hides at finer levels would pierce the water (refining or
         coarsening next to a shore cannot keep both a lake at rest and its volume exact)."""
         p = self.p
-        flags, has_dry = kernels.block_flags(state["h"], state["b"], off, nn, lev, p.dx0, p.criterion == "gradient",
+        flags, has_dry = kernels.block_flags(state["h"], state["b"], lev, p.block, p.dx0, p.criterion == "gradient",
                                              p.threshold, p.sea_level, p.dry)
         target = np.where(flags, p.max_level, p.min_level).astype(np.int64)
         if not p.freeze_dry:
             return target
         frozen = has_dry
         if not has_dry.all():  # and blocks whose water a finer bed would pierce
+            nn, off = kernels.layout(lev, p.block)
             for k in np.flatnonzero(~has_dry & (target != lev)):
                 bx, by = topo.coords[k]
                 top = self.setup.block_bed_top(int(bx), int(by), int(lev[k]))
@@ -237,8 +235,9 @@ class SWEApp(App):
         around = np.full(topo.kind.shape, -1, dtype=np.int64)
         inside = topo.kind == SOURCE_TILE
         around[inside] = state["target"][topo.local[inside]]
-        for t, entries in topo.receive.items():
-            around[entries[:, 0], entries[:, 1]] = halos[t]
+        recv = topo.receive
+        if recv.tiles:
+            around[recv.k, recv.f] = np.concatenate([halos[t] for t in recv.tiles])
         state["target"] = balanced(state["target"], around)
         return len(state["lev"])
 
@@ -250,8 +249,7 @@ class SWEApp(App):
         lev, target = state["lev"], state.pop("target")
         if np.array_equal(lev, target):
             return len(lev)
-        nn = self.p.block * 2**lev
-        off = offsets(nn)
+        nn, off = kernels.layout(lev, self.p.block)
         pieces = {name: [] for name in FIELDS}
         for k, (bx, by) in enumerate(topo.coords):
             if lev[k] == target[k]:  # most blocks: their cells as they are, ghosts included
@@ -279,45 +277,26 @@ class SWEApp(App):
     # ----- halos ------------------------------------------------------------------------------
     def pack_strips(self, state: dict, src: int, tiling: Tiling) -> dict[int, dict]:
         """Each neighbour tile gets the strips of the blocks that touch its own, with their levels."""
-        topo = self._topology(tiling, src)
+        send = self._topology(tiling, src).send
         lev = state["lev"]
-        nn = self.p.block * 2**lev
-        soff, total = kernels.strip_sizes(nn)
-        strips = np.empty(total)
-        kernels.extract_strips(state["h"], state["hu"], state["hv"], state["b"], offsets(nn), nn, strips, soff)
-        out = {}
-        for t in tiling.neighbours[src]:
-            entries = topo.send.get(int(t))
-            if entries is None:
-                out[int(t)] = EMPTY
-                continue
-            starts = soff[entries[:, 0], entries[:, 1]]
-            sizes = 8 * nn[entries[:, 0]]
-            out[int(t)] = {"lev": lev[entries[:, 0]],
-                           "data": np.concatenate([strips[s:s + n] for s, n in zip(starts, sizes, strict=True)])}
+        data, ends = kernels.pack_faces(state["h"], state["hu"], state["hv"], state["b"], lev, self.p.block, send.k,
+                                        send.f)
+        sent = lev[send.k]
+        cut = ends[send.split]
+        out = dict.fromkeys((int(t) for t in tiling.neighbours[src]), EMPTY)
+        for i, t in enumerate(send.tiles):
+            a, b = send.split[i], send.split[i + 1]
+            out[t] = {"lev": sent[a:b], "data": data[cut[i]:cut[i + 1]]}
         return out
 
     def pack_targets(self, state: dict, src: int, tiling: Tiling) -> dict[int, np.ndarray]:
         """Each neighbour tile gets the target levels of the blocks that touch its own."""
-        topo = self._topology(tiling, src)
-        empty = np.empty(0, dtype=np.int64)
-        return {int(t): (state["target"][topo.send[int(t)][:, 0]] if int(t) in topo.send else empty)
-                for t in tiling.neighbours[src]}
-
-    def _receive(self, topo, halos, src_off, src_lev, key) -> np.ndarray:
-        """The strips from other tiles in one buffer; sets where each face's source starts and its level."""
-        parts, base = [], 0
-        for t in sorted(topo.receive):
-            entries = topo.receive[t]
-            payload = halos[t]
-            plev = payload["lev"]
-            sizes = 8 * self.p.block * 2**plev
-            starts = base + np.concatenate(([0], np.cumsum(sizes)[:-1]))
-            src_off[entries[:, 0], entries[:, 1]] = starts
-            src_lev[entries[:, 0], entries[:, 1]] = plev
-            parts.append(payload[key])
-            base += int(sizes.sum())
-        return np.concatenate(parts) if parts else np.empty(0)
+        send = self._topology(tiling, src).send
+        sent = state["target"][send.k]
+        out = dict.fromkeys((int(t) for t in tiling.neighbours[src]), EMPTY["lev"])
+        for i, t in enumerate(send.tiles):
+            out[t] = sent[send.split[i]:send.split[i + 1]]
+        return out
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019  (one app per run; tilings are few)
     def _topology(self, tiling: Tiling, tile: int):
@@ -329,8 +308,7 @@ class SWEApp(App):
         by_gid = {}
         for tile, state in states.items():
             topo = self._topology(tiling, tile)
-            nn = self.p.block * 2 ** state["lev"]
-            off = offsets(nn)
+            nn, off = kernels.layout(state["lev"], self.p.block)
             for k, g in enumerate(topo.gids):
                 by_gid[int(g)] = (int(state["lev"][k]),
                                   [self._interior(state[name], off[k], nn[k]).reshape(-1) for name in FIELDS])

@@ -35,10 +35,10 @@ class Topology:
         ``WALL`` or ``OUTFLOW`` at the edge, ``SOURCE_TILE`` or ``SOURCE_HALO`` inside.
     local : ndarray of int, shape (nb, 4)
         Index in this tile of the neighbour for ``SOURCE_TILE``, its tile for ``SOURCE_HALO``.
-    receive : dict of int to ndarray
-        For each neighbour tile, the ``(k, f)`` pairs fed by it, in payload order.
-    send : dict of int to ndarray
-        For each neighbour tile, this tile's ``(k, f)`` pairs it needs, in payload order.
+    receive : Links
+        The ``(k, f)`` pairs other tiles feed, grouped by tile in payload order.
+    send : Links
+        This tile's ``(k, f)`` pairs other tiles need, grouped by tile in payload order.
     """
 
     gids: np.ndarray
@@ -46,8 +46,29 @@ class Topology:
     neighbour: np.ndarray
     kind: np.ndarray
     local: np.ndarray
-    receive: dict
-    send: dict
+    receive: Links
+    send: Links
+
+
+@dataclass(frozen=True)
+class Links:
+    """(block, face) pairs exchanged with neighbour tiles, all in one list: the pairs of
+    ``tiles[i]`` are ``k[split[i]:split[i + 1]]`` and ``f[...]``."""
+
+    tiles: tuple[int, ...]
+    k: np.ndarray
+    f: np.ndarray
+    split: np.ndarray
+
+    @classmethod
+    def of(cls, groups: dict[int, list[tuple[int, int]]]) -> Links:
+        """From ``{tile: [(k, f), ...]}`` (each list already in payload order)."""
+        tiles = tuple(sorted(groups))
+        pairs = [pair for t in tiles for pair in groups[t]]
+        k = np.array([p[0] for p in pairs], dtype=np.int64)
+        f = np.array([p[1] for p in pairs], dtype=np.int64)
+        split = np.concatenate(([0], np.cumsum([len(groups[t]) for t in tiles]))).astype(np.int64)
+        return cls(tiles, k, f, split)
 
 
 def topology(tiling: Tiling, tile: int, sides: tuple[str, str, str, str]) -> Topology:
@@ -79,16 +100,9 @@ def topology(tiling: Tiling, tile: int, sides: tuple[str, str, str, str]) -> Top
                 kind[k, f], local[k, f] = SOURCE_HALO, t
                 receive.setdefault(t, []).append((int(gids[k]), f, k))
                 send.setdefault(t, []).append((g, f ^ 1, k, f))
-    recv = {t: np.array([(k, f) for _, f, k in sorted(v)], dtype=np.int64).reshape(-1, 2)
-            for t, v in receive.items()}
-    snd = {t: np.array([(k, f) for _, _, k, f in sorted(v)], dtype=np.int64).reshape(-1, 2)
-           for t, v in send.items()}
+    recv = Links.of({t: [(k, f) for _, f, k in sorted(v)] for t, v in receive.items()})
+    snd = Links.of({t: [(k, f) for _, _, k, f in sorted(v)] for t, v in send.items()})
     return Topology(gids, coords, neighbour, kind, local, recv, snd)
-
-
-def offsets(nn: np.ndarray) -> np.ndarray:
-    """Pool offsets of blocks with ``nn`` cells per side (two ghost layers each), plus the end."""
-    return np.concatenate(([0], np.cumsum((nn + 4) ** 2))).astype(np.int64)
 
 
 def balanced(target: np.ndarray, neighbour_targets: np.ndarray) -> np.ndarray:

@@ -144,6 +144,20 @@ def _flux(hL, bL, uL, vL, hR, bR, uR, vR, g, dry, solver):
 
 
 # ----- strips and ghosts ----------------------------------------------------------------------
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def layout(lev, block):
+    """Cells per side of each block at its level, and each block's offset in the pools (two
+    ghost layers a side), with the pools' length last."""
+    nn = np.empty(len(lev), dtype=np.int64)
+    off = np.empty(len(lev) + 1, dtype=np.int64)
+    off[0] = 0
+    for k in range(len(lev)):
+        nn[k] = block << lev[k]
+        off[k + 1] = off[k] + (nn[k] + 4) ** 2
+    return nn, off
+
+
+
 @nb.njit(inline="always", error_model="numpy")
 def _cell(face, n, layer, t):
     """Padded (i, j) of the cell at ``layer`` (0 = touching the face) and position ``t`` along ``face``."""
@@ -168,23 +182,47 @@ def _ghost(face, n, layer, t):
     return 2 + t, n + 2 + layer
 
 
+@nb.njit(inline="always", error_model="numpy")
+def _write_strip(h, hu, hv, b, o, n, f, out, base):
+    """The strip of the block at pool offset ``o`` (``n`` cells a side) on face ``f``, into ``out[base:]``."""
+    m = n + 4
+    blocks = (h[o:o + m * m].reshape(m, m), hu[o:o + m * m].reshape(m, m),
+              hv[o:o + m * m].reshape(m, m), b[o:o + m * m].reshape(m, m))
+    for v in range(4):
+        a = blocks[v]
+        for layer in range(2):
+            row = base + (v * 2 + layer) * n
+            for t in range(n):
+                i, j = _cell(f, n, layer, t)
+                out[row + t] = a[i, j]
+
+
 @nb.njit(cache=True, nogil=True, error_model="numpy")
 def extract_strips(h, hu, hv, b, off, nn, strips, soff):
     """Every block's strip on every face into ``strips`` at ``soff[k, f]``."""
     for k in range(len(nn)):
-        n = nn[k]
-        m = n + 4
-        blocks = (h[off[k]:off[k] + m * m].reshape(m, m), hu[off[k]:off[k] + m * m].reshape(m, m),
-                  hv[off[k]:off[k] + m * m].reshape(m, m), b[off[k]:off[k] + m * m].reshape(m, m))
         for f in range(4):
-            base = soff[k, f]
-            for v in range(4):
-                a = blocks[v]
-                for layer in range(2):
-                    row = base + (v * 2 + layer) * n
-                    for t in range(n):
-                        i, j = _cell(f, n, layer, t)
-                        strips[row + t] = a[i, j]
+            _write_strip(h, hu, hv, b, off[k], nn[k], f, strips, soff[k, f])
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def pack_faces(h, hu, hv, b, lev, block, ks, fs):
+    """The strips of the listed (block, face) pairs, one after another, and where each ends."""
+    nn, off = layout(lev, block)
+    ends = np.empty(len(ks) + 1, dtype=np.int64)
+    ends[0] = 0
+    for e in range(len(ks)):
+        ends[e + 1] = ends[e] + 8 * nn[ks[e]]
+    total = 0
+    for e in range(len(ks)):
+        total += 8 * nn[ks[e]]
+    out = np.empty(total)
+    base = 0
+    for e in range(len(ks)):
+        k = ks[e]
+        _write_strip(h, hu, hv, b, off[k], nn[k], fs[e], out, base)
+        base += 8 * nn[k]
+    return out, ends
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
@@ -500,25 +538,39 @@ def _fine_face(H, HU, HV, B, n, g, dry, solver, order, lim, face, strip, base, m
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
-def advance(h, hu, hv, b, h0, hu0, hv0, off, nn, lev, kind, src_off, src_lev, halo, dt, dx0, g, dry,
+def advance(h, hu, hv, b, h0, hu0, hv0, lev, block, kind, local, recv_k, recv_f, recv_lev, halo, dt, dx0, g, dry,
             solver, order, lim, stage, speeds):
     """One stage of one step on every block of a tile, in place.
 
     ``stage`` 0: forward Euler (order 1); 1: the first Heun stage (saves the state in
     ``h0, hu0, hv0``); 2: the second (averages with the saved state).
 
-    Returns ``(courant, bad_block, bad_i, bad_j)``: the stage's largest Courant number ``dt *
-    speed / dx`` and, if a depth went negative (below ``-dry``) or a value not finite, the
-    first such block and cell (else -1). After a step's last stage, ``speeds[k]`` is block
-    ``k``'s largest ``|u| + |v| + 2c``, from which the next step's time step follows.
+    A face's neighbour is ``kind[k, f]``: a wall, an outflow, block ``local[k, f]`` of this
+    tile, or a strip in ``halo``; the halo's strips are those of the pairs ``recv_k, recv_f``
+    in order, at levels ``recv_lev``.
+
+    Returns ``(courant, bad_block, bad_i, bad_j, cells)``: the stage's largest Courant number
+    ``dt * speed / dx``; if a depth went negative (below ``-dry``) or a value not finite, the
+    first such block and cell (else -1); the cells updated. After a step's last stage,
+    ``speeds[k]`` is block ``k``'s largest ``|u| + |v| + 2c``, from which the next step's time
+    step follows.
     """
+    nn, off = layout(lev, block)
     soff, total = strip_sizes(nn)
     strips = np.empty(total)
     extract_strips(h, hu, hv, b, off, nn, strips, soff)
+    src_off = np.zeros_like(kind)
+    src_lev = np.zeros_like(kind)
     for k in range(len(nn)):  # in-tile neighbours read this tile's own strips
         for f in range(4):
             if kind[k, f] == SOURCE_TILE:
-                src_off[k, f] = soff[src_off[k, f], f ^ 1]
+                src_off[k, f] = soff[local[k, f], f ^ 1]
+                src_lev[k, f] = lev[local[k, f]]
+    at = 0
+    for e in range(len(recv_k)):  # the rest, one after another in the halo buffer
+        src_off[recv_k[e], recv_f[e]] = at
+        src_lev[recv_k[e], recv_f[e]] = recv_lev[e]
+        at += 8 * (block << recv_lev[e])
     fill_ghosts(h, hu, hv, b, off, nn, lev, kind, src_off, src_lev, strips, halo)
     nmax = 0
     for k in range(len(nn)):
@@ -572,13 +624,17 @@ def advance(h, hu, hv, b, h0, hu0, hv0, off, nn, lev, kind, src_off, src_lev, ha
                     nh, nu, nv = max(nh, 0.0), 0.0, 0.0
                 H[p, q], HU[p, q], HV[p, q] = nh, nu, nv
     if stage == 2:
-        speeds[:] = block_speeds(h, hu, hv, off, nn, g, dry)
-    return courant, bad[0], bad[1], bad[2]
+        speeds[:] = block_speeds(h, hu, hv, lev, block, g, dry)
+    cells = 0
+    for k in range(len(nn)):
+        cells += nn[k] * nn[k]
+    return courant, bad[0], bad[1], bad[2], cells
 
 
 @nb.njit(cache=True, nogil=True, fastmath=FAST, error_model="numpy")
-def block_speeds(h, hu, hv, off, nn, g, dry):
+def block_speeds(h, hu, hv, lev, block, g, dry):
     """Each block's largest ``|u| + |v| + 2c`` over its cells (m/s); dry cells count 0."""
+    nn, off = layout(lev, block)
     out = np.zeros(len(nn))
     for k in range(len(nn)):
         n = nn[k]
@@ -597,11 +653,12 @@ def block_speeds(h, hu, hv, off, nn, g, dry):
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
-def block_flags(h, b, off, nn, lev, dx0, gradient, threshold, sea_level, dry):
+def block_flags(h, b, lev, block, dx0, gradient, threshold, sea_level, dry):
     """Per block: whether the refinement criterion flags a cell (``surface``: a wet cell's
     ``|eta - sea_level| >= threshold``; ``gradient``: the surface slope between two wet face
     neighbours of the block ``>= threshold``), and whether the block holds a dry cell. Only
     the block's own cells are read, so a flag never depends on the tiling."""
+    nn, off = layout(lev, block)
     flags = np.zeros(len(nn), dtype=np.bool_)
     has_dry = np.zeros(len(nn), dtype=np.bool_)
     for k in range(len(nn)):
