@@ -185,8 +185,10 @@ class SWEApp(App):
             # the executor names the step, the phase and the tile before this
             raise ShoalError(f"depth negative or not finite at {self._where(topo, lev, bad, i, j)}")
         if courant > 1.0:
+            k, i, j, _ = kernels.fastest_cell(state["h"], state["hu"], state["hv"], lev, self.p.block, self.p.dx0,
+                                              self.p.g, self.p.dry)
             raise ShoalError(f"Courant number {courant:.3g} > 1 (app.cfl {self.p.cfl}): the time step no longer "
-                             "bounds the waves")
+                             f"bounds the waves; the fastest now at {self._where(topo, lev, k, i, j)}")
         if stage != 1:
             state["t"] = float(state["t"]) + dt
             if self.regrid_step(ctx.step):

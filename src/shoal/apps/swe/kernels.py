@@ -681,3 +681,24 @@ def block_flags(h, b, lev, block, dx0, gradient, threshold, sea_level, dry):
                 if j + 1 < n + 2 and H[i, j + 1] > dry:
                     flags[k] |= abs(H[i, j + 1] + B[i, j + 1] - eta) >= limit
     return flags, has_dry
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def fastest_cell(h, hu, hv, lev, block, dx0, g, dry):
+    """The block and cell with the largest ``(max(|u|, |v|) + c) / dx`` (1/s), and that value:
+    where a time step too long for the waves shows first."""
+    nn, off = layout(lev, block)
+    best, at = -1.0, (-1, -1, -1)
+    for k in range(len(nn)):
+        n = nn[k]
+        m = n + 4
+        o = off[k]
+        H, HU, HV = h[o:o + m * m].reshape(m, m), hu[o:o + m * m].reshape(m, m), hv[o:o + m * m].reshape(m, m)
+        inv = 2.0 ** lev[k] / dx0
+        for i in range(2, n + 2):
+            for j in range(2, n + 2):
+                if H[i, j] > dry:
+                    s = (max(abs(HU[i, j]), abs(HV[i, j])) / H[i, j] + math.sqrt(g * H[i, j])) * inv
+                    if s > best:
+                        best, at = s, (k, i - 2, j - 2)
+    return at[0], at[1], at[2], best
