@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/trigger.py
 	$(BIN)/python bench/swe.py
 	$(BIN)/python bench/swe_adaptive.py
+	$(BIN)/python bench/seismic.py
 
 clean:
 	rm -rf $(VENV) runs site .pytest_cache
