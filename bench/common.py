@@ -22,7 +22,11 @@ A benchmark reads::
 from __future__ import annotations
 
 import argparse
+import collections
 import json
+import re
+import subprocess
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,3 +144,37 @@ def _jsonable(obj):
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+@dataclass(frozen=True)
+class Stamped:
+    """A peer program's per-step lines with the moment each arrived (see :func:`stamp_steps`)."""
+
+    stamps: list[float]
+    matches: list[re.Match]
+    tail: list[str]
+    returncode: int | None
+
+
+def stamp_steps(cmd: list[str], step_line: re.Pattern, count: int, env: dict, cwd: str | None = None) -> Stamped:
+    """Run ``cmd``, stamp each output line matching ``step_line`` as it arrives, and stop the
+    program once ``count`` have: a peer's steps are timed from outside, without its set-up and
+    without the output it writes at its end. ``tail`` keeps its last other lines, for an error."""
+    stamps, matches, tail = [], [], collections.deque(maxlen=20)
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                          cwd=cwd) as proc:
+        for line in proc.stdout:
+            found = step_line.search(line)
+            if not found:
+                tail.append(line.rstrip())
+                continue
+            stamps.append(time.perf_counter())
+            matches.append(found)
+            if len(stamps) == count:
+                break
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return Stamped(stamps, matches, list(tail), proc.returncode)

@@ -67,7 +67,6 @@ Run: ``python bench/seismic.py [--n 160] [--steps 50] [--tiles 4 16] [--repeats 
 from __future__ import annotations
 
 import argparse
-import collections
 import itertools
 import json
 import os
@@ -75,10 +74,9 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
-from common import Benchmark, add_arguments, repeat
+from common import Benchmark, add_arguments, repeat, stamp_steps
 from shoal.apps import all_apps
 from shoal.errors import ShoalError
 
@@ -138,26 +136,14 @@ def cpml_rate(template: str, ranks: int, n: int, steps: int) -> float:
     # Its arrays are static and large: the stack must not limit them.
     cmd = ["bash", "-c", 'ulimit -s unlimited && exec "$@"', "cpml",
            cpml_mpiexec(), "-n", str(ranks), cpml_binary(template, ranks)]
-    stamps, tail = [], collections.deque(maxlen=20)
-    # It writes seismograms and energy files at its end: a scratch folder takes them.
-    with tempfile.TemporaryDirectory(prefix="seismic-cpml-") as out, subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=out) as proc:
-        for line in proc.stdout:
-            if not CPML_STEP_LINE.match(line):
-                tail.append(line.rstrip())
-                continue
-            stamps.append(time.perf_counter())
-            # The line of step k + 2 says that step k + 1 is done.
-            if len(stamps) == steps + 2:
-                break
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    # It writes seismograms and energy files at its end: a scratch folder takes them. The line
+    # of step k + 2 says that step k + 1 is done.
+    with tempfile.TemporaryDirectory(prefix="seismic-cpml-") as out:
+        run = stamp_steps(cmd, CPML_STEP_LINE, steps + 2, env, cwd=out)
+    stamps = run.stamps
     if len(stamps) < steps + 2:
         raise ShoalError(f"SEISMIC_CPML on {ranks} rank(s) stopped after {max(len(stamps) - 1, 0)} of {steps + 1} "
-                         f"steps (exit code {proc.returncode}): " + " | ".join(tail))
+                         f"steps (exit code {run.returncode}): " + " | ".join(run.tail))
     return n**3 * steps / (stamps[-1] - stamps[1])
 
 

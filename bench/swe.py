@@ -53,20 +53,17 @@ Run: ``python bench/swe.py [--cells 1000] [--block 100] [--steps 100] [--tiles 4
 from __future__ import annotations
 
 import argparse
-import collections
 import itertools
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
-from common import Benchmark, add_arguments, repeat
+from common import Benchmark, add_arguments, repeat, stamp_steps
 from shoal.apps import get_app
 from shoal.cluster import Cluster
 from shoal.errors import ShoalError
@@ -126,26 +123,11 @@ def tum_rate(binary: str, ranks: int, cells: int, steps: int) -> tuple[float, fl
     with tempfile.TemporaryDirectory(prefix="tum-swe-") as out:
         cmd = [mpiexec(), "-n", str(ranks), binary, "-x", str(cells), "-y", str(cells), "-n", "1",
                "-t", f"{end / TUM_END_TIME:.6g}", "-o", str(Path(out) / "swe")]
-        stamps, dts, tail = [], [], collections.deque(maxlen=20)
-        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
-            for line in proc.stdout:
-                found = STEP_LINE.search(line)
-                if not found:
-                    tail.append(line.rstrip())
-                    continue
-                stamps.append(time.perf_counter())
-                dts.append(float(found.group(1)))
-                if len(stamps) == steps + 1:
-                    break
-            # The measured steps are done: the end-of-run output file is not waited for.
-            proc.terminate()
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-    if len(stamps) < steps + 1:
-        raise ShoalError(f"TUM SWE on {ranks} rank(s) stopped after {len(stamps)} of {steps + 1} steps "
-                         f"(exit code {proc.returncode}): " + " | ".join(tail))
+        run = stamp_steps(cmd, STEP_LINE, steps + 1, env)
+    if len(run.stamps) < steps + 1:
+        raise ShoalError(f"TUM SWE on {ranks} rank(s) stopped after {len(run.stamps)} of {steps + 1} steps "
+                         f"(exit code {run.returncode}): " + " | ".join(run.tail))
+    stamps, dts = run.stamps, [float(m.group(1)) for m in run.matches]
     return cells * cells * steps / (stamps[-1] - stamps[0]), float(np.mean(dts[1:]))
 
 
