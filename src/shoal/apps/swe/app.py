@@ -32,7 +32,7 @@ from . import kernels, regrid
 from .blocks import balanced, topology
 from .kernels import SOURCE_TILE
 from .params import SWEParams
-from .setups import Setup
+from .setups import Setup, average4
 
 FIELDS = ("h", "hu", "hv", "b")
 EMPTY = {"lev": np.empty(0, dtype=np.int64), "data": np.empty(0)}
@@ -355,8 +355,6 @@ class SWEApp(App):
     def uniform(self, gathered: dict, level: int) -> dict[str, np.ndarray]:
         """``h, hu, hv, b, eta`` on one level's uniform grid (axis 0 along x): cells of coarser
         blocks repeated, finer ones averaged."""
-        from .setups import average4
-
         nbx, nby = self.grid
         n = self.p.block * 2**level
         out = {name: np.empty((nbx * n, nby * n)) for name in FIELDS}

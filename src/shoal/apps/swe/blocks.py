@@ -29,8 +29,6 @@ class Topology:
         Global ids of the tile's blocks, ascending.
     coords : ndarray of int, shape (nb, 2)
         Their (bx, by).
-    neighbour : ndarray of int, shape (nb, 4)
-        Global id of the block across each face, -1 at the domain's edge.
     kind : ndarray of int, shape (nb, 4)
         ``WALL`` or ``OUTFLOW`` at the edge, ``SOURCE_TILE`` or ``SOURCE_HALO`` inside.
     local : ndarray of int, shape (nb, 4)
@@ -43,7 +41,6 @@ class Topology:
 
     gids: np.ndarray
     coords: np.ndarray
-    neighbour: np.ndarray
     kind: np.ndarray
     local: np.ndarray
     receive: Links
@@ -77,9 +74,7 @@ def topology(tiling: Tiling, tile: int, sides: tuple[str, str, str, str]) -> Top
     (x0, x1), (y0, y1) = tiling.bounds(tile)
     coords = np.array([(bx, by) for bx in range(x0, x1) for by in range(y0, y1)], dtype=np.int64)
     gids = coords[:, 0] * nby + coords[:, 1]
-    owner = tiling.owner_map()
     nb = len(gids)
-    neighbour = np.full((nb, 4), -1, dtype=np.int64)
     kind = np.zeros((nb, 4), dtype=np.int64)
     local = np.full((nb, 4), -1, dtype=np.int64)
     index = {int(g): k for k, g in enumerate(gids)}
@@ -92,17 +87,16 @@ def topology(tiling: Tiling, tile: int, sides: tuple[str, str, str, str]) -> Top
                 kind[k, f] = WALL if sides[f] == "reflect" else OUTFLOW
                 continue
             g = int(nx * nby + ny)
-            neighbour[k, f] = g
             if g in index:
                 kind[k, f], local[k, f] = SOURCE_TILE, index[g]
             else:
-                t = int(owner[nx, ny])
+                t = tiling.tile_of_cell((nx, ny))
                 kind[k, f], local[k, f] = SOURCE_HALO, t
                 receive.setdefault(t, []).append((int(gids[k]), f, k))
                 send.setdefault(t, []).append((g, f ^ 1, k, f))
     recv = Links.of({t: [(k, f) for _, f, k in sorted(v)] for t, v in receive.items()})
     snd = Links.of({t: [(k, f) for _, _, k, f in sorted(v)] for t, v in send.items()})
-    return Topology(gids, coords, neighbour, kind, local, recv, snd)
+    return Topology(gids, coords, kind, local, recv, snd)
 
 
 def balanced(target: np.ndarray, neighbour_targets: np.ndarray) -> np.ndarray:
