@@ -8,11 +8,14 @@ between tiles, so ``blocks`` is the app's grid.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import ShoalError
+from ..checks import choice as _choice
+from ..checks import integer as _integer
+from ..checks import number as _number
+from ..checks import vector as _vector
 
 SETUPS = ("radial-dam-break", "lake-at-rest", "ritter", "thacker", "wave", "vortex", "tsunami")
 SOLVERS = ("fwave", "rusanov")
@@ -150,27 +153,3 @@ def swe_memory(p: SWEParams) -> int:
     float64 fields (state, bed and the Runge-Kutta copy) with two ghost layers per block."""
     n = p.block * 2 ** int(p.max_level)
     return 7 * 8 * int(p.blocks[0]) * int(p.blocks[1]) * (n + 4) ** 2
-
-
-def _choice(name, value, known):
-    if value not in known:
-        raise ShoalError(f"app.{name} must be one of {', '.join(known)}; got {value!r}")
-
-
-def _integer(name, value, low=None):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ShoalError(f"app.{name} must be an integer, got {value!r}")
-    if low is not None and value < low:
-        raise ShoalError(f"app.{name} must be >= {low}, got {value}")
-
-
-def _number(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ShoalError(f"app.{name} must be a finite number, got {value!r}")
-
-
-def _vector(name, value, width):
-    if not (isinstance(value, (list, tuple)) and len(value) == width):
-        raise ShoalError(f"app.{name} must be {width} numbers, got {value!r}")
-    for v in value:
-        _number(name, v)

@@ -1,0 +1,374 @@
+"""The seismic app: elastic waves in a layered crust, velocity-stress on a staggered grid.
+
+Tiles are x-y columns over the full depth (the app's grid is the cells along x and y), as
+Ondes3D splits its domain. Phases of a step, Ondes3D's three macro kernels, with halo exchange
+between neighbours and no global barrier:
+
+``intermediates`` (halo: the neighbours' velocities) the C-PML memory variables of the velocity
+                  derivatives, in the tile's absorbing cells. Work: C-PML cell updates.
+``stress``        ``sigma += dt C : grad v``, then the C-PML terms, the moment source and the free
+                  surface's images. Work: cell updates.
+``velocity``      (halo: the neighbours' stresses) ``v += dt / rho div sigma`` with its C-PML terms
+                  and the force source; receivers record. Work: cell updates.
+
+Cells are computed block by block (8 x 8 columns, 32 levels deep); with ``app.skip_zero`` a
+block is left alone until an input of its stencils stops being exactly zero (see
+:mod:`.kernels`), which changes no bit and makes the tiles the wave has not reached cheap.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import ShoalError
+from ...runtime.app import App, Phase, StepContext
+from ...tiling import Tiling
+from . import kernels
+from .cpml import profile
+from .medium import coefficients, time_step
+from .params import SeismicParams
+from .source import MOMENT_FIELDS, nearest_node, wavelet
+
+VELOCITY = ("vx", "vy", "vz")
+STRESS = ("sxx", "syy", "szz", "sxy", "sxz", "syz")
+FIELDS = VELOCITY + STRESS
+BLOCK = (8, 8, 32)  # cells of a skipping block along x, y, z (aligned to the global grid)
+CHECK_EVERY = 10  # steps between checks that the wavefield is still finite
+
+# C-PML terms per axis: (plus difference?, source field, destination fields, coefficient names, half node?)
+STRESS_TERMS = {
+    0: ((False, "vx", ("sxx", "syy", "szz"), ("ca", "cb", "zh"), False),
+        (True, "vy", ("sxy",), ("m",), True), (True, "vz", ("sxz",), ("mh",), True)),
+    1: ((False, "vy", ("syy", "sxx", "szz"), ("ca", "cb", "zh"), False),
+        (True, "vx", ("sxy",), ("m",), True), (True, "vz", ("syz",), ("mh",), True)),
+    2: ((False, "vz", ("szz", "sxx", "syy"), ("zz", "cc", "cc"), False),
+        (True, "vx", ("sxz",), ("mh",), True), (True, "vy", ("syz",), ("mh",), True)),
+}
+VELOCITY_TERMS = {
+    0: ((True, "sxx", ("vx",), ("bx",), True), (False, "sxy", ("vy",), ("bx",), False),
+        (False, "sxz", ("vz",), ("bz",), False)),
+    1: ((False, "sxy", ("vx",), ("bx",), False), (True, "syy", ("vy",), ("bx",), True),
+        (False, "syz", ("vz",), ("bz",), False)),
+    2: ((False, "sxz", ("vx",), ("bx",), False), (False, "syz", ("vy",), ("bx",), False),
+        (True, "szz", ("vz",), ("bz",), True)),
+}
+AXES = np.eye(3, dtype=np.int64)
+
+
+class SeismicApp(App):
+    """See the module docstring; the stencils are in :mod:`.kernels`."""
+
+    name = "seismic"
+    transient = ("boxes",)
+    phases = (Phase("intermediates", halo=True, pack="pack_velocity", work="cell updates"),
+              Phase("stress", work="cell updates"),
+              Phase("velocity", halo=True, pack="pack_stress", work="cell updates"))
+
+    def __init__(self, params: SeismicParams, steps: int):
+        params.validate()
+        self.p = params
+        self.steps = int(steps)
+        self.shape = params.shape
+        self.threed = params.ndim == 3
+        self.g = params.order // 2
+        self.gy = self.g if self.threed else 0
+        self.grid = (self.shape[0], self.shape[1])
+        self.dtype = np.dtype(params.dtype)
+        self.dt = time_step(params)
+        self.coef = coefficients(params, self.dt, self.dtype)
+        self.kernels = kernels.compiled(params.order, self.threed)
+        vp, _, _ = params.medium(params.depths())
+        w = params.pml_widths()
+        self.profiles = [profile(n, w[2 * a], w[2 * a + 1], params.dx, self.dt, float(vp.max()), params.f0,
+                                 params.reflection, params.kappa_max, self.dtype)
+                         for a, n in enumerate(self.shape)]
+        self.source = self._source_nodes()
+        self.receiver_nodes = [[nearest_node(c, params.point(r), params.dx, self.shape) for c in VELOCITY]
+                               for r in params.receivers]
+
+    # ----- geometry ---------------------------------------------------------------------------
+    def _source_nodes(self) -> list[tuple[str, tuple[int, int, int], float]]:
+        """(field, global node, value per unit of the wavelet) of every injection: for a force
+        ``dt F_c / (rho V)`` into velocities, for a moment ``-dt M_ab / V`` into stresses."""
+        p = self.p
+        where = p.point(p.source_at)
+        volume = p.dx ** p.ndim
+        out = []
+        if p.source == "force":
+            d = np.array(p.direction, dtype=float)
+            d = d / np.linalg.norm(d)
+            for c, name in enumerate(VELOCITY):
+                if d[c] == 0:
+                    continue
+                node = nearest_node(name, where, p.dx, self.shape)
+                k = node[2] + self.g
+                rho = 0.5 * (self.coef.rho[k] + self.coef.rho[k + 1]) if name == "vz" else self.coef.rho[k]
+                out.append((name, node, self.dt * p.amplitude * d[c] / (rho * volume)))
+        else:
+            m = np.array([1, 1, 1, 0, 0, 0] if p.source == "explosion" else p.moment, dtype=float)
+            for name, mab in zip(MOMENT_FIELDS, m, strict=True):
+                if mab:
+                    node = nearest_node(name, where, p.dx, self.shape)
+                    out.append((name, node, -self.dt * p.amplitude * mab / volume))
+        return out
+
+    @functools.lru_cache(maxsize=4096)  # noqa: B019  (one app per run; tilings are few)
+    def _layout(self, tiling: Tiling, tile: int):
+        """A tile's bounds, padded shape, padded-to-global offset, blocks, C-PML boxes and
+        face neighbours."""
+        (x0, x1), (y0, y1) = tiling.bounds(tile)
+        g, gy = self.g, self.gy
+        shape = (x1 - x0 + 2 * g, y1 - y0 + 2 * gy, self.shape[2] + 2 * g)
+        origin = np.array([x0 - g, y0 - gy, -g], dtype=np.int64)
+        lo, hi = [], []
+        for a, (start, stop) in enumerate(((x0, x1), (y0, y1), (0, self.shape[2]))):
+            size = BLOCK[a]
+            cuts = np.unique(np.r_[start, np.arange((start // size + 1) * size, stop, size), stop])
+            pad = (g, gy, g)[a]
+            lo.append(cuts[:-1] - start + pad)
+            hi.append(cuts[1:] - start + pad)
+        always = np.zeros((len(lo[0]), len(lo[1]), len(lo[2])), dtype=np.bool_)
+        for _, node, _ in self.source:
+            local = [node[a] - origin[a] for a in range(3)]
+            if all(lo[a][0] <= local[a] < hi[a][-1] for a in range(3)):
+                always[tuple(int(np.searchsorted(hi[a], local[a], side="right")) for a in range(3))] = True
+        interior = [(g, shape[0] - g), (gy, shape[1] - gy), (g, shape[2] - g)]
+        pml = []  # (axis, side, padded box)
+        for a, prof in enumerate(self.profiles):
+            for side, (b0, b1) in enumerate(prof.boxes):
+                box = [list(r) for r in interior]
+                lo_a, hi_a = b0 - origin[a], b1 - origin[a]
+                box[a] = [max(lo_a, interior[a][0]), min(hi_a, interior[a][1])]
+                if box[a][0] < box[a][1]:
+                    pml.append((a, side, np.array([v for r in box for v in r], dtype=np.int64)))
+        faces = {}
+        for n in tiling.neighbours[tile]:
+            (nx0, nx1), (ny0, ny1) = tiling.bounds(int(n))
+            if (ny0, ny1) == (y0, y1) and nx1 == x0:
+                faces[int(n)] = "west"
+            elif (ny0, ny1) == (y0, y1) and nx0 == x1:
+                faces[int(n)] = "east"
+            elif (nx0, nx1) == (x0, x1) and ny1 == y0:
+                faces[int(n)] = "south"
+            elif (nx0, nx1) == (x0, x1) and ny0 == y1:
+                faces[int(n)] = "north"
+        return dict(shape=shape, origin=origin, lo=tuple(lo), hi=tuple(hi), always=always, pml=pml, faces=faces,
+                    bounds=((x0, x1), (y0, y1)))
+
+    # ----- the contract -----------------------------------------------------------------------
+    def check_tiling(self, tiling: Tiling) -> None:
+        """Tiles are columns over the full depth, at least ``order / 2`` cells wide."""
+        super().check_tiling(tiling)
+        for t in range(tiling.ntiles):
+            (x0, x1), (y0, y1) = tiling.bounds(t)
+            if x1 - x0 < self.g or (self.threed and y1 - y0 < self.g):
+                raise ShoalError(f"app 'seismic': tile {t} is {x1 - x0} x {y1 - y0} columns; at order {self.p.order} "
+                                 f"a tile must be at least {self.g} columns wide (use fewer tiles)")
+            if tiling.halo < self.g:
+                raise ShoalError(f"app 'seismic': order {self.p.order} needs run.halo >= {self.g}, "
+                                 f"got {tiling.halo}")
+
+    def init_tile(self, tile: int, tiling: Tiling) -> dict:
+        lay = self._layout(tiling, tile)
+        state = {name: np.zeros(lay["shape"], dtype=self.dtype) for name in FIELDS}
+        psi = {}
+        for a, side, box in lay["pml"]:
+            size = tuple(int(box[2 * i + 1] - box[2 * i]) for i in range(3))
+            for kind, terms in (("s", STRESS_TERMS[a]), ("v", VELOCITY_TERMS[a])):
+                for n, _ in enumerate(terms):
+                    psi[f"{kind}{a}{side}{n}"] = np.zeros(size, dtype=self.dtype)
+        state["psi"] = psi
+        state["active"] = lay["always"].copy() if self.p.skip_zero else np.ones_like(lay["always"])
+        (x0, x1), (y0, y1) = lay["bounds"]
+        mine = [(r, c) for r, nodes in enumerate(self.receiver_nodes) for c, node in enumerate(nodes)
+                if x0 <= node[0] < x1 and y0 <= node[1] < y1]
+        state["rec"] = np.array(mine, dtype=np.int64).reshape(-1, 2)
+        state["seis"] = np.full((len(mine), self.steps + 1), np.nan)
+        state["seis"][:, 0] = 0.0
+        state["step"] = 0
+        return state
+
+    def time(self, step: int, states: dict) -> float:
+        """Simulated seconds: ``step * dt``."""
+        return step * self.dt
+
+    def prepare(self, tiling: Tiling) -> None:
+        """Compile the kernels on the run's first tile, with its real neighbours (a throwaway state)."""
+        states = {t: self.init_tile(t, tiling) for t in (0, *map(int, tiling.neighbours[0]))}
+        ctx = StepContext(0)
+        for phase in self.phases:
+            halos = {}
+            if phase.halo:
+                pack = getattr(self, phase.pack)
+                halos = {n: pack(states[n], n, tiling)[0] for n in map(int, tiling.neighbours[0])}
+            getattr(self, phase.method)(0, states[0], halos, ctx, tiling)
+
+    # ----- phases -----------------------------------------------------------------------------
+    def intermediates(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
+        """Velocity halos into the ghosts; the memory variables of the velocity derivatives."""
+        lay = self._layout(tiling, tile)
+        self._unpack(state, halos, lay, VELOCITY)
+        state["boxes"] = boxes = self._activate(state, lay, VELOCITY)
+        return self._pml(state, lay, boxes, STRESS_TERMS, "s", 0, ctx)
+
+    def stress(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
+        """The stress update, its C-PML terms, the moment source and the free surface's images."""
+        lay = self._layout(tiling, tile)
+        boxes = state.pop("boxes")
+        c = self.coef
+        cells = ctx.kernel(self.kernels[0], *(state[n] for n in FIELDS), c.ca, c.cb, c.cc, c.zh, c.zz, c.m, c.mh,
+                           c.c1z, c.c2z, boxes)
+        cells += self._pml(state, lay, boxes, STRESS_TERMS, "s", 1, ctx)
+        if self.p.source != "force":
+            self._inject(state, lay, STRESS, ctx.step * self.dt)
+        if self.p.top == "free":
+            self._image(state)
+        return cells
+
+    def velocity(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
+        """Stress halos into the ghosts; the velocity update, its C-PML terms, the force source;
+        receivers record."""
+        lay = self._layout(tiling, tile)
+        self._unpack(state, halos, lay, STRESS)
+        boxes = self._activate(state, lay, STRESS)
+        c = self.coef
+        cells = ctx.kernel(self.kernels[1], *(state[n] for n in FIELDS), c.bx, c.bz, boxes)
+        cells += self._pml(state, lay, boxes, VELOCITY_TERMS, "v", 2, ctx)
+        if self.p.source == "force":
+            self._inject(state, lay, VELOCITY, (ctx.step + 0.5) * self.dt)
+        state["step"] = ctx.step + 1
+        if len(state["rec"]) and ctx.step + 1 < state["seis"].shape[1]:
+            origin = lay["origin"]
+            for row, (r, comp) in enumerate(state["rec"]):
+                i, j, k = (self.receiver_nodes[r][comp][a] - origin[a] for a in range(3))
+                state["seis"][row, ctx.step + 1] = state[VELOCITY[comp]][i, j, k]
+        if (ctx.step + 1) % CHECK_EVERY == 0 and any(kernels.any_not_finite(state[n]) for n in VELOCITY):
+            raise ShoalError(f"the wavefield is no longer finite (unstable) at t = {(ctx.step + 1) * self.dt:.6g} s; "
+                             f"app.dt {self.dt:.6g} s, app.cfl {self.p.cfl}")
+        return cells
+
+    # ----- pieces of the phases ---------------------------------------------------------------
+    def _activate(self, state, lay, inputs) -> np.ndarray:
+        halo = np.array([self.g, self.gy, self.g], dtype=np.int64)
+        return kernels.activate(state["active"], tuple(state[n] for n in inputs), lay["lo"], lay["hi"], halo,
+                                lay["always"])
+
+    def _pml(self, state, lay, boxes, terms, kind, mode, ctx) -> int:
+        c = self.coef
+        cells = 0
+        for a, side, box in lay["pml"]:
+            prof = self.profiles[a]
+            for n, (plus, src, dsts, coefs, half) in enumerate(terms[a]):
+                k1, k2 = (c.c1z, c.c2z) if (a == 2 and kind == "s") else (c.c1, c.c2)
+                d = [state[x] for x in dsts] + [state[dsts[0]]] * (3 - len(dsts))
+                w = [getattr(c, x) for x in coefs] + [getattr(c, coefs[0])] * (3 - len(coefs))
+                kinv, aa, bb = (prof.kinv_h, prof.a_h, prof.b_h) if half else (prof.kinv, prof.a, prof.b)
+                cells += ctx.kernel(self.kernels[2], AXES[a], plus, state[src], *d, *w, len(dsts),
+                                    state["psi"][f"{kind}{a}{side}{n}"], kinv, aa, bb, k1, k2, box, lay["origin"],
+                                    boxes, mode)
+        return cells
+
+    def _inject(self, state, lay, fields, t) -> None:
+        value = float(wavelet(self.p.wavelet, self.p.f0, self.p.delay, t))
+        origin = lay["origin"]
+        for name, node, scale in self.source:
+            if name not in fields:
+                continue
+            local = tuple(int(node[a] - origin[a]) for a in range(3))
+            if all(pad <= local[a] < lay["shape"][a] - pad for a, pad in enumerate((self.g, self.gy, self.g))):
+                state[name][local] += self.dtype.type(scale * value)
+
+    def _image(self, state) -> None:
+        """Stress imaging above the free surface: szz and the shear stresses sxz, syz odd about
+        it (``0 - s``, so that a zero's image is +0)."""
+        g = self.g
+        szz = state["szz"]
+        szz[:, :, g] = 0.0
+        for m in range(1, g + 1):
+            szz[:, :, g - m] = 0.0 - szz[:, :, g + m]
+        for name in ("sxz", "syz"):
+            s = state[name]
+            for m in range(g):
+                s[:, :, g - 1 - m] = 0.0 - s[:, :, g + m]
+
+    # ----- halos ------------------------------------------------------------------------------
+    def _slabs(self, lay, face) -> tuple[slice, slice]:
+        """Padded (x, y) slices of the tile's interior cells next to ``face``."""
+        g, gy = self.g, self.gy
+        nx, ny = lay["shape"][0], lay["shape"][1]
+        xs, ys = slice(g, nx - g), slice(gy, ny - gy)
+        return {"west": (slice(g, 2 * g), ys), "east": (slice(nx - 2 * g, nx - g), ys),
+                "south": (xs, slice(gy, 2 * gy)), "north": (xs, slice(ny - 2 * gy, ny - gy))}[face]
+
+    def _ghosts(self, lay, face) -> tuple[slice, slice]:
+        """Padded (x, y) slices of the ghosts on ``face``."""
+        g, gy = self.g, self.gy
+        nx, ny = lay["shape"][0], lay["shape"][1]
+        xs, ys = slice(g, nx - g), slice(gy, ny - gy)
+        return {"west": (slice(0, g), ys), "east": (slice(nx - g, nx), ys),
+                "south": (xs, slice(0, gy)), "north": (xs, slice(ny - gy, ny))}[face]
+
+    def _pack(self, state, src, tiling, names) -> dict[int, np.ndarray]:
+        lay = self._layout(tiling, src)
+        out = dict.fromkeys(map(int, tiling.neighbours[src]), np.empty(0, dtype=self.dtype))
+        for n, face in lay["faces"].items():
+            xs, ys = self._slabs(lay, face)
+            out[n] = np.stack([state[name][xs, ys] for name in names])
+        return out
+
+    def pack_velocity(self, state: dict, src: int, tiling: Tiling) -> dict[int, np.ndarray]:
+        """Each face neighbour gets the ``order / 2`` columns of velocities next to it."""
+        return self._pack(state, src, tiling, VELOCITY)
+
+    def pack_stress(self, state: dict, src: int, tiling: Tiling) -> dict[int, np.ndarray]:
+        """Each face neighbour gets the ``order / 2`` columns of stresses next to it."""
+        return self._pack(state, src, tiling, STRESS)
+
+    def _unpack(self, state, halos, lay, names) -> None:
+        for n, face in lay["faces"].items():
+            xs, ys = self._ghosts(lay, face)
+            data = halos[n]
+            for v, name in enumerate(names):
+                state[name][xs, ys] = data[v]
+
+    # ----- output -----------------------------------------------------------------------------
+    def gather(self, states: dict, tiling: Tiling) -> dict[str, np.ndarray]:
+        """Every field's interior on the global grid, the seismograms and the time."""
+        nx, ny, nz = self.shape
+        out = {name: np.empty((nx, ny, nz), dtype=self.dtype) for name in FIELDS}
+        seis = np.full((len(self.receiver_nodes), self.steps + 1, 3), np.nan)
+        g, gy = self.g, self.gy
+        for tile, state in states.items():
+            (x0, x1), (y0, y1) = tiling.bounds(tile)
+            for name in FIELDS:
+                a = state[name]
+                out[name][x0:x1, y0:y1] = a[g:a.shape[0] - g, gy:a.shape[1] - gy, g:a.shape[2] - g]
+            for row, (r, comp) in enumerate(state["rec"]):
+                seis[r, :, comp] = state["seis"][row]
+        out["seismograms"] = seis
+        out["receivers"] = np.array([self.p.point(r) for r in self.p.receivers], dtype=float).reshape(-1, 3)
+        out["time"] = np.array(int(next(iter(states.values()))["step"]) * self.dt)
+        out["dt"] = np.array(self.dt)
+        return out
+
+    def frame(self, gathered: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Slices of the wavefield and the seismograms so far."""
+        from .drawing import frame
+
+        return frame(self, gathered)
+
+    def draw(self, frame: dict[str, np.ndarray], ax, scale: tuple[float, float] | None = None):
+        """A wavefield slice with the source, the receivers and the absorbing layers marked."""
+        from .drawing import draw
+
+        return draw(frame, ax, scale)
+
+    def export(self, gathered: dict[str, np.ndarray], frames: Path, step: int) -> Path:
+        """The 3D wavefield as VTK image data in a ParaView series, and the seismograms so far."""
+        from .vtk import export
+
+        return export(self, gathered, frames, step)
+
