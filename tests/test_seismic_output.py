@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 import xml.etree.ElementTree as ET
 from types import SimpleNamespace
 
@@ -197,37 +198,38 @@ def test_frame_of_a_2d_run_is_the_whole_plane():
     np.testing.assert_array_equal(f["pml"], [2, 2, 0, 0, 0, 2])
 
 
-def _lazy_gathered(app, j, receivers=20, steps=300):
-    """A gathered state of a large grid whose fields are zero (never touched: no memory) except
-    ``vz`` = 1 on the plane through the source and 2 at the surface."""
+def _lazy_gathered(app, receivers=20, steps=300):
+    """A gathered state of a large grid held in a few bytes (broadcast views): vx = vy = 0 and
+    ``vz[i, j, k] = j``, so a slice shows which y it was taken at."""
     p = app.p
-    g = {name: np.zeros(p.shape, dtype=np.float32) for name in ("vx", "vy", "vz")}
-    g["vz"][:, j, :] = 1.0
-    g["vz"][:, :, 0] = 2.0
+    zero = np.broadcast_to(np.float32(0.0), p.shape)
+    vz = np.broadcast_to(np.arange(p.shape[1], dtype=np.float32)[None, :, None], p.shape)
     seis = np.zeros((receivers, steps + 1, 3))
-    return g | {"seismograms": seis, "receivers": np.zeros((receivers, 3)), "time": np.array(steps * 0.01),
-                "dt": np.array(0.01)}
+    return {"vx": zero, "vy": zero, "vz": vz, "seismograms": seis, "receivers": np.zeros((receivers, 3)),
+            "time": np.array(steps * 0.01), "dt": np.array(0.01)}
 
 
 def test_frame_of_the_ligurian_grid_stays_under_2_mb_at_full_resolution():
     app = _app(cells=[500, 350, 130], spacing=100.0, source_at=[21000.0, 14960.0, 8000.0])
-    f = drawing.frame(app, _lazy_gathered(app, j=150))
+    f = drawing.frame(app, _lazy_gathered(app))
     assert sum(a.nbytes for a in f.values()) <= drawing.MAX_BYTES
     assert int(f["stride"]) == 1 and f["vz_section"].shape == (500, 130) and f["vz_surface"].shape == (500, 350)
-    assert (f["vz_section"][:, 1:] == 1.0).all() and (f["vz_surface"] == 2.0).all()  # through the source
+    assert (f["vz_section"] == 150.0).all()  # through the source: y = 14960 m is nearest node 150
+    np.testing.assert_array_equal(f["vz_surface"], np.broadcast_to(np.arange(350, dtype=np.float32), (500, 350)))
 
 
 def test_frame_thins_the_slices_and_the_seismograms_to_fit():
     app = _app(cells=[500, 350, 130], spacing=100.0, scale=2.0, source_at=[21000.0, 14960.0, 8000.0])
-    f = drawing.frame(app, _lazy_gathered(app, j=299, receivers=50, steps=4000))
+    f = drawing.frame(app, _lazy_gathered(app, receivers=50, steps=4000))
     assert sum(a.nbytes for a in f.values()) <= drawing.MAX_BYTES
     assert f["seismograms"].nbytes <= drawing.MAX_BYTES // 4
     keep = 5  # 50 x 4001 x 3 float32 is 2.4 MB: every 5th sample fits in 512 KiB, every 4th would not
     assert f["seismograms"].shape == (50, 801, 3)
     np.testing.assert_array_equal(f["seismogram_times"], np.arange(0, 4001, keep) * 0.01)
-    s = int(f["stride"])
-    assert s == 3  # 1000 x 260 + 1000 x 700 values, twice, in float32 fit with every 3rd node along each axis
-    assert f["vz_section"].shape == (334, 87) and (f["vz_section"][:, 1:] == 1.0).all()
+    # 1000 x 260 + 1000 x 700 values, twice, in float32 fit with every 3rd node along each axis, not every 2nd
+    assert int(f["stride"]) == 3
+    assert f["vz_section"].shape == (334, 87) and (f["vz_section"] == 299.0).all()  # y = 14960 m at dx = 50 m
+    np.testing.assert_array_equal(f["vz_surface"][0], np.arange(0, 700, 3, dtype=np.float32))
 
 
 # ----- pictures -----------------------------------------------------------------------------------
@@ -296,3 +298,67 @@ def test_draw_seismograms_writes_a_png(tmp_path):
     path = drawing.draw_seismograms(drawing.frame(app, _gathered(app)), tmp_path / "seis.png")
     picture = imread(path)
     assert picture.shape[1] == 900 and picture.std() > 0  # 9 inches at 100 dpi, not blank
+
+
+# ----- a run ---------------------------------------------------------------------------------------
+TINY_RUN = """
+name = "seismic-tiny"
+[run]
+steps = 6
+tiles = 4
+nodes = 1
+workers = 1
+halo = 2
+frame_every = 2
+[app]
+name = "seismic"
+cells = [20, 16, 12]
+spacing = 100.0
+absorbing = 3
+source_at = [1000.0, 800.0, 600.0]
+f0 = 8.0
+t0 = 0.01
+receivers = [[600.0, 800.0, 0.0], [1400.0, 800.0, 300.0]]
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="a frame's gathered state is refused while the seismograms hold NaN for "
+                   "samples not yet reached (the run's finiteness check reads every gathered array)")
+def test_a_run_folder_holds_the_frames_the_series_and_the_seismograms(tmp_path):
+    from shoal.cli import main
+    from shoal.report.run_report import app_of_run
+
+    (tmp_path / "tiny.toml").write_text(TINY_RUN)
+    run = tmp_path / "run"
+    assert main(["run", str(tmp_path / "tiny.toml"), "--out", str(run), "-q"]) == 0
+    frames = run / "frames"
+    with np.load(run / "state" / "final.npz") as z:
+        final = {k: z[k] for k in z.files}
+    dt = float(final["dt"])
+    steps = (0, 2, 4, 6)
+    assert sorted(p.name for p in frames.glob("state-*.npz")) == [f"state-{s:06d}.npz" for s in steps]
+    listed = ET.parse(frames / "series.pvd").getroot().iter("DataSet")
+    series = [(float(d.get("timestep")), d.get("file")) for d in listed]
+    assert series == [(s * dt, f"paraview/state-{s:06d}.vti") for s in steps]
+    # the last snapshot is the final state, every field exactly
+    image = _read_vti(frames / "paraview" / "state-000006.vti")
+    nx, ny, nz = final["vx"].shape
+    velocity = vtk_to_numpy(image.GetPointData().GetArray("velocity"))
+    for c, name in enumerate(VELOCITY):
+        np.testing.assert_array_equal(velocity[:, c].reshape((nx, ny, nz), order="F"), final[name])
+    for name in STRESSES:
+        np.testing.assert_array_equal(
+            vtk_to_numpy(image.GetPointData().GetArray(name)).reshape((nx, ny, nz), order="F"), final[name])
+    assert np.abs(final["vz"]).max() > 0  # the source has fired: the comparison means something
+    s = read_seismograms(frames / "seismograms.npz")
+    assert s["data"].tobytes() == final["seismograms"].tobytes() and s["data"].shape == (2, 7, 3)
+    np.testing.assert_array_equal(s["times"], np.arange(7) * dt)
+    # the frames on disk are the app's frames, the seismograms so far in each
+    app = app_of_run(tomllib.loads((run / "config.toml").read_text()))
+    last = drawing.frame(app, final)
+    with np.load(frames / "state-000006.npz") as z:
+        assert set(z.files) == set(last)
+        for name in last:
+            np.testing.assert_array_equal(z[name], last[name])
+    with np.load(frames / "state-000002.npz") as z:
+        assert z["seismograms"].shape == (2, 3, 3)

@@ -69,7 +69,7 @@ def frame(app, gathered: dict[str, np.ndarray], max_bytes: int = MAX_BYTES) -> d
         stride += 1
     out = {}
     for plane, where in planes.items():
-        v = [np.asarray(gathered[c][where], dtype=float)[::stride, ::stride] for c in COMPONENTS]
+        v = [np.asarray(gathered[c][where][::stride, ::stride], dtype=float) for c in COMPONENTS]
         out[f"vz_{plane}"] = v[2].astype(np.float32)
         out[f"speed_{plane}"] = np.sqrt(v[0] ** 2 + v[1] ** 2 + v[2] ** 2).astype(np.float32)
     order = ["vz_section", "speed_section"] + (["vz_surface", "speed_surface"] if p.ndim == 3 else [])
@@ -171,8 +171,8 @@ def draw(frame: dict[str, np.ndarray], ax, scale: tuple[float, float] | None = N
     ax.plot([x0, x1, x1, x0, x0], [z0, z0, z1, z1, z0], ls="--", lw=0.8, color="0.3", label="C-PML inner edge")
     (rx, rz), (sx, sz) = across
     if len(rx):
-        ax.plot(rx, rz, ls="none", marker="v", ms=5, mfc="none", mec="k", label="receivers")
-    ax.plot([sx], [sz], ls="none", marker="*", ms=11, mfc="gold", mec="k", label="source")
+        ax.plot(rx, rz, ls="none", marker="v", ms=6, mfc="white", mec="black", clip_on=False, label="receivers")
+    ax.plot([sx], [sz], ls="none", marker="*", ms=12, mfc="gold", mec="black", clip_on=False, label="source")
     ax.set_xlim(extent[0], extent[1])
     ax.set_aspect("equal")
     ax.set_xlabel("x (m)")
