@@ -215,7 +215,7 @@ def seismogram_figure(gathered_or_frame: dict[str, np.ndarray]):
         if len(times) > 1:
             ax.set_xlim(times[0], times[-1])
     axes[0].set_ylabel("receiver")
-    axes[0].set_ylim(nrec - 0.5, -0.5)
+    axes[0].set_ylim(max(nrec, 1) - 0.5, -0.5)
     axes[0].yaxis.get_major_locator().set_params(integer=True)
     fig.suptitle(f"seismograms: one trace spacing = {1 / gain if peak > 0 else 0.0:.3g} m/s")
     return fig
