@@ -143,17 +143,67 @@ def _level(quantity: str) -> int:
     return 0 if quantity == "velocity" else -1
 
 
+# ----- time dependence: exact, or as the leapfrog scheme sees it --------------------------------
+class _Exact:
+    """Terms of the 3D solutions in the time domain, in closed form: ``at`` the time function
+    at level ``n`` delayed by ``delay``; ``near`` the near-field integral
+    ``int_a^b tau f_n(t - tau) dtau``, by parts ``a F(t - a) - b F(t - b) + G(t - a) - G(t - b)``
+    with ``F``, ``G`` the first and second integrals of ``f_n``. Rows receivers, columns times."""
+
+    def __init__(self, wavelet: str, f0: float, t0: float, t: np.ndarray):
+        self.args, self.t = (wavelet, f0, t0), t
+
+    def at(self, delay: np.ndarray, n: int) -> np.ndarray:
+        return time_function(*self.args, self.t[None, :] - delay[:, None], n)
+
+    def near(self, a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+        return a[:, None] * self.at(a, n - 1) - b[:, None] * self.at(b, n - 1) + self.at(a, n - 2) - self.at(b, n - 2)
+
+
+class _Leapfrog:
+    """The same terms as the staggered leapfrog scheme integrates them in time (exact in space):
+    a signal of frequency ``omega`` sampled every ``dt`` obeys the continuous equations at
+    ``Omega = (2 / dt) sin(omega dt / 2)`` (``(f(t + dt/2) - f(t - dt/2)) / dt = i Omega f``), so
+    each term is ``(i Omega)^n w^(omega) exp(-i Omega delay)`` and the near field's integral is
+    ``[exp(-i Omega tau) (1 + i Omega tau) / Omega^2]_a^b``, summed back by ``_inverse``."""
+
+    def __init__(self, wavelet: str, f0: float, t0: float, t: np.ndarray, dt: float, span: float):
+        self.t = t
+        self.omega = _frequencies(f0, span, dt)
+        self.big = 2.0 / dt * np.sin(self.omega * dt / 2.0)
+        self.source = _fourier(wavelet, f0, t0, self.omega)
+
+    def _back(self, spectrum: np.ndarray, n: int) -> np.ndarray:
+        return _inverse((spectrum * (1j * self.big) ** n * self.source)[..., None], self.omega, self.t)[..., 0]
+
+    def at(self, delay: np.ndarray, n: int) -> np.ndarray:
+        return self._back(np.exp(-1j * self.big[None, :] * delay[:, None]), n)
+
+    def near(self, a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+        w = self.big[None, :]
+
+        def primitive(tau):
+            return np.exp(-1j * w * tau[:, None]) * (1 + 1j * w * tau[:, None]) / w**2
+
+        return self._back(primitive(b) - primitive(a), n)
+
+
+def _clock(wavelet: str, f0: float, t0: float, t, dt: float | None, r: np.ndarray, vs: float, level: int):
+    """The time dependence's evaluator: exact, or the leapfrog's with step ``dt`` (velocity only)."""
+    t = np.atleast_1d(np.asarray(t, dtype=float))
+    if wavelet not in _FAMILY:
+        raise ShoalError(f"unknown wavelet {wavelet!r}; expected one of {sorted(_FAMILY)}")
+    if dt is None:
+        return _Exact(wavelet, f0, t0, t)
+    if level != 0:
+        raise ShoalError("the leapfrog's solution (dt given) is a velocity; the scheme has no displacement")
+    return _Leapfrog(wavelet, f0, t0, t, dt, _span(t, t0, f0, r, vs))
+
+
 # ----- three dimensions ------------------------------------------------------------------------
-def _near(w, a: np.ndarray, b: np.ndarray, t: np.ndarray, n: int) -> np.ndarray:
-    """``int_a^b tau f(t - tau) dtau`` with ``f`` the time function at level ``n``, by parts:
-    ``a F(t - a) - b F(t - b) + G(t - a) - G(t - b)`` with ``F``, ``G`` its first and second
-    integrals (exact, vectorised over receivers (rows) and times (columns))."""
-    ta, tb = t[None, :] - a[:, None], t[None, :] - b[:, None]
-    return a[:, None] * w(ta, n - 1) - b[:, None] * w(tb, n - 1) + w(ta, n - 2) - w(tb, n - 2)
-
-
 def force_3d(receivers, t, *, source_at, direction, vp: float, vs: float, rho: float, wavelet: str,
-             f0: float, t0: float, amplitude: float = 1.0, quantity: str = "velocity") -> np.ndarray:
+             f0: float, t0: float, amplitude: float = 1.0, quantity: str = "velocity",
+             dt: float | None = None) -> np.ndarray:
     """Stokes' solution: the motion at ``receivers`` of a point force ``amplitude * w(t)`` along
     ``direction`` in a homogeneous full space.
 
@@ -164,7 +214,9 @@ def force_3d(receivers, t, *, source_at, direction, vp: float, vs: float, rho: f
             - (g_i g_j - d_ij) / (4 pi rho beta^2 r) X0(t - r/beta)
 
     (near, intermediate-and-far P, far S). The velocity is the same with ``X0`` replaced by
-    ``dX0/dt``; the near-field integral is taken by parts in closed form (``_near``).
+    ``dX0/dt``; the near-field integral is taken by parts in closed form (``_Exact``). With
+    ``dt``, the velocity the staggered leapfrog scheme converges to as the grid is refined at
+    that step (``_Leapfrog``): what is left between it and a run is the spatial error alone.
 
     Parameters
     ----------
@@ -182,6 +234,8 @@ def force_3d(receivers, t, *, source_at, direction, vp: float, vs: float, rho: f
         The force's magnitude (N).
     quantity : {"velocity", "displacement"}
         What to return.
+    dt : float, optional
+        The leapfrog's time step (s): its time-discrete solution (a velocity) instead of the exact one.
 
     Returns
     -------
@@ -192,25 +246,23 @@ def force_3d(receivers, t, *, source_at, direction, vp: float, vs: float, rho: f
     r, g = _geometry(receivers, source_at)
     d = np.asarray(direction, dtype=float)
     d = d / np.linalg.norm(d)
-    t = np.atleast_1d(np.asarray(t, dtype=float))
-    n = _level(quantity) + 1  # the displacement uses X0 itself, the velocity its derivative
-
-    def w(s, level):
-        return time_function(wavelet, f0, t0, s, level)
-
+    level = _level(quantity)
+    clock = _clock(wavelet, f0, t0, t, dt, r, vs, level)
+    n = level + 1  # the displacement uses X0 itself, the velocity its derivative
     gd = g @ d  # (nrec,)
     near_dir = 3 * g * gd[:, None] - d  # (3 g_i g_j - d_ij) d_j
     p_dir = g * gd[:, None]
     s_dir = p_dir - d
-    near = _near(w, r / vp, r / vs, t, n) / r[:, None] ** 3
-    p = w(t[None, :] - (r / vp)[:, None], n) / (vp**2 * r[:, None])
-    s = w(t[None, :] - (r / vs)[:, None], n) / (vs**2 * r[:, None])
+    near = clock.near(r / vp, r / vs, n) / r[:, None] ** 3
+    p = clock.at(r / vp, n) / (vp**2 * r[:, None])
+    s = clock.at(r / vs, n) / (vs**2 * r[:, None])
     u = near[..., None] * near_dir[:, None, :] + p[..., None] * p_dir[:, None, :] - s[..., None] * s_dir[:, None, :]
     return amplitude / (4 * math.pi * rho) * u
 
 
 def moment_3d(receivers, t, *, source_at, moment, vp: float, vs: float, rho: float, wavelet: str,
-              f0: float, t0: float, amplitude: float = 1.0, quantity: str = "velocity") -> np.ndarray:
+              f0: float, t0: float, amplitude: float = 1.0, quantity: str = "velocity",
+              dt: float | None = None) -> np.ndarray:
     """The motion at ``receivers`` of a point moment tensor whose rate is
     ``amplitude * m * w(t)``, in a homogeneous full space.
 
@@ -226,6 +278,7 @@ def moment_3d(receivers, t, *, source_at, moment, vp: float, vs: float, rho: flo
     with ``M = amplitude m W`` (``W`` the wavelet's integral); the velocity replaces ``M`` by
     its rate. An explosion (``m`` the identity) radiates P only:
     ``u = g / (4 pi rho alpha^2) (M(t - r/alpha) / r^2 + dM/dt(t - r/alpha) / (alpha r))``.
+    ``dt`` as in ``force_3d``.
 
     Parameters
     ----------
@@ -245,6 +298,8 @@ def moment_3d(receivers, t, *, source_at, moment, vp: float, vs: float, rho: flo
         The moment's scale (N m).
     quantity : {"velocity", "displacement"}
         What to return.
+    dt : float, optional
+        The leapfrog's time step (s): its time-discrete solution (a velocity) instead of the exact one.
 
     Returns
     -------
@@ -254,11 +309,8 @@ def moment_3d(receivers, t, *, source_at, moment, vp: float, vs: float, rho: flo
     _check_medium(vp, vs, rho)
     r, g = _geometry(receivers, source_at)
     m = _tensor(moment)
-    t = np.atleast_1d(np.asarray(t, dtype=float))
     n = _level(quantity)  # the level standing for M: W (-1) in the displacement, w (0) in the velocity
-
-    def w(s, level):
-        return time_function(wavelet, f0, t0, s, level)
+    clock = _clock(wavelet, f0, t0, t, dt, r, vs, n)
 
     gmg = np.einsum("rp,pq,rq->r", g, m, g)[:, None] * g  # g_n (g . m g)
     trm = np.trace(m) * g  # g_n m_pp
@@ -269,24 +321,29 @@ def moment_3d(receivers, t, *, source_at, moment, vp: float, vs: float, rho: flo
     c_p1 = gmg
     c_s1 = gmg - mg
     a, b = r / vp, r / vs
-    ta, tb = t[None, :] - a[:, None], t[None, :] - b[:, None]
-    terms = ((_near(w, a, b, t, n) / r[:, None] ** 4, c_near),
-             (w(ta, n) / (vp**2 * r[:, None] ** 2), c_p2),
-             (-w(tb, n) / (vs**2 * r[:, None] ** 2), c_s2),
-             (w(ta, n + 1) / (vp**3 * r[:, None]), c_p1),
-             (-w(tb, n + 1) / (vs**3 * r[:, None]), c_s1))
+    terms = ((clock.near(a, b, n) / r[:, None] ** 4, c_near),
+             (clock.at(a, n) / (vp**2 * r[:, None] ** 2), c_p2),
+             (-clock.at(b, n) / (vs**2 * r[:, None] ** 2), c_s2),
+             (clock.at(a, n + 1) / (vp**3 * r[:, None]), c_p1),
+             (-clock.at(b, n + 1) / (vs**3 * r[:, None]), c_s1))
     u = sum(f[..., None] * c[:, None, :] for f, c in terms)
     return amplitude / (4 * math.pi * rho) * u
 
 
 # ----- two dimensions (plane strain and anti-plane) ---------------------------------------------
-def _frequencies(wavelet: str, f0: float, t0: float, t: np.ndarray, r: np.ndarray, vs: float) -> np.ndarray:
+def _span(t: np.ndarray, t0: float, f0: float, r: np.ndarray, vs: float) -> float:
+    """From the source's start to the last time asked for or the S wave's passing (s)."""
+    return max(float(np.max(t)), 0.0) + float(np.max(r)) / vs + t0 + 3 / f0
+
+
+def _frequencies(f0: float, span: float, dt: float | None = None) -> np.ndarray:
     """Angular frequencies of the trapezoid rule for the inverse Fourier integral: up to where
-    the wavelet's spectrum is below 1e-16 of its peak, spaced so that the rule's period (its
-    aliasing in time) is 40 times the span from the source's start to the last S arrival."""
+    the wavelet's spectrum is below 1e-16 of its peak (or the step's Nyquist frequency), spaced so
+    that the rule's period (its aliasing in time) is 40 times ``span``."""
     k = math.pi * f0
     top = 2 * k * math.sqrt(math.log(1e16)) * 1.3
-    span = max(float(np.max(t)), 0.0) + float(np.max(r)) / vs + t0 + 3 / f0
+    if dt is not None:
+        top = min(top, math.pi / dt)
     step = 2 * math.pi / (40 * span)
     return np.arange(1, int(top / step) + 1) * step  # omega = 0 adds nothing to a velocity
 
@@ -318,6 +375,13 @@ def _inverse(spectrum: np.ndarray, omega: np.ndarray, t: np.ndarray) -> np.ndarr
     return (omega[1] - omega[0]) / math.pi * np.einsum("rwc,wt->rtc", spectrum, phase).real
 
 
+def _spectral(f0: float, t0: float, t: np.ndarray, r: np.ndarray, vs: float, dt: float | None):
+    """The frequencies of the inverse transform and where the equations are taken: ``omega``
+    itself, or the leapfrog's ``Omega = (2 / dt) sin(omega dt / 2)``."""
+    omega = _frequencies(f0, _span(t, t0, f0, r, vs), dt)
+    return omega, (omega if dt is None else 2.0 / dt * np.sin(omega * dt / 2.0))
+
+
 def _plane(receivers, source_at) -> tuple[np.ndarray, np.ndarray]:
     """Distances and unit vectors in the x-z plane (the y coordinates are ignored)."""
     x = np.atleast_2d(np.asarray(receivers, dtype=float)).copy()
@@ -328,7 +392,7 @@ def _plane(receivers, source_at) -> tuple[np.ndarray, np.ndarray]:
 
 
 def force_2d(receivers, t, *, source_at, direction, vp: float, vs: float, rho: float, wavelet: str,
-             f0: float, t0: float, amplitude: float = 1.0) -> np.ndarray:
+             f0: float, t0: float, amplitude: float = 1.0, dt: float | None = None) -> np.ndarray:
     """The velocity at ``receivers`` of a line force (per metre along y) ``amplitude * w(t)``
     along ``direction``, in a homogeneous full space in plane strain (nothing varies along y).
 
@@ -342,8 +406,9 @@ def force_2d(receivers, t, *, source_at, direction, vp: float, vs: float, rho: f
         G_yy = -i/(4 mu) H0(k_s r)  (anti-plane, SH)
 
     and ``v(t) = (1/pi) Re int_0^inf i omega F w^(omega) G(omega) exp(i omega t) domega``,
-    evaluated by the trapezoid rule (``_frequencies`` says how finely). Accurate to about 1e-6
-    of the peak for the app's wavelets.
+    evaluated by the trapezoid rule (``_frequencies`` says how finely). With ``dt``, the
+    leapfrog's time-discrete solution: ``G`` and ``i omega`` taken at
+    ``Omega = (2 / dt) sin(omega dt / 2)`` (see ``_Leapfrog``).
 
     Parameters
     ----------
@@ -359,6 +424,8 @@ def force_2d(receivers, t, *, source_at, direction, vp: float, vs: float, rho: f
         The force's time function, centred at ``t0`` (s) with dominant frequency ``f0`` (Hz).
     amplitude : float
         The force per metre (N/m).
+    dt : float, optional
+        The leapfrog's time step (s): its time-discrete solution instead of the exact one.
 
     Returns
     -------
@@ -370,19 +437,19 @@ def force_2d(receivers, t, *, source_at, direction, vp: float, vs: float, rho: f
     d = np.asarray(direction, dtype=float)
     d = d / np.linalg.norm(d)
     t = np.atleast_1d(np.asarray(t, dtype=float))
-    omega = _frequencies(wavelet, f0, t0, t, r, vs)
-    a, b, c, *_ = _green_2d(omega, r, vp, vs, rho)
+    omega, big = _spectral(f0, t0, t, r, vs, dt)
+    a, b, c, *_ = _green_2d(big, r, vp, vs, rho)
     inplane = d * np.array([1.0, 0.0, 1.0])
     gd = g @ inplane
     gy = np.zeros_like(g)
     gy[:, 1] = d[1]
     spec = a[..., None] * inplane + (b * gd[:, None])[..., None] * g[:, None, :] + c[..., None] * gy[:, None, :]
-    spec = spec * (1j * omega * amplitude * _fourier(wavelet, f0, t0, omega))[None, :, None]
+    spec = spec * (1j * big * amplitude * _fourier(wavelet, f0, t0, omega))[None, :, None]
     return _inverse(spec, omega, t)
 
 
 def moment_2d(receivers, t, *, source_at, moment, vp: float, vs: float, rho: float, wavelet: str,
-              f0: float, t0: float, amplitude: float = 1.0) -> np.ndarray:
+              f0: float, t0: float, amplitude: float = 1.0, dt: float | None = None) -> np.ndarray:
     """The velocity at ``receivers`` of a line moment tensor (per metre along y) whose rate is
     ``amplitude * m * w(t)``, in a homogeneous full space with nothing varying along y.
 
@@ -390,7 +457,7 @@ def moment_2d(receivers, t, *, source_at, moment, vp: float, vs: float, rho: flo
     tensor of ``force_2d``; only ``q`` in the x-z plane contributes (nothing varies along y), so
     ``m_yy`` radiates nothing and ``m_xy``, ``m_yz`` radiate SH. With ``g_n`` the in-plane
     direction, ``dG_np/dx_q = A' g_q d_np + B' g_n g_p g_q + B ((d_nq - g_n g_q) g_p
-    + g_n (d_pq - g_p g_q)) / r`` and ``dG_yy/dx_q = C' g_q``.
+    + g_n (d_pq - g_p g_q)) / r`` and ``dG_yy/dx_q = C' g_q``. ``dt`` as in ``force_2d``.
 
     Parameters
     ----------
@@ -408,6 +475,8 @@ def moment_2d(receivers, t, *, source_at, moment, vp: float, vs: float, rho: flo
         The moment rate's time function, centred at ``t0`` (s) with dominant frequency ``f0`` (Hz).
     amplitude : float
         The moment's scale per metre (N m/m).
+    dt : float, optional
+        The leapfrog's time step (s): its time-discrete solution instead of the exact one.
 
     Returns
     -------
@@ -418,8 +487,8 @@ def moment_2d(receivers, t, *, source_at, moment, vp: float, vs: float, rho: flo
     r, g = _plane(receivers, source_at)
     m = _tensor(moment)
     t = np.atleast_1d(np.asarray(t, dtype=float))
-    omega = _frequencies(wavelet, f0, t0, t, r, vs)
-    a, b, c, da, db, dc = _green_2d(omega, r, vp, vs, rho)
+    omega, big = _spectral(f0, t0, t, r, vs, dt)
+    a, b, c, da, db, dc = _green_2d(big, r, vp, vs, rho)
     plane = np.diag([1.0, 0.0, 1.0])
     mp = plane @ m @ plane  # in-plane p, q
     gmg = np.einsum("rp,pq,rq->r", g, mp, g)
@@ -438,7 +507,7 @@ def moment_2d(receivers, t, *, source_at, moment, vp: float, vs: float, rho: flo
 
 
 # ----- the app's receivers ---------------------------------------------------------------------
-def seismograms(params, t, at_nodes: bool = True) -> np.ndarray:
+def seismograms(params, t, at_nodes: bool = True, dt: float | None = None) -> np.ndarray:
     """The exact velocities the app's receivers should record for homogeneous ``params``.
 
     Parameters
@@ -450,6 +519,8 @@ def seismograms(params, t, at_nodes: bool = True) -> np.ndarray:
     at_nodes : bool
         Evaluate each component at its own staggered node nearest the receiver, as the app
         samples it (else at the receiver's position).
+    dt : float, optional
+        The leapfrog's time step (s): its time-discrete solution instead of the exact one.
 
     Returns
     -------
@@ -460,7 +531,7 @@ def seismograms(params, t, at_nodes: bool = True) -> np.ndarray:
         raise ShoalError("the exact solution needs a homogeneous medium: one layer and no gradient")
     _, vp, vs, rho = map(float, params.layers[0])
     medium = dict(vp=vp, vs=vs, rho=rho, wavelet=params.wavelet, f0=params.f0, t0=params.delay,
-                  amplitude=params.amplitude, source_at=params.point(params.source_at))
+                  amplitude=params.amplitude, source_at=params.point(params.source_at), dt=dt)
     three = params.ndim == 3
     if params.source == "force":
         solve, extra = (force_3d if three else force_2d), dict(direction=params.direction)
