@@ -79,7 +79,7 @@ class SeismicApp(App):
         self.dtype = np.dtype(params.dtype)
         self.dt = time_step(params)
         self.coef = coefficients(params, self.dt, self.dtype)
-        self.kernels = kernels.compiled(params.order, self.threed)
+        self.kernels = kernels.compiled(params.order, self.threed, params.dtype)
         vp, _, _ = params.medium(params.depths())
         w = params.pml_widths()
         self.profiles = [profile(n, w[2 * a], w[2 * a + 1], params.dx, self.dt, float(vp.max()), params.f0,
@@ -348,9 +348,10 @@ class SeismicApp(App):
                 out[name][x0:x1, y0:y1] = a[g:a.shape[0] - g, gy:a.shape[1] - gy, g:a.shape[2] - g]
             for row, (r, comp) in enumerate(state["rec"]):
                 seis[r, :, comp] = state["seis"][row]
-        out["seismograms"] = seis
+        step = int(next(iter(states.values()))["step"])
+        out["seismograms"] = seis[:, :step + 1]  # the samples recorded so far
         out["receivers"] = np.array([self.p.point(r) for r in self.p.receivers], dtype=float).reshape(-1, 3)
-        out["time"] = np.array(int(next(iter(states.values()))["step"]) * self.dt)
+        out["time"] = np.array(step * self.dt)
         out["dt"] = np.array(self.dt)
         return out
 

@@ -29,16 +29,25 @@ import numba
 import numpy as np
 
 C1, C2 = 9.0 / 8.0, -1.0 / 24.0
-JIT = {"cache": True, "error_model": "numpy", "boundscheck": False}
+JIT = {"cache": True, "nogil": True, "error_model": "numpy", "boundscheck": False}
 
 
 @functools.cache
-def compiled(order: int, threed: bool):
-    """The kernels of one spatial order, for 3D (``threed``) or the x-z plane."""
-    c1 = C1 if order == 4 else 1.0
-    c2 = C2 if order == 4 else 0.0
+def compiled(order: int, threed: bool, dtype: str = "float64"):
+    """The kernels of one spatial order, for 3D (``threed``) or the x-z plane, computing in
+    ``dtype`` (the constants too, so that float32 stays float32 and vectorises twice as wide)."""
+    real = np.dtype(dtype).type
+    c1 = real(C1 if order == 4 else 1.0)
+    c2 = real(C2 if order == 4 else 0.0)
     fourth = order == 4
 
+    o2 = 2 if fourth else 1  # the second neighbour's offset (order 2 never reads it)
+    y1 = 1 if threed else 0  # offsets along y (the x-z plane never reads them)
+    y2 = o2 if threed else 0
+
+    # The loops below run along z over rows taken as 1D views: a loop that starts at 0 and
+    # writes to few arrays is one LLVM vectorises (indexing the 3D arrays, or writing six
+    # outputs in one loop, keeps it scalar).
     @numba.njit(**JIT)
     def stress(vx, vy, vz, sxx, syy, szz, sxy, sxz, syz, ca, cb, cc, zh, zz, m, mh, c1z, c2z, boxes):
         """sigma += dt C : grad v over the boxes (normal stresses: ``ca`` on their own axis,
@@ -47,43 +56,65 @@ def compiled(order: int, threed: bool):
         cells = 0
         for b in range(boxes.shape[0]):
             i0, i1, j0, j1, k0, k1 = boxes[b]
-            cells += (i1 - i0) * (j1 - j0) * (k1 - k0)
+            n = k1 - k0
+            cells += (i1 - i0) * (j1 - j0) * n
+            A, B, C, ZH, ZZ = ca[k0:k1], cb[k0:k1], cc[k0:k1], zh[k0:k1], zz[k0:k1]
+            M, MH, Z1, Z2 = m[k0:k1], mh[k0:k1], c1z[k0:k1], c2z[k0:k1]
             for i in range(i0, i1):
                 for j in range(j0, j1):
-                    for k in range(k0, k1):
-                        dxvx = c1 * (vx[i, j, k] - vx[i - 1, j, k])
-                        dxvy = c1 * (vy[i + 1, j, k] - vy[i, j, k])
-                        dxvz = c1 * (vz[i + 1, j, k] - vz[i, j, k])
-                        dzvz = c1z[k] * (vz[i, j, k] - vz[i, j, k - 1])
-                        dzvx = c1z[k] * (vx[i, j, k + 1] - vx[i, j, k])
-                        dzvy = c1z[k] * (vy[i, j, k + 1] - vy[i, j, k])
+                    x0, xm1, xp1, xm2 = vx[i, j, k0:k1], vx[i - 1, j, k0:k1], vx[i + 1, j, k0:k1], vx[i - o2, j, k0:k1]
+                    xj1, xj2, xjm = vx[i, j + y1, k0:k1], vx[i, j + y2, k0:k1], vx[i, j - y1, k0:k1]
+                    xk1, xk2, xkm = vx[i, j, k0 + 1:k1 + 1], vx[i, j, k0 + o2:k1 + o2], vx[i, j, k0 - 1:k1 - 1]
+                    y0, yjm1 = vy[i, j, k0:k1], vy[i, j - y1, k0:k1]
+                    yjp1, yjm2 = vy[i, j + y1, k0:k1], vy[i, j - y2, k0:k1]
+                    yi1, yi2, yim = vy[i + 1, j, k0:k1], vy[i + o2, j, k0:k1], vy[i - 1, j, k0:k1]
+                    yk1, yk2, ykm = vy[i, j, k0 + 1:k1 + 1], vy[i, j, k0 + o2:k1 + o2], vy[i, j, k0 - 1:k1 - 1]
+                    z0, zkm1, zkp1 = vz[i, j, k0:k1], vz[i, j, k0 - 1:k1 - 1], vz[i, j, k0 + 1:k1 + 1]
+                    zkm2 = vz[i, j, k0 - o2:k1 - o2]
+                    zi1, zi2, zim = vz[i + 1, j, k0:k1], vz[i + o2, j, k0:k1], vz[i - 1, j, k0:k1]
+                    zj1, zj2, zjm = vz[i, j + y1, k0:k1], vz[i, j + y2, k0:k1], vz[i, j - y1, k0:k1]
+                    oxx, oyy, ozz = sxx[i, j, k0:k1], syy[i, j, k0:k1], szz[i, j, k0:k1]
+                    oxy, oxz, oyz = sxy[i, j, k0:k1], sxz[i, j, k0:k1], syz[i, j, k0:k1]
+                    for k in range(n):
+                        dxvx = c1 * (x0[k] - xm1[k])
+                        dzvz = Z1[k] * (z0[k] - zkm1[k])
                         if fourth:
-                            dxvx += c2 * (vx[i + 1, j, k] - vx[i - 2, j, k])
-                            dxvy += c2 * (vy[i + 2, j, k] - vy[i - 1, j, k])
-                            dxvz += c2 * (vz[i + 2, j, k] - vz[i - 1, j, k])
-                            dzvz += c2z[k] * (vz[i, j, k + 1] - vz[i, j, k - 2])
-                            dzvx += c2z[k] * (vx[i, j, k + 2] - vx[i, j, k - 1])
-                            dzvy += c2z[k] * (vy[i, j, k + 2] - vy[i, j, k - 1])
+                            dxvx += c2 * (xp1[k] - xm2[k])
+                            dzvz += Z2[k] * (zkp1[k] - zkm2[k])
                         if threed:
-                            dyvy = c1 * (vy[i, j, k] - vy[i, j - 1, k])
-                            dyvx = c1 * (vx[i, j + 1, k] - vx[i, j, k])
-                            dyvz = c1 * (vz[i, j + 1, k] - vz[i, j, k])
+                            dyvy = c1 * (y0[k] - yjm1[k])
                             if fourth:
-                                dyvy += c2 * (vy[i, j + 1, k] - vy[i, j - 2, k])
-                                dyvx += c2 * (vx[i, j + 2, k] - vx[i, j - 1, k])
-                                dyvz += c2 * (vz[i, j + 2, k] - vz[i, j - 1, k])
-                            sxx[i, j, k] += ca[k] * dxvx + cb[k] * dyvy + cc[k] * dzvz
-                            syy[i, j, k] += cb[k] * dxvx + ca[k] * dyvy + cc[k] * dzvz
-                            szz[i, j, k] += zh[k] * (dxvx + dyvy) + zz[k] * dzvz
-                            sxy[i, j, k] += m[k] * (dxvy + dyvx)
-                            syz[i, j, k] += mh[k] * (dyvz + dzvy)
+                                dyvy += c2 * (yjp1[k] - yjm2[k])
+                            oxx[k] += A[k] * dxvx + B[k] * dyvy + C[k] * dzvz
+                            oyy[k] += B[k] * dxvx + A[k] * dyvy + C[k] * dzvz
+                            ozz[k] += ZH[k] * (dxvx + dyvy) + ZZ[k] * dzvz
                         else:
-                            sxx[i, j, k] += ca[k] * dxvx + cc[k] * dzvz
-                            syy[i, j, k] += cb[k] * dxvx + cc[k] * dzvz
-                            szz[i, j, k] += zh[k] * dxvx + zz[k] * dzvz
-                            sxy[i, j, k] += m[k] * dxvy
-                            syz[i, j, k] += mh[k] * dzvy
-                        sxz[i, j, k] += mh[k] * (dxvz + dzvx)
+                            oxx[k] += A[k] * dxvx + C[k] * dzvz
+                            oyy[k] += B[k] * dxvx + C[k] * dzvz
+                            ozz[k] += ZH[k] * dxvx + ZZ[k] * dzvz
+                    for k in range(n):
+                        d = c1 * (yi1[k] - y0[k])
+                        if fourth:
+                            d += c2 * (yi2[k] - yim[k])
+                        if threed:
+                            d += c1 * (xj1[k] - x0[k])
+                            if fourth:
+                                d += c2 * (xj2[k] - xjm[k])
+                        oxy[k] += M[k] * d
+                    for k in range(n):
+                        d = c1 * (zi1[k] - z0[k]) + Z1[k] * (xk1[k] - x0[k])
+                        if fourth:
+                            d += c2 * (zi2[k] - zim[k]) + Z2[k] * (xk2[k] - xkm[k])
+                        oxz[k] += MH[k] * d
+                    for k in range(n):
+                        d = Z1[k] * (yk1[k] - y0[k])
+                        if fourth:
+                            d += Z2[k] * (yk2[k] - ykm[k])
+                        if threed:
+                            d += c1 * (zj1[k] - z0[k])
+                            if fourth:
+                                d += c2 * (zj2[k] - zjm[k])
+                        oyz[k] += MH[k] * d
         return cells
 
     @numba.njit(**JIT)
@@ -93,31 +124,45 @@ def compiled(order: int, threed: bool):
         cells = 0
         for b in range(boxes.shape[0]):
             i0, i1, j0, j1, k0, k1 = boxes[b]
-            cells += (i1 - i0) * (j1 - j0) * (k1 - k0)
+            n = k1 - k0
+            cells += (i1 - i0) * (j1 - j0) * n
+            BX, BZ = bx[k0:k1], bz[k0:k1]
             for i in range(i0, i1):
                 for j in range(j0, j1):
-                    for k in range(k0, k1):
-                        fx = c1 * (sxx[i + 1, j, k] - sxx[i, j, k]) + c1 * (sxz[i, j, k] - sxz[i, j, k - 1])
-                        fy = c1 * (sxy[i, j, k] - sxy[i - 1, j, k]) + c1 * (syz[i, j, k] - syz[i, j, k - 1])
-                        fz = c1 * (sxz[i, j, k] - sxz[i - 1, j, k]) + c1 * (szz[i, j, k + 1] - szz[i, j, k])
+                    a0, a1, a2, am = sxx[i, j, k0:k1], sxx[i + 1, j, k0:k1], sxx[i + o2, j, k0:k1], sxx[i - 1, j, k0:k1]
+                    s0, si1 = sxy[i, j, k0:k1], sxy[i + 1, j, k0:k1]
+                    sim1, sim2 = sxy[i - 1, j, k0:k1], sxy[i - o2, j, k0:k1]
+                    sj1, sjm1, sjm2 = sxy[i, j + y1, k0:k1], sxy[i, j - y1, k0:k1], sxy[i, j - y2, k0:k1]
+                    z0, zi1 = sxz[i, j, k0:k1], sxz[i + 1, j, k0:k1]
+                    zim1, zim2 = sxz[i - 1, j, k0:k1], sxz[i - o2, j, k0:k1]
+                    zk1, zkm1, zkm2 = sxz[i, j, k0 + 1:k1 + 1], sxz[i, j, k0 - 1:k1 - 1], sxz[i, j, k0 - o2:k1 - o2]
+                    b0, b1 = syy[i, j, k0:k1], syy[i, j + y1, k0:k1]
+                    b2, bm = syy[i, j + y2, k0:k1], syy[i, j - y1, k0:k1]
+                    w0, wj1 = syz[i, j, k0:k1], syz[i, j + y1, k0:k1]
+                    wjm1, wjm2 = syz[i, j - y1, k0:k1], syz[i, j - y2, k0:k1]
+                    wk1, wkm1, wkm2 = syz[i, j, k0 + 1:k1 + 1], syz[i, j, k0 - 1:k1 - 1], syz[i, j, k0 - o2:k1 - o2]
+                    q0, q1 = szz[i, j, k0:k1], szz[i, j, k0 + 1:k1 + 1]
+                    q2, qm = szz[i, j, k0 + o2:k1 + o2], szz[i, j, k0 - 1:k1 - 1]
+                    ox, oy, oz = vx[i, j, k0:k1], vy[i, j, k0:k1], vz[i, j, k0:k1]
+                    for k in range(n):
+                        fx = c1 * (a1[k] - a0[k]) + c1 * (z0[k] - zkm1[k])
+                        fy = c1 * (s0[k] - sim1[k]) + c1 * (w0[k] - wkm1[k])
+                        fz = c1 * (z0[k] - zim1[k]) + c1 * (q1[k] - q0[k])
                         if fourth:
-                            fx += c2 * (sxx[i + 2, j, k] - sxx[i - 1, j, k])
-                            fx += c2 * (sxz[i, j, k + 1] - sxz[i, j, k - 2])
-                            fy += c2 * (sxy[i + 1, j, k] - sxy[i - 2, j, k])
-                            fy += c2 * (syz[i, j, k + 1] - syz[i, j, k - 2])
-                            fz += c2 * (sxz[i + 1, j, k] - sxz[i - 2, j, k])
-                            fz += c2 * (szz[i, j, k + 2] - szz[i, j, k - 1])
+                            fx += c2 * (a2[k] - am[k]) + c2 * (zk1[k] - zkm2[k])
+                            fy += c2 * (si1[k] - sim2[k]) + c2 * (wk1[k] - wkm2[k])
+                            fz += c2 * (zi1[k] - zim2[k]) + c2 * (q2[k] - qm[k])
                         if threed:
-                            fx += c1 * (sxy[i, j, k] - sxy[i, j - 1, k])
-                            fy += c1 * (syy[i, j + 1, k] - syy[i, j, k])
-                            fz += c1 * (syz[i, j, k] - syz[i, j - 1, k])
+                            fx += c1 * (s0[k] - sjm1[k])
+                            fy += c1 * (b1[k] - b0[k])
+                            fz += c1 * (w0[k] - wjm1[k])
                             if fourth:
-                                fx += c2 * (sxy[i, j + 1, k] - sxy[i, j - 2, k])
-                                fy += c2 * (syy[i, j + 2, k] - syy[i, j - 1, k])
-                                fz += c2 * (syz[i, j + 1, k] - syz[i, j - 2, k])
-                        vx[i, j, k] += bx[k] * fx
-                        vy[i, j, k] += bx[k] * fy
-                        vz[i, j, k] += bz[k] * fz
+                                fx += c2 * (sj1[k] - sjm2[k])
+                                fy += c2 * (b2[k] - bm[k])
+                                fz += c2 * (wj1[k] - wjm2[k])
+                        ox[k] += BX[k] * fx
+                        oy[k] += BX[k] * fy
+                        oz[k] += BZ[k] * fz
         return cells
 
     @numba.njit(**JIT)
@@ -207,16 +252,22 @@ def activate(active, fields, lo, hi, halo, always):
                                     break
                 new[bi, bj, bk] = found
     active[:] = new
-    n = int(active.sum())
-    boxes = np.empty((n, 6), dtype=np.int64)
+    # One box per run of active blocks along z: long rows are what the loops vectorise over.
+    boxes = np.empty((int(active.sum()), 6), dtype=np.int64)
     m = 0
     for bi in range(nbx):
         for bj in range(nby):
-            for bk in range(nbz):
-                if active[bi, bj, bk]:
-                    boxes[m] = (lo[0][bi], hi[0][bi], lo[1][bj], hi[1][bj], lo[2][bk], hi[2][bk])
-                    m += 1
-    return boxes
+            bk = 0
+            while bk < nbz:
+                if not active[bi, bj, bk]:
+                    bk += 1
+                    continue
+                top = bk
+                while bk < nbz and active[bi, bj, bk]:
+                    bk += 1
+                boxes[m] = (lo[0][bi], hi[0][bi], lo[1][bj], hi[1][bj], lo[2][top], hi[2][bk - 1])
+                m += 1
+    return boxes[:m]
 
 
 @numba.njit(**JIT)
