@@ -322,8 +322,6 @@ receivers = [[600.0, 800.0, 0.0], [1400.0, 800.0, 300.0]]
 """
 
 
-@pytest.mark.xfail(strict=True, reason="a frame's gathered state is refused while the seismograms hold NaN for "
-                   "samples not yet reached (the run's finiteness check reads every gathered array)")
 def test_a_run_folder_holds_the_frames_the_series_and_the_seismograms(tmp_path):
     from shoal.cli import main
     from shoal.report.run_report import app_of_run

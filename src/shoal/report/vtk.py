@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
@@ -26,7 +27,7 @@ SERIES_FOLDER = "paraview"  # under the run folder's frames/
 SERIES_FILE = "series.pvd"
 
 # VTK XML type names of the NumPy dtypes a frame holds.
-_VTK_TYPES = {"i1": "Int8", "u1": "UInt8", "i2": "Int16", "u2": "UInt16", "i4": "Int32", "u4": "UInt32",
+VTK_TYPES = {"i1": "Int8", "u1": "UInt8", "i2": "Int16", "u2": "UInt16", "i4": "Int32", "u4": "UInt32",
               "i8": "Int64", "u8": "UInt64", "f4": "Float32", "f8": "Float64", "b1": "UInt8"}
 
 
@@ -127,7 +128,7 @@ def _write_xml(path: Path, kind: str, attributes: str, piece: str, time: float) 
 def _data_array(name: str, a: np.ndarray) -> str:
     """An inline binary DataArray: base64 of the byte count (UInt64) and of the little-endian values."""
     a = np.asarray(a)
-    vtk_type = _VTK_TYPES.get(a.dtype.str[1:])
+    vtk_type = VTK_TYPES.get(a.dtype.str[1:])
     if vtk_type is None:
         raise ShoalError(f"frame array {name!r}: dtype {a.dtype} has no VTK type")
     data = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")).tobytes()
@@ -146,3 +147,40 @@ def _pad3(a: np.ndarray) -> np.ndarray:
     out = np.zeros((len(a), 3), dtype=a.dtype)
     out[:, : a.shape[1]] = a
     return out
+
+
+def add_to_series(pvd: str | Path, time: float, file: str | Path) -> Path:
+    """List ``file`` at simulated ``time`` in the ParaView collection ``pvd`` (made if missing).
+
+    An entry for the same file is replaced (a resumed run writes its steps again); entries are
+    kept in file-name order, which for ``state-<step>`` is step order. The collection is
+    rewritten atomically.
+
+    Parameters
+    ----------
+    pvd : str or Path
+        The ``.pvd`` file.
+    time : float
+        Simulated seconds of the step ``file`` holds.
+    file : str or Path
+        The step's data file, in ``pvd``'s folder or below it.
+
+    Returns
+    -------
+    Path
+        ``pvd``.
+    """
+    pvd = Path(pvd)
+    entries = {}
+    if pvd.exists():
+        try:
+            for d in ET.parse(pvd).getroot().iter("DataSet"):
+                entries[d.get("file")] = float(d.get("timestep"))
+        except (ET.ParseError, TypeError, ValueError) as exc:
+            raise ShoalError(f"{pvd}: not a ParaView collection this run can add to ({exc})") from None
+    entries[Path(file).relative_to(pvd.parent).as_posix()] = float(time)
+    datasets = "".join(f'    <DataSet timestep="{entries[f]!r}" group="" part="0" file={quoteattr(f)}/>\n'
+                       for f in sorted(entries))
+    write_text(pvd, '<?xml version="1.0"?>\n<VTKFile type="Collection" version="1.0" byte_order="LittleEndian">\n'
+               f"  <Collection>\n{datasets}  </Collection>\n</VTKFile>\n")
+    return pvd

@@ -167,9 +167,6 @@ class SeismicApp(App):
             if x1 - x0 < self.g or (self.threed and y1 - y0 < self.g):
                 raise ShoalError(f"app 'seismic': tile {t} is {x1 - x0} x {y1 - y0} columns; at order {self.p.order} "
                                  f"a tile must be at least {self.g} columns wide (use fewer tiles)")
-            if tiling.halo < self.g:
-                raise ShoalError(f"app 'seismic': order {self.p.order} needs run.halo >= {self.g}, "
-                                 f"got {tiling.halo}")
 
     def init_tile(self, tile: int, tiling: Tiling) -> dict:
         lay = self._layout(tiling, tile)

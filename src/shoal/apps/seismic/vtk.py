@@ -28,8 +28,7 @@ import numpy as np
 
 from ...errors import ShoalError
 from ...files import atomic_write
-from ...report.vtk import _VTK_TYPES, SERIES_FILE, SERIES_FOLDER
-from ..swe.vtk import add_to_series
+from ...report.vtk import SERIES_FILE, SERIES_FOLDER, VTK_TYPES, add_to_series
 from .output import SEISMOGRAMS_FILE, write_seismograms
 
 VELOCITY = ("vx", "vy", "vz")
@@ -60,7 +59,7 @@ def write_snapshot(params, gathered: dict[str, np.ndarray], path: str | Path) ->
         if a.shape != shape:
             raise ShoalError(f"gathered field {name!r} has shape {a.shape}, the grid is {shape}")
     dtype = np.result_type(*fields.values()).newbyteorder("<")
-    vtk_type = _VTK_TYPES[dtype.str[1:]]
+    vtk_type = VTK_TYPES[dtype.str[1:]]
     nx, ny, nz = shape
     points = nx * ny * nz
     time = np.array([float(gathered.get("time", np.nan))], dtype="<f8")

@@ -20,7 +20,6 @@ XML is written with NumPy (:mod:`shoal.report.vtk`'s arrays), so nothing here ne
 from __future__ import annotations
 
 import shutil
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
@@ -28,7 +27,7 @@ import numpy as np
 
 from ...errors import ShoalError
 from ...files import write_text
-from ...report.vtk import SERIES_FILE, SERIES_FOLDER, _data_array, _write_xml
+from ...report.vtk import SERIES_FILE, SERIES_FOLDER, _data_array, _write_xml, add_to_series
 
 FIELDS = ("h", "hu", "hv", "b")
 
@@ -146,43 +145,6 @@ def _write_box(path: Path, fields: dict[str, np.ndarray], corner: tuple[float, f
     attributes = (f' WholeExtent="{extent}" Origin="{float(corner[0])!r} {float(corner[1])!r} 0" '
                   f'Spacing="{dx!r} {dx!r} {dx!r}"')
     return _write_xml(path, "ImageData", attributes, piece, time)
-
-
-def add_to_series(pvd: str | Path, time: float, file: str | Path) -> Path:
-    """List ``file`` at simulated ``time`` in the ParaView collection ``pvd`` (made if missing).
-
-    An entry for the same file is replaced (a resumed run writes its steps again); entries are
-    kept in file-name order, which for ``state-<step>`` is step order. The collection is
-    rewritten atomically.
-
-    Parameters
-    ----------
-    pvd : str or Path
-        The ``.pvd`` file.
-    time : float
-        Simulated seconds of the step ``file`` holds.
-    file : str or Path
-        The step's data file, in ``pvd``'s folder or below it.
-
-    Returns
-    -------
-    Path
-        ``pvd``.
-    """
-    pvd = Path(pvd)
-    entries = {}
-    if pvd.exists():
-        try:
-            for d in ET.parse(pvd).getroot().iter("DataSet"):
-                entries[d.get("file")] = float(d.get("timestep"))
-        except (ET.ParseError, TypeError, ValueError) as exc:
-            raise ShoalError(f"{pvd}: not a ParaView collection this run can add to ({exc})") from None
-    entries[Path(file).relative_to(pvd.parent).as_posix()] = float(time)
-    datasets = "".join(f'    <DataSet timestep="{entries[f]!r}" group="" part="0" file={quoteattr(f)}/>\n'
-                       for f in sorted(entries))
-    write_text(pvd, '<?xml version="1.0"?>\n<VTKFile type="Collection" version="1.0" byte_order="LittleEndian">\n'
-               f"  <Collection>\n{datasets}  </Collection>\n</VTKFile>\n")
-    return pvd
 
 
 def export(app, gathered: dict[str, np.ndarray], frames: str | Path, step: int) -> Path:
