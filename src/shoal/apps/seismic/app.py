@@ -35,6 +35,7 @@ from .source import MOMENT_FIELDS, nearest_node, wavelet
 VELOCITY = ("vx", "vy", "vz")
 STRESS = ("sxx", "syy", "szz", "sxy", "sxz", "syz")
 FIELDS = VELOCITY + STRESS
+WEIGHTS = ("ca", "cb", "cc", "zh", "zz", "m", "mh", "bx", "bz")  # rows of the C-PML terms' weights
 BLOCK = (8, 8, 32)  # cells of a skipping block along x, y, z (aligned to the global grid)
 CHECK_EVERY = 10  # steps between checks that the wavefield is still finite
 
@@ -55,7 +56,6 @@ VELOCITY_TERMS = {
     2: ((False, "sxz", ("vx",), ("bx",), False), (False, "syz", ("vy",), ("bx",), False),
         (True, "szz", ("vz",), ("bz",), True)),
 }
-AXES = np.eye(3, dtype=np.int64)
 
 
 class SeismicApp(App):
@@ -85,6 +85,14 @@ class SeismicApp(App):
         self.profiles = [profile(n, w[2 * a], w[2 * a + 1], params.dx, self.dt, float(vp.max()), params.f0,
                                  params.reflection, params.kappa_max, self.dtype)
                          for a, n in enumerate(self.shape)]
+        self.weights = np.stack([getattr(self.coef, name) for name in WEIGHTS])
+        self.diff = np.stack([self.coef.c1, self.coef.c2, self.coef.c1z, self.coef.c2z])
+        longest = max(self.shape)
+        self.pml_profiles = np.zeros((3, 2, 3, longest), dtype=self.dtype)
+        for a, prof in enumerate(self.profiles):
+            n = self.shape[a]
+            self.pml_profiles[a, 0, :, :n] = prof.kinv, prof.a, prof.b
+            self.pml_profiles[a, 1, :, :n] = prof.kinv_h, prof.a_h, prof.b_h
         self.source = self._source_nodes()
         self.receiver_nodes = [[nearest_node(c, params.point(r), params.dx, self.shape) for c in VELOCITY]
                                for r in params.receivers]
@@ -144,6 +152,20 @@ class SeismicApp(App):
                 box[a] = [max(lo_a, interior[a][0]), min(hi_a, interior[a][1])]
                 if box[a][0] < box[a][1]:
                     pml.append((a, side, np.array([v for r in box for v in r], dtype=np.int64)))
+        tables, size = {"s": [], "v": []}, 0
+        for a, _, box in pml:
+            cells = int(np.prod(box[1::2] - box[::2]))
+            for kind, terms in (("s", STRESS_TERMS[a]), ("v", VELOCITY_TERMS[a])):
+                names = STRESS if kind == "s" else VELOCITY
+                sources = VELOCITY if kind == "s" else STRESS
+                for plus, src, dsts, coefs, half in terms:
+                    d = [names.index(x) for x in dsts] + [0] * (3 - len(dsts))
+                    w = [WEIGHTS.index(x) for x in coefs] + [0] * (3 - len(coefs))
+                    zc = int(a == 2 and kind == "s")  # the stress update's z differences
+                    tables[kind].append([a, int(plus), sources.index(src), len(dsts), *d, *w, int(half), zc, size,
+                                         *box])
+                    size += cells
+        tables = {k: np.array(v, dtype=np.int64).reshape(-1, 19) for k, v in tables.items()}
         faces = {}
         for n in tiling.neighbours[tile]:
             (nx0, nx1), (ny0, ny1) = tiling.bounds(int(n))
@@ -155,8 +177,8 @@ class SeismicApp(App):
                 faces[int(n)] = "south"
             elif (nx0, nx1) == (x0, x1) and ny0 == y1:
                 faces[int(n)] = "north"
-        return dict(shape=shape, origin=origin, lo=tuple(lo), hi=tuple(hi), always=always, pml=pml, faces=faces,
-                    bounds=((x0, x1), (y0, y1)))
+        return dict(shape=shape, origin=origin, lo=tuple(lo), hi=tuple(hi), always=always, terms=tables,
+                    psi=size, faces=faces, bounds=((x0, x1), (y0, y1)))
 
     # ----- the contract -----------------------------------------------------------------------
     def check_tiling(self, tiling: Tiling) -> None:
@@ -170,14 +192,9 @@ class SeismicApp(App):
 
     def init_tile(self, tile: int, tiling: Tiling) -> dict:
         lay = self._layout(tiling, tile)
-        state = {name: np.zeros(lay["shape"], dtype=self.dtype) for name in FIELDS}
-        psi = {}
-        for a, side, box in lay["pml"]:
-            size = tuple(int(box[2 * i + 1] - box[2 * i]) for i in range(3))
-            for kind, terms in (("s", STRESS_TERMS[a]), ("v", VELOCITY_TERMS[a])):
-                for n, _ in enumerate(terms):
-                    psi[f"{kind}{a}{side}{n}"] = np.zeros(size, dtype=self.dtype)
-        state["psi"] = psi
+        state = {"v": np.zeros((3, *lay["shape"]), dtype=self.dtype),
+                 "s": np.zeros((6, *lay["shape"]), dtype=self.dtype),
+                 "psi": np.zeros(lay["psi"], dtype=self.dtype)}
         state["active"] = lay["always"].copy() if self.p.skip_zero else np.ones_like(lay["always"])
         (x0, x1), (y0, y1) = lay["bounds"]
         mine = [(r, c) for r, nodes in enumerate(self.receiver_nodes) for c, node in enumerate(nodes)
@@ -207,68 +224,60 @@ class SeismicApp(App):
     def intermediates(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
         """Velocity halos into the ghosts; the memory variables of the velocity derivatives."""
         lay = self._layout(tiling, tile)
-        self._unpack(state, halos, lay, VELOCITY)
-        state["boxes"] = boxes = self._activate(state, lay, VELOCITY)
-        return self._pml(state, lay, boxes, STRESS_TERMS, "s", 0, ctx)
+        self._unpack(state["v"], halos, lay)
+        state["boxes"] = boxes = self._activate(state, state["v"], lay)
+        return self._pml(state, lay, boxes, "s", 0, ctx)
 
     def stress(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
         """The stress update, its C-PML terms, the moment source and the free surface's images."""
         lay = self._layout(tiling, tile)
         boxes = state.pop("boxes")
         c = self.coef
-        cells = ctx.kernel(self.kernels[0], *(state[n] for n in FIELDS), c.ca, c.cb, c.cc, c.zh, c.zz, c.m, c.mh,
+        cells = ctx.kernel(self.kernels[0], *state["v"], *state["s"], c.ca, c.cb, c.cc, c.zh, c.zz, c.m, c.mh,
                            c.c1z, c.c2z, boxes)
-        cells += self._pml(state, lay, boxes, STRESS_TERMS, "s", 1, ctx)
+        cells += self._pml(state, lay, boxes, "s", 1, ctx)
         if self.p.source != "force":
-            self._inject(state, lay, STRESS, ctx.step * self.dt)
+            self._inject(state["s"], lay, STRESS, ctx.step * self.dt)
         if self.p.top == "free":
-            self._image(state)
+            self._image(state["s"])
         return cells
 
     def velocity(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
         """Stress halos into the ghosts; the velocity update, its C-PML terms, the force source;
         receivers record."""
         lay = self._layout(tiling, tile)
-        self._unpack(state, halos, lay, STRESS)
-        boxes = self._activate(state, lay, STRESS)
+        self._unpack(state["s"], halos, lay)
+        boxes = self._activate(state, state["s"], lay)
         c = self.coef
-        cells = ctx.kernel(self.kernels[1], *(state[n] for n in FIELDS), c.bx, c.bz, boxes)
-        cells += self._pml(state, lay, boxes, VELOCITY_TERMS, "v", 2, ctx)
+        cells = ctx.kernel(self.kernels[1], *state["v"], *state["s"], c.bx, c.bz, boxes)
+        cells += self._pml(state, lay, boxes, "v", 2, ctx)
         if self.p.source == "force":
-            self._inject(state, lay, VELOCITY, (ctx.step + 0.5) * self.dt)
+            self._inject(state["v"], lay, VELOCITY, (ctx.step + 0.5) * self.dt)
         state["step"] = ctx.step + 1
         if len(state["rec"]) and ctx.step + 1 < state["seis"].shape[1]:
             origin = lay["origin"]
             for row, (r, comp) in enumerate(state["rec"]):
                 i, j, k = (self.receiver_nodes[r][comp][a] - origin[a] for a in range(3))
-                state["seis"][row, ctx.step + 1] = state[VELOCITY[comp]][i, j, k]
-        if (ctx.step + 1) % CHECK_EVERY == 0 and any(kernels.any_not_finite(state[n]) for n in VELOCITY):
+                state["seis"][row, ctx.step + 1] = state["v"][comp, i, j, k]
+        if (ctx.step + 1) % CHECK_EVERY == 0 and kernels.any_not_finite(state["v"]):
             raise ShoalError(f"the wavefield is no longer finite (unstable) at t = {(ctx.step + 1) * self.dt:.6g} s; "
                              f"app.dt {self.dt:.6g} s, app.cfl {self.p.cfl}")
         return cells
 
     # ----- pieces of the phases ---------------------------------------------------------------
-    def _activate(self, state, lay, inputs) -> np.ndarray:
+    def _activate(self, state, inputs, lay) -> np.ndarray:
         halo = np.array([self.g, self.gy, self.g], dtype=np.int64)
-        return kernels.activate(state["active"], tuple(state[n] for n in inputs), lay["lo"], lay["hi"], halo,
-                                lay["always"])
+        return kernels.activate(state["active"], tuple(inputs), lay["lo"], lay["hi"], halo, lay["always"])
 
-    def _pml(self, state, lay, boxes, terms, kind, mode, ctx) -> int:
-        c = self.coef
-        cells = 0
-        for a, side, box in lay["pml"]:
-            prof = self.profiles[a]
-            for n, (plus, src, dsts, coefs, half) in enumerate(terms[a]):
-                k1, k2 = (c.c1z, c.c2z) if (a == 2 and kind == "s") else (c.c1, c.c2)
-                d = [state[x] for x in dsts] + [state[dsts[0]]] * (3 - len(dsts))
-                w = [getattr(c, x) for x in coefs] + [getattr(c, coefs[0])] * (3 - len(coefs))
-                kinv, aa, bb = (prof.kinv_h, prof.a_h, prof.b_h) if half else (prof.kinv, prof.a, prof.b)
-                cells += ctx.kernel(self.kernels[2], AXES[a], plus, state[src], *d, *w, len(dsts),
-                                    state["psi"][f"{kind}{a}{side}{n}"], kinv, aa, bb, k1, k2, box, lay["origin"],
-                                    boxes, mode)
-        return cells
+    def _pml(self, state, lay, boxes, kind, mode, ctx) -> int:
+        terms = lay["terms"][kind]
+        if not len(terms):
+            return 0
+        src, dst = (state["v"], state["s"]) if kind == "s" else (state["s"], state["v"])
+        return ctx.kernel(self.kernels[2], terms, src, dst, state["psi"], self.weights, self.diff, self.pml_profiles,
+                          lay["origin"], boxes, mode)
 
-    def _inject(self, state, lay, fields, t) -> None:
+    def _inject(self, arrays, lay, fields, t) -> None:
         value = float(wavelet(self.p.wavelet, self.p.f0, self.p.delay, t))
         origin = lay["origin"]
         for name, node, scale in self.source:
@@ -276,18 +285,17 @@ class SeismicApp(App):
                 continue
             local = tuple(int(node[a] - origin[a]) for a in range(3))
             if all(pad <= local[a] < lay["shape"][a] - pad for a, pad in enumerate((self.g, self.gy, self.g))):
-                state[name][local] += self.dtype.type(scale * value)
+                arrays[fields.index(name)][local] += self.dtype.type(scale * value)
 
-    def _image(self, state) -> None:
+    def _image(self, stress) -> None:
         """Stress imaging above the free surface: szz and the shear stresses sxz, syz odd about
         it (``0 - s``, so that a zero's image is +0)."""
         g = self.g
-        szz = state["szz"]
+        szz = stress[2]
         szz[:, :, g] = 0.0
         for m in range(1, g + 1):
             szz[:, :, g - m] = 0.0 - szz[:, :, g + m]
-        for name in ("sxz", "syz"):
-            s = state[name]
+        for s in (stress[4], stress[5]):
             for m in range(g):
                 s[:, :, g - 1 - m] = 0.0 - s[:, :, g + m]
 
@@ -308,28 +316,26 @@ class SeismicApp(App):
         return {"west": (slice(0, g), ys), "east": (slice(nx - g, nx), ys),
                 "south": (xs, slice(0, gy)), "north": (xs, slice(ny - gy, ny))}[face]
 
-    def _pack(self, state, src, tiling, names) -> dict[int, np.ndarray]:
+    def _pack(self, fields, src, tiling) -> dict[int, np.ndarray]:
         lay = self._layout(tiling, src)
         out = dict.fromkeys(map(int, tiling.neighbours[src]), np.empty(0, dtype=self.dtype))
         for n, face in lay["faces"].items():
             xs, ys = self._slabs(lay, face)
-            out[n] = np.stack([state[name][xs, ys] for name in names])
+            out[n] = fields[:, xs, ys].copy()
         return out
 
     def pack_velocity(self, state: dict, src: int, tiling: Tiling) -> dict[int, np.ndarray]:
         """Each face neighbour gets the ``order / 2`` columns of velocities next to it."""
-        return self._pack(state, src, tiling, VELOCITY)
+        return self._pack(state["v"], src, tiling)
 
     def pack_stress(self, state: dict, src: int, tiling: Tiling) -> dict[int, np.ndarray]:
         """Each face neighbour gets the ``order / 2`` columns of stresses next to it."""
-        return self._pack(state, src, tiling, STRESS)
+        return self._pack(state["s"], src, tiling)
 
-    def _unpack(self, state, halos, lay, names) -> None:
+    def _unpack(self, fields, halos, lay) -> None:
         for n, face in lay["faces"].items():
             xs, ys = self._ghosts(lay, face)
-            data = halos[n]
-            for v, name in enumerate(names):
-                state[name][xs, ys] = data[v]
+            fields[:, xs, ys] = halos[n]
 
     # ----- output -----------------------------------------------------------------------------
     def gather(self, states: dict, tiling: Tiling) -> dict[str, np.ndarray]:
@@ -340,8 +346,8 @@ class SeismicApp(App):
         g, gy = self.g, self.gy
         for tile, state in states.items():
             (x0, x1), (y0, y1) = tiling.bounds(tile)
-            for name in FIELDS:
-                a = state[name]
+            arrays = [*state["v"], *state["s"]]
+            for name, a in zip(FIELDS, arrays, strict=True):
                 out[name][x0:x1, y0:y1] = a[g:a.shape[0] - g, gy:a.shape[1] - gy, g:a.shape[2] - g]
             for row, (r, comp) in enumerate(state["rec"]):
                 seis[r, :, comp] = state["seis"][row]

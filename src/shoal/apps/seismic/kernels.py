@@ -166,58 +166,123 @@ def compiled(order: int, threed: bool, dtype: str = "float64"):
         return cells
 
     @numba.njit(**JIT)
-    def pml_term(e, plus, src, d1, d2, d3, w1, w2, w3, ndst, psi, kinv, a, bb, c1a, c2a, box, origin, boxes, mode):
-        """One C-PML term along the unit axis ``e`` (3 ints) inside ``box`` (padded indices,
-        clipped to the active ``boxes``): the difference ``D`` of ``src`` (``plus`` or minus),
-        ``psi <- bb psi + a D`` (mode 0 and 2) and ``d_n += w_n[k] ((1/kappa - 1) D + psi)`` for
-        the first ``ndst`` destinations (mode 1 and 2). ``psi`` has the box's shape; the
-        profiles are indexed by the global cell along the axis (``origin`` maps padded indices
-        to global ones); ``c1a``, ``c2a`` are the difference's coefficients by level."""
-        ei, ej, ek = e[0], e[1], e[2]
-        s = 1 if plus else 0  # a plus difference at i reads i+1 and i (minus: i and i-1)
+    def pml(terms, src_fields, dst_fields, psi, weights, diff, profiles, origin, boxes, mode):
+        """Every C-PML term of a phase, clipped to the active ``boxes`` (padded indices).
+
+        A term (a row of ``terms``: axis, plus?, source field, destination count, three
+        destination fields, three weight rows, half node?, z coefficients?, offset in ``psi``,
+        its box's six padded bounds) takes the difference ``D`` of a source field along its
+        axis, updates ``psi <- b psi + a D`` (mode 0 and 2) and adds
+        ``w_n[k] ((1/kappa - 1) D + psi)`` to its destinations (mode 1 and 2). ``psi`` holds every
+        term's memory variables one box after the other; ``weights`` the per-level coefficient
+        rows; ``diff`` the difference's (c1, c2) by level, constant (rows 0, 1) or the stress
+        update's along z (rows 2, 3); ``profiles[axis, half, (1/kappa - 1, a, b), global cell]``.
+        """
+        ny = profiles.shape[3]
+        rows = np.empty((3, ny), dtype=psi.dtype)  # the profiles along a row
         cells = 0
-        for b in range(boxes.shape[0]):
-            i0, i1 = max(boxes[b, 0], box[0]), min(boxes[b, 1], box[1])
-            j0, j1 = max(boxes[b, 2], box[2]), min(boxes[b, 3], box[3])
-            k0, k1 = max(boxes[b, 4], box[4]), min(boxes[b, 5], box[5])
-            if i0 >= i1 or j0 >= j1 or k0 >= k1:
-                continue
-            cells += (i1 - i0) * (j1 - j0) * (k1 - k0)
-            for i in range(i0, i1):
-                for j in range(j0, j1):
-                    for k in range(k0, k1):
-                        q = (i + origin[0]) * ei + (j + origin[1]) * ej + (k + origin[2]) * ek
-                        hi = src[i + s * ei, j + s * ej, k + s * ek]
-                        lo = src[i + (s - 1) * ei, j + (s - 1) * ej, k + (s - 1) * ek]
-                        d = c1a[k] * (hi - lo)
+        for t in range(terms.shape[0]):
+            axis, plus, src_i, ndst = terms[t, 0], terms[t, 1], terms[t, 2], terms[t, 3]
+            src = src_fields[src_i]
+            d1, d2, d3 = dst_fields[terms[t, 4]], dst_fields[terms[t, 5]], dst_fields[terms[t, 6]]
+            w1, w2, w3 = weights[terms[t, 7]], weights[terms[t, 8]], weights[terms[t, 9]]
+            half, zc, off = terms[t, 10], terms[t, 11], terms[t, 12]
+            box = terms[t, 13:19]
+            c1a, c2a = diff[2 * zc], diff[2 * zc + 1]
+            prof = profiles[axis, half]
+            s = 1 if plus else 0  # a plus difference at i reads i+1 and i (minus: i and i-1)
+            ei, ej, ek = int(axis == 0), int(axis == 1), int(axis == 2)
+            sx, sy, sz = box[1] - box[0], box[3] - box[2], box[5] - box[4]
+            P3 = psi[off:off + sx * sy * sz].reshape((sx, sy, sz))
+            for b in range(boxes.shape[0]):
+                i0, i1 = max(boxes[b, 0], box[0]), min(boxes[b, 1], box[1])
+                j0, j1 = max(boxes[b, 2], box[2]), min(boxes[b, 3], box[3])
+                k0, k1 = max(boxes[b, 4], box[4]), min(boxes[b, 5], box[5])
+                if i0 >= i1 or j0 >= j1 or k0 >= k1:
+                    continue
+                n = k1 - k0
+                cells += (i1 - i0) * (j1 - j0) * n
+                C1, C2 = c1a[k0:k1], c2a[k0:k1]
+                W1, W2, W3 = w1[k0:k1], w2[k0:k1], w3[k0:k1]
+                KI, A, BB = rows[0, :n], rows[1, :n], rows[2, :n]
+                if ek:
+                    q = k0 + origin[2]
+                    KI[:], A[:], BB[:] = prof[0, q:q + n], prof[1, q:q + n], prof[2, q:q + n]
+                for i in range(i0, i1):
+                    if ei:
+                        q = i + origin[0]
+                        KI[:], A[:], BB[:] = prof[0, q], prof[1, q], prof[2, q]
+                    for j in range(j0, j1):
+                        if ej:
+                            q = j + origin[1]
+                            KI[:], A[:], BB[:] = prof[0, q], prof[1, q], prof[2, q]
+                        ka = k0 + (s - 1) * ek
+                        lo = src[i + (s - 1) * ei, j + (s - 1) * ej, ka:ka + n]
+                        hi = src[i + s * ei, j + s * ej, ka + ek:ka + ek + n]
                         if fourth:
-                            hi2 = src[i + (s + 1) * ei, j + (s + 1) * ej, k + (s + 1) * ek]
-                            lo2 = src[i + (s - 2) * ei, j + (s - 2) * ej, k + (s - 2) * ek]
-                            d += c2a[k] * (hi2 - lo2)
-                        pi, pj, pk = i - box[0], j - box[2], k - box[4]
-                        if mode != 1:
-                            psi[pi, pj, pk] = bb[q] * psi[pi, pj, pk] + a[q] * d
-                        if mode != 0:
-                            t = kinv[q] * d + psi[pi, pj, pk]
-                            d1[i, j, k] += w1[k] * t
-                            if ndst > 1:
-                                d2[i, j, k] += w2[k] * t
-                            if ndst > 2:
-                                d3[i, j, k] += w3[k] * t
+                            lo2 = src[i + (s - 2) * ei, j + (s - 2) * ej, ka - ek:ka - ek + n]
+                            hi2 = src[i + (s + 1) * ei, j + (s + 1) * ej, ka + 2 * ek:ka + 2 * ek + n]
+                        else:
+                            lo2, hi2 = lo, hi
+                        P = P3[i - box[0], j - box[2], k0 - box[4]:k1 - box[4]]
+                        o1, o2_, o3 = d1[i, j, k0:k1], d2[i, j, k0:k1], d3[i, j, k0:k1]
+                        if mode == 0:
+                            for k in range(n):
+                                d = C1[k] * (hi[k] - lo[k])
+                                if fourth:
+                                    d += C2[k] * (hi2[k] - lo2[k])
+                                P[k] = BB[k] * P[k] + A[k] * d
+                        elif mode == 2:
+                            for k in range(n):
+                                d = C1[k] * (hi[k] - lo[k])
+                                if fourth:
+                                    d += C2[k] * (hi2[k] - lo2[k])
+                                p = BB[k] * P[k] + A[k] * d
+                                P[k] = p
+                                o1[k] += W1[k] * (KI[k] * d + p)
+                        elif ndst == 1:
+                            for k in range(n):
+                                d = C1[k] * (hi[k] - lo[k])
+                                if fourth:
+                                    d += C2[k] * (hi2[k] - lo2[k])
+                                o1[k] += W1[k] * (KI[k] * d + P[k])
+                        else:
+                            for k in range(n):
+                                d = C1[k] * (hi[k] - lo[k])
+                                if fourth:
+                                    d += C2[k] * (hi2[k] - lo2[k])
+                                tt = KI[k] * d + P[k]
+                                o1[k] += W1[k] * tt
+                                o2_[k] += W2[k] * tt
+                                o3[k] += W3[k] * tt
         return cells
 
-    return stress, velocity, pml_term
+    return stress, velocity, pml
+
+
+@numba.njit(**JIT)
+def _touched(f, i0, i1, j0, j1, k0, k1) -> bool:
+    """Whether any value of ``f`` in the box is not exactly ``+0.0`` (a -0.0 counts)."""
+    for i in range(i0, i1):
+        for j in range(j0, j1):
+            for k in range(k0, k1):
+                x = f[i, j, k]
+                if x != 0.0 or np.signbit(x):
+                    return True
+    return False
 
 
 @numba.njit(**JIT)
 def activate(active, fields, lo, hi, halo, always):
     """Mark blocks whose stencils' inputs are no longer all exactly ``+0.0``; return the
-    boxes of the active blocks.
+    boxes of the active blocks, one per run of them along z.
 
     ``active`` is the tile's ``(nbx, nby, nbz)`` flags (a block never goes back); ``lo``,
-    ``hi`` give each block's padded bounds per axis (``lo[a][n]``); ``fields`` the inputs; ``halo`` the stencil's
-    reach per axis. Only candidates are scanned: an inactive block next to an active one, on the
-    tile's side (where halos arrive) or flagged ``always`` (the source's).
+    ``hi`` give each block's padded bounds per axis (``lo[a][n]``); ``fields`` the inputs;
+    ``halo`` the stencil's reach per axis; ``always`` the blocks that start active (the
+    source's). An inactive block's own cells are all ``+0.0`` (nothing has written them), and
+    the stencils reach along the axes only, so only the slabs beside its faces can bring it
+    something: those inside an active neighbour, or in the ghosts beyond the tile's sides.
     """
     nbx, nby, nbz = active.shape
     new = active.copy()
@@ -226,30 +291,21 @@ def activate(active, fields, lo, hi, halo, always):
             for bk in range(nbz):
                 if active[bi, bj, bk]:
                     continue
-                cand = always[bi, bj, bk] or bi == 0 or bi == nbx - 1 or bj == 0 or bj == nby - 1
-                if not cand:
-                    for di in range(max(bi - 1, 0), min(bi + 2, nbx)):
-                        for dj in range(max(bj - 1, 0), min(bj + 2, nby)):
-                            for dk in range(max(bk - 1, 0), min(bk + 2, nbz)):
-                                cand = cand or active[di, dj, dk]
-                if not cand:
-                    continue
-                i0, i1 = lo[0][bi] - halo[0], hi[0][bi] + halo[0]
-                j0, j1 = lo[1][bj] - halo[1], hi[1][bj] + halo[1]
-                k0, k1 = lo[2][bk] - halo[2], hi[2][bk] + halo[2]
+                i0, i1, j0, j1, k0, k1 = lo[0][bi], hi[0][bi], lo[1][bj], hi[1][bj], lo[2][bk], hi[2][bk]
+                slabs = ((bi == 0 or active[max(bi - 1, 0), bj, bk], i0 - halo[0], i0, j0, j1, k0, k1),
+                         (bi == nbx - 1 or active[min(bi + 1, nbx - 1), bj, bk], i1, i1 + halo[0], j0, j1, k0, k1),
+                         (bj == 0 or active[bi, max(bj - 1, 0), bk], i0, i1, j0 - halo[1], j0, k0, k1),
+                         (bj == nby - 1 or active[bi, min(bj + 1, nby - 1), bk], i0, i1, j1, j1 + halo[1], k0, k1),
+                         (bk > 0 and active[bi, bj, max(bk - 1, 0)], i0, i1, j0, j1, k0 - halo[2], k0),
+                         (bk < nbz - 1 and active[bi, bj, min(bk + 1, nbz - 1)], i0, i1, j0, j1, k1, k1 + halo[2]))
                 found = False
-                for f in fields:
-                    if found:
-                        break
-                    for i in range(i0, i1):
-                        if found:
+                for slab in slabs:
+                    if found or not slab[0]:
+                        continue
+                    for f in fields:
+                        if _touched(f, slab[1], slab[2], slab[3], slab[4], slab[5], slab[6]):
+                            found = True
                             break
-                        for j in range(j0, j1):
-                            for k in range(k0, k1):
-                                x = f[i, j, k]
-                                if x != 0.0 or np.signbit(x):
-                                    found = True
-                                    break
                 new[bi, bj, bk] = found
     active[:] = new
     # One box per run of active blocks along z: long rows are what the loops vectorise over.
