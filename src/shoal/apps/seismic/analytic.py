@@ -510,6 +510,11 @@ def moment_2d(receivers, t, *, source_at, moment, vp: float, vs: float, rho: flo
 def seismograms(params, t, at_nodes: bool = True, dt: float | None = None) -> np.ndarray:
     """The exact velocities the app's receivers should record for homogeneous ``params``.
 
+    The source sits at ``source_at``: put it on the node(s) the app injects it at (a force's
+    component's velocity node; an explosion's normal-stress node) for the two to agree to the
+    scheme's order. A general moment's shear components enter the app at their own shear nodes,
+    half a cell away from the diagonal's.
+
     Parameters
     ----------
     params : SeismicParams
