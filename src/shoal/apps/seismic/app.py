@@ -134,7 +134,14 @@ class SeismicApp(App):
         lo, hi = [], []
         for a, (start, stop) in enumerate(((x0, x1), (y0, y1), (0, self.shape[2]))):
             size = BLOCK[a]
-            cuts = np.unique(np.r_[start, np.arange((start // size + 1) * size, stop, size), stop])
+            # global multiples of the block size, no block thinner than the stencil's reach (the
+            # activity check assumes a face's slab lies in the next block or in the ghosts)
+            reach = max((g, gy, g)[a], 1)
+            cuts = [start]
+            for c in range((start // size + 1) * size, stop, size):
+                if c - cuts[-1] >= reach and stop - c >= reach:
+                    cuts.append(c)
+            cuts = np.array([*cuts, stop])
             pad = (g, gy, g)[a]
             lo.append(cuts[:-1] - start + pad)
             hi.append(cuts[1:] - start + pad)
