@@ -1,0 +1,517 @@
+"""``shoal sampi``: the SAMPI paper's workflow on one scenario (sampi §II-C, §IV-B, §V).
+
+1. record a fine run (many x-y column tiles) on this machine;
+2. aggregate its trace to coarser tilings that nest in it, checked as Figure 3 does: a coarse
+   run made for real against the aggregated fine trace, tile by tile and step by step, in work
+   units (exact without zero-skipping) and in measured seconds (an error stated);
+3. replay GreedyLB (``greedy``), RefineLB (``refine``) and no balancing (``sfc``, the static
+   start) over balancing periods and tiles per core on a modeled cluster (Figure 7), with the
+   per-core load heatmaps and the average load over time of Figure 6 at one setting;
+4. optionally, real runs that fit this machine (2 ranks under ``mpiexec``, 1 node of 2
+   threads) replayed on this machine's model: the makespan error and whether the balancers'
+   ranking held.
+
+The sweep and the validation's predictions go through :func:`shoal.replay.sweep.sweep` and
+:func:`shoal.replay.validate.predict`; everything lands in one folder as markdown and JSON
+tables and PNG figures.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .config import balance_table, load_scenario
+from .errors import ShoalError
+from .files import write_json, write_text
+from .replay.calibrate import calibrate, machine_model
+from .replay.run import ReplayConfig, coarsening_for, replay
+from .replay.sweep import sweep
+from .replay.validate import predict
+from .report.canvas import new_figure, save_figure
+from .report.loads import load_heatmap
+from .session import open_run, run_scenario
+from .tiling import Tiling
+from .trace import Trace, aggregate
+
+BALANCERS = ("sfc", "greedy", "refine")  # none (the static start), GreedyLB, RefineLB
+LABEL = {"sfc": "none", "greedy": "GreedyLB", "refine": "RefineLB"}
+
+
+@dataclass
+class Workflow:
+    """What ``shoal sampi`` runs.
+
+    Parameters
+    ----------
+    scenario : str
+        A scenario's name or TOML file (an app whose tiles are x-y columns: seismic).
+    fine : tuple of int
+        Tiles along x and y of the recorded fine run.
+    coarse : tuple of int
+        Tiles along x and y of the real coarse run checked against aggregation (each must
+        divide ``fine``'s).
+    sets : list of str
+        ``section.key=value`` scenario overrides for every run.
+    steps : int, optional
+        Steps of every run (default: the scenario's).
+    periods, tiles_per_core : list of int
+        The sweep's balancing periods and over-decomposition levels.
+    nodes, cores : int
+        The modeled cluster of the sweep.
+    fig6 : tuple of int
+        (tiles per core, period) of Figure 6's heatmaps and load curves.
+    validate : bool
+        Also record real runs here and compare them with their replays.
+    repeats : int
+        Runs of each validation case.
+    validate_steps : int, optional
+        Steps of the validation runs (default: ``steps``).
+    jobs : int, optional
+        Processes of the sweep (default: one per CPU).
+    """
+
+    scenario: str
+    fine: tuple[int, int] = (16, 48)
+    coarse: tuple[int, int] = (4, 4)
+    sets: list[str] = field(default_factory=list)
+    steps: int | None = None
+    periods: list[int] = field(default_factory=lambda: [10, 20, 30, 40])
+    tiles_per_core: list[int] = field(default_factory=lambda: [2, 3, 4, 8, 16])
+    nodes: int = 16
+    cores: int = 1
+    fig6: tuple[int, int] = (4, 20)
+    validate: bool = False
+    repeats: int = 5
+    validate_steps: int | None = None
+    jobs: int | None = None
+
+
+# ----- 1. the fine run -------------------------------------------------------------------------
+def column_shape(scenario: str, sets: list[str], counts: tuple[int, int]) -> list[int]:
+    """Columns per tile along x and y that cut the scenario's grid into ``counts`` tiles (the
+    last tile of an axis takes what is left); a ShoalError when no whole number of columns does."""
+    sc = load_scenario(scenario)
+    sc.override(list(sets))
+    grid = tuple(int(n) for n in sc.params.shape[:2])
+    shape = [math.ceil(n / c) for n, c in zip(grid, counts, strict=True)]
+    got = tuple(math.ceil(n / s) for n, s in zip(grid, shape, strict=True))
+    if got != tuple(counts):
+        raise ShoalError(f"{counts[0]} x {counts[1]} tiles of whole, equal columns do not cut the {grid[0]} x "
+                         f"{grid[1]} columns of {sc.name} (they make {got[0]} x {got[1]}): change app.scale or --fine")
+    return shape
+
+
+def record(scenario: str, counts: tuple[int, int], sets: list[str], steps: int | None, out: Path,
+           on_step: Callable[[int], None] | None = None):
+    """A real run of ``counts`` column tiles on this machine (one node, its two cores),
+    written to ``out``; returns its :class:`~shoal.session.RunRecord` (the finished folder is
+    reused as it is)."""
+    if (out / "summary.json").exists():
+        return open_run(out)
+    shape = column_shape(scenario, sets, counts)
+    return run_scenario(scenario, steps=steps, nodes=1, workers=os.cpu_count() or 1, placement="sfc", period=0,
+                        set=["run.frame_every=0", *sets, f"run.tile_shape={shape}"], out=out, on_step=on_step)
+
+
+# ----- 2. aggregation, as Figure 3 -----------------------------------------------------------------
+def per_tile_step(trace: Trace, column: str) -> np.ndarray:
+    """``column`` (``cost`` or ``work``) summed over phases: shape (steps, tiles)."""
+    steps = trace.steps
+    out = np.zeros((len(steps), trace.tiling.ntiles))
+    np.add.at(out, (np.searchsorted(steps, trace.tasks["step"]), trace.tasks["tile"]), trace.tasks[column])
+    return out
+
+
+def check_aggregation(fine: Trace, coarse: Trace) -> dict:
+    """The aggregated fine trace against a real coarse run of the same steps, per tile and step.
+
+    Returns
+    -------
+    dict
+        ``tiles``, ``steps``, ``work_equal`` (every tile's work in every step identical),
+        ``work_excess`` (the coarse run's work over the aggregated one's, minus 1: zero-skipping
+        by blocks straddling fine cuts makes it >= 0), ``seconds_error`` (sum of |aggregated -
+        coarse| seconds over the coarse run's total), ``seconds_ratio`` (aggregated total over
+        the coarse total) and ``step_correlation`` (of the per-step totals).
+    """
+    agg = aggregate(fine, coarse.tiling)
+    wa, wc = per_tile_step(agg, "work"), per_tile_step(coarse, "work")
+    ca, cc = per_tile_step(agg, "cost"), per_tile_step(coarse, "cost")
+    if wa.shape != wc.shape:
+        raise ShoalError(f"the coarse run has {wc.shape[0]} steps of {wc.shape[1]} tiles, the aggregated fine one "
+                         f"{wa.shape[0]} of {wa.shape[1]}")
+    sa, sc = ca.sum(axis=1), cc.sum(axis=1)
+    return {"tiles": int(coarse.tiling.ntiles), "steps": int(wc.shape[0]),
+            "work_equal": bool(np.array_equal(wa, wc)), "work_excess": float(wc.sum() / wa.sum() - 1),
+            "work_tile_steps_differing": int((wa != wc).sum()),
+            "seconds_error": float(np.abs(ca - cc).sum() / cc.sum()), "seconds_ratio": float(ca.sum() / cc.sum()),
+            "step_correlation": float(np.corrcoef(sa, sc)[0, 1]) if sa.std() > 0 and sc.std() > 0 else 1.0}
+
+
+def figure3(fine: Trace, coarse: Trace, path: Path) -> Path:
+    """Figure 3: seconds per step of every coarse tile, measured (left) and aggregated from the
+    fine run (right), on one scale."""
+    agg = per_tile_step(aggregate(fine, coarse.tiling), "cost")
+    real = per_tile_step(coarse, "cost")
+    fig = new_figure(11, 4)
+    axes = fig.subplots(1, 2, sharey=True)
+    for ax, data, title in ((axes[0], real, f"coarse run ({coarse.tiling.ntiles} tiles)"),
+                            (axes[1], agg, f"aggregated from {fine.tiling.ntiles} tiles")):
+        for t in range(data.shape[1]):
+            ax.plot(coarse.steps, data[:, t] * 1e3, lw=0.8)
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("CPU ms per step (one line per coarse tile)")
+    return save_figure(fig, path)
+
+
+def levels(fine: Tiling, tiles_per_core: list[int], cores: int) -> list[dict]:
+    """The nested coarse tilings the replay aggregates to for each level of over-decomposition
+    (:func:`shoal.replay.run.coarsening_for`): tiles per axis and the tiles per core they give."""
+    out = []
+    for tpc in tiles_per_core:
+        t = coarsening_for(fine, tpc * cores)
+        out.append({"tiles_per_core": tpc, "counts": list(t.counts), "tiles": int(t.ntiles),
+                    "actual_tiles_per_core": t.ntiles / cores})
+    return out
+
+
+# ----- 3. the sweep, Figures 6 and 7 ---------------------------------------------------------------
+def balancer_sweep(trace_path: Path, wf: Workflow, on_done=None) -> list[dict]:
+    """Every (balancer, period, tiles per core) replay of the fine trace on ``wf.nodes`` x
+    ``wf.cores`` (:func:`shoal.replay.sweep.sweep`), none once per tiles per core; rows sorted
+    by makespan, each with its ``case``."""
+    trace = Trace.read(trace_path)
+    model = {"balance": balance_table(trace.config.get("balance", {})), "gil": "none"}
+    result = sweep(trace_path, list(BALANCERS), wf.tiles_per_core, wf.periods, [wf.nodes], wf.cores,
+                   jobs=wf.jobs, model=model, on_done=on_done)
+    return result.rows
+
+
+def sweep_grid(rows: list[dict]) -> dict[tuple[str, int, int], float]:
+    """Makespan (s) by (balancer, period, requested tiles per core); none has period 0."""
+    return {(r["placement"], int(r["period"] or 0), int(r["case"]["tiles_per_core"])): r["makespan_s"] for r in rows}
+
+
+def sweep_markdown(rows: list[dict], periods: list[int], tiles_per_core: list[int]) -> str:
+    """Figure 7 as a table: a row per balancer and period, a column per tiles per core
+    (predicted makespan in seconds), the best cell of each balancer in bold."""
+    grid = sweep_grid(rows)
+    head = "| balancer | period | " + " | ".join(f"{t} tiles/core" for t in tiles_per_core) + " |"
+    lines = [head, "|" + "---|" * (2 + len(tiles_per_core))]
+    for name in BALANCERS:
+        keys = [(name, 0)] if name == "sfc" else [(name, p) for p in periods]
+        best = min(v for (n, _, _), v in grid.items() if n == name)
+        for n, p in keys:
+            cells = [grid[(n, p, t)] for t in tiles_per_core]
+            lines.append(f"| {LABEL[n]} | {p or '-'} | " + " | ".join(
+                f"**{v:.3f}**" if v == best else f"{v:.3f}" for v in cells) + " |")
+    return "\n".join(lines)
+
+
+def figure7(rows: list[dict], tiles_per_core: list[int], periods: list[int], at: tuple[int, int], path: Path) -> Path:
+    """Figure 7: makespan against the period at ``at[0]`` tiles per core (left) and against
+    tiles per core at period ``at[1]`` (right), one line per balancer."""
+    grid = sweep_grid(rows)
+    fig = new_figure(11, 4)
+    left, right = fig.subplots(1, 2, sharey=True)
+    for name in BALANCERS:
+        ys = [grid[(name, 0 if name == "sfc" else p, at[0])] for p in periods]
+        left.plot(periods, ys, marker="o", label=LABEL[name], ls="--" if name == "sfc" else "-")
+        ys = [grid[(name, 0 if name == "sfc" else at[1], t)] for t in tiles_per_core]
+        right.plot(tiles_per_core, ys, marker="o", label=LABEL[name], ls="--" if name == "sfc" else "-")
+    left.set(xlabel="balancing period (steps)", ylabel="predicted makespan (s)", xticks=periods,
+             title=f"{at[0]} tiles per core")
+    right.set(xlabel="tiles per core", xticks=tiles_per_core, title=f"balancing every {at[1]} steps")
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return save_figure(fig, path)
+
+
+def figure6(trace: Trace, wf: Workflow, out: Path) -> list[Path]:
+    """Figure 6 at ``wf.fig6`` (tiles per core, period): each balancer's predicted per-core
+    load heatmap, and the average load (busy fraction of the cores) over modeled time."""
+    tpc, period = wf.fig6
+    balance = balance_table(trace.config.get("balance", {}))
+    curves = new_figure(9, 4)
+    ax = curves.add_subplot()
+    paths = []
+    for name in BALANCERS:
+        cfg = ReplayConfig(nodes=wf.nodes, cores=wf.cores, placement=name, period=0 if name == "sfc" else period,
+                           tiles_per_core=tpc, gil="none", balance=balance)
+        result = replay(trace, cfg)
+        t = result.trace
+        paths.append(save_figure(load_heatmap(t, absolute=True), out / f"fig6-heatmap-{LABEL[name]}.png"))
+        ends = np.asarray(t.step_end)
+        spans = np.diff(np.concatenate([[0.0], ends]))
+        load = t.node_load().mean(axis=1) / np.where(spans > 0, spans, np.inf)
+        line, = ax.plot(ends, load, lw=1, label=f"{LABEL[name]} (makespan {result.makespan:.3g} s)")
+        ax.axvline(result.makespan, color=line.get_color(), ls=":", lw=1)
+    ax.set(xlabel="modeled time (s)", ylabel="average load (busy fraction of the cores)", ylim=(0, 1.05),
+           title=f"{wf.nodes} x {wf.cores} cores, {tpc} tiles per core, balancing every {period} steps")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    paths.append(save_figure(curves, out / "fig6-average-load.png"))
+    return paths
+
+
+def ranking(rows: list[dict]) -> dict:
+    """The balancers' best makespans (over periods and tiles per core) in order, with where each
+    was best."""
+    best = {}
+    for r in rows:
+        if r["placement"] not in best or r["makespan_s"] < best[r["placement"]]["makespan_s"]:
+            best[r["placement"]] = r
+    order = sorted(best, key=lambda n: best[n]["makespan_s"])
+    return {"order": [LABEL[n] for n in order],
+            "best": {LABEL[n]: {"makespan_s": best[n]["makespan_s"], "period": best[n]["period"] or None,
+                                "tiles_per_core": best[n]["case"]["tiles_per_core"]} for n in order}}
+
+
+# ----- 4. validation against real runs ---------------------------------------------------------------
+def mpiexec() -> str:
+    """The ``mpiexec`` of the environment shoal runs in, else the one on PATH."""
+    import shutil
+
+    beside = Path(sys.executable).parent / "mpiexec"
+    found = str(beside) if beside.exists() else shutil.which("mpiexec")
+    if not found:
+        raise ShoalError("--validate needs mpiexec (pip install shoal[mpi])")
+    return found
+
+
+def _run_mpi(scenario: str, ranks: int, args: list[str], out: Path):
+    """``shoal run`` on ``ranks`` MPI ranks (one worker each); its run record."""
+    from .runtime.team import ONE_HOST_OPEN_MPI
+
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", **ONE_HOST_OPEN_MPI}
+    cmd = [mpiexec(), "--oversubscribe", "-n", str(ranks), sys.executable, "-m", "shoal", "-q", "run", scenario,
+           "--workers", "1", "--out", str(out), *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise ShoalError(f"mpiexec -n {ranks} shoal run failed: {(done.stderr or done.stdout).strip()[-300:]}")
+    return open_run(out)
+
+
+def validation_cases(wf: Workflow) -> list[tuple[int, int, str, int, int]]:
+    """(nodes, workers, balancer, period, tiles per core) of every real run: 2 x 1 (MPI ranks)
+    and 1 x 2 (threads), tiles per core 2, 4, 8, none once and each balancer every 10 and 20 steps."""
+    out = []
+    for nodes, workers in ((2, 1), (1, 2)):
+        for tpc in (2, 4, 8):
+            out.append((nodes, workers, "sfc", 0, tpc))
+            out += [(nodes, workers, b, p, tpc) for b in ("greedy", "refine") for p in (10, 20)]
+    return out
+
+
+def validate_real(wf: Workflow, out: Path, say: Callable[[str], None]) -> list[dict]:
+    """Record every validation case ``wf.repeats`` times and replay each run on this machine's
+    model (calibrated once per cluster shape): medians of measured and predicted makespans."""
+    steps = wf.validate_steps or wf.steps
+    sets = ["run.frame_every=0", *wf.sets]
+    rows, cals = [], {}
+    for k, (nodes, workers, name, period, tpc) in enumerate(validation_cases(wf)):
+        if (nodes, workers) not in cals:
+            say(f"calibrating the executor for {nodes} x {workers}")
+            cals[(nodes, workers)] = calibrate(nodes=nodes, workers=workers)
+        cal = cals[(nodes, workers)]
+        label = f"{LABEL[name]}" + (f"/{period}" if period else "")
+        say(f"validation {k + 1}/{len(validation_cases(wf))}: {nodes} x {workers}, {tpc} tiles per core, {label}")
+        measured, predicted = [], []
+        for r in range(wf.repeats):
+            folder = out / f"{nodes}x{workers}-tpc{tpc}-{name}-{period}-{r}"
+            if (folder / "summary.json").exists():
+                rec = open_run(folder)
+            elif nodes > 1:
+                args = ["--tiles-per-core", str(tpc), "--placement", name, "--period", str(period),
+                        *[a for s in sets for a in ("--set", s)]] + (["--steps", str(steps)] if steps else [])
+                rec = _run_mpi(wf.scenario, nodes, args, folder)
+            else:
+                rec = run_scenario(wf.scenario, steps=steps, tiles_per_core=tpc, nodes=nodes, workers=workers,
+                                   placement=name, period=period, set=sets, out=folder)
+            predicted.append(_predict(rec.trace, nodes, workers, name, period, cal))
+            measured.append(rec.summary["wall_s"])
+        m, p = float(np.median(measured)), float(np.median(predicted))
+        rows.append({"cluster": f"{nodes}x{workers}", "nodes": nodes, "workers": workers, "balancer": LABEL[name],
+                     "period": period, "tiles_per_core": tpc, "measured_s": m, "predicted_s": p, "error": p / m - 1,
+                     "measured_spread": float(np.ptp(measured) / m), "predicted_spread": float(np.ptp(predicted) / p),
+                     "measured_runs_s": measured, "predicted_runs_s": predicted})
+    write_json(out / "calibration.json", {f"{n}x{w}": c for (n, w), c in cals.items()})
+    return rows
+
+
+def _predict(trace: Trace, nodes: int, workers: int, name: str, period: int, cal: dict) -> float:
+    """The replay's makespan of a validation run: :func:`shoal.replay.validate.predict` for
+    threads in one process; for MPI ranks one interpreter lock per rank and the network and
+    message CPU time the run measured."""
+    if nodes == 1:
+        return predict(trace, nodes, workers, name, period, cal)
+    cfg = ReplayConfig(nodes=nodes, cores=workers, placement=name, period=period, network=trace.cluster.network,
+                       gil="process", **machine_model(cal))
+    return replay(trace, cfg).makespan
+
+
+def ranking_held(rows: list[dict]) -> list[dict]:
+    """Per (cluster, tiles per core, period): whether the predictions order the balancers as
+    the measurements do; measured makespans closer than their runs scatter (at least 1%) are a tie."""
+    out = []
+    groups = sorted({(r["cluster"], r["tiles_per_core"], p) for r in rows for p in (10, 20)})
+    for cluster, tpc, period in groups:
+        peers = [r for r in rows if r["cluster"] == cluster and r["tiles_per_core"] == tpc
+                 and r["period"] in (0, period)]
+        held = all(not (a["measured_s"] < b["measured_s"] * (1 - max(a["measured_spread"], b["measured_spread"], 0.01))
+                        and not a["predicted_s"] < b["predicted_s"]) for a in peers for b in peers)
+        orders = [" < ".join(r["balancer"] for r in sorted(peers, key=lambda r, k=key: r[k]))
+                  for key in ("measured_s", "predicted_s")]
+        out.append({"cluster": cluster, "tiles_per_core": tpc, "period": period, "measured_order": orders[0],
+                    "predicted_order": orders[1], "held": held})
+    return out
+
+
+def validation_markdown(rows: list[dict], held: list[dict]) -> str:
+    """The validation's two tables: every case, then the ranking per group."""
+    lines = ["| cluster | tiles/core | balancer | period | predicted (s) | measured (s) | error |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['cluster']} | {r['tiles_per_core']} | {r['balancer']} | {r['period'] or '-'} | "
+                     f"{r['predicted_s']:.3f} ±{r['predicted_spread']:.0%} | {r['measured_s']:.3f} "
+                     f"±{r['measured_spread']:.0%} | {r['error']:+.1%} |")
+    lines += ["", "| cluster | tiles/core | period | measured order | predicted order | ranking held |",
+              "|---|---|---|---|---|---|"]
+    for h in held:
+        lines.append(f"| {h['cluster']} | {h['tiles_per_core']} | {h['period']} | {h['measured_order']} | "
+                     f"{h['predicted_order']} | {'yes' if h['held'] else 'no'} |")
+    return "\n".join(lines)
+
+
+# ----- the whole workflow --------------------------------------------------------------------------
+def run_one(wf: Workflow, out: Path, say: Callable[[str], None]) -> dict:
+    """Steps 1-3 (and 4 with ``wf.validate``) into ``out``; returns what ``results.json`` holds."""
+    out.mkdir(parents=True, exist_ok=True)
+    fx, fy = wf.fine
+    if fx % wf.coarse[0] or fy % wf.coarse[1]:
+        raise ShoalError(f"--coarse {wf.coarse[0]}x{wf.coarse[1]} must divide --fine {fx}x{fy} along each axis")
+    say(f"1. recording the fine run: {fx} x {fy} tiles")
+    fine_rec = record(wf.scenario, wf.fine, wf.sets, wf.steps, out / "fine", _progress(say, "fine"))
+    fine = fine_rec.trace
+    say(f"2. recording the coarse run: {wf.coarse[0]} x {wf.coarse[1]} tiles")
+    coarse = record(wf.scenario, wf.coarse, wf.sets, wf.steps, out / "coarse", _progress(say, "coarse")).trace
+    fine.tiling.fine_to_coarse(coarse.tiling)  # a coarse tiling that does not nest is one line
+    check = check_aggregation(fine, coarse)
+    figure3(fine, coarse, out / "fig3-aggregation.png")
+    lv = levels(fine.tiling, wf.tiles_per_core, wf.nodes * wf.cores)
+    say(f"3. sweeping {', '.join(LABEL[b] for b in BALANCERS)} on {wf.nodes} x {wf.cores} cores")
+    total = len(wf.tiles_per_core) * (1 + 2 * len(wf.periods))
+    rows = balancer_sweep(fine_rec.path / "trace.h5", wf,
+                          on_done=lambda k: say(f"   replay {k + 1}/{total}") if (k + 1) % 5 == 0 else None)
+    figure7(rows, wf.tiles_per_core, wf.periods, wf.fig6, out / "fig7-period-and-decomposition.png")
+    figure6(fine, wf, out)
+    result = {"scenario": wf.scenario, "sets": wf.sets, "fine": list(fine.tiling.counts),
+              "coarse": list(coarse.tiling.counts), "grid": list(fine.tiling.grid), "steps": int(len(fine.steps)),
+              "aggregation": check, "levels": lv, "ranking": ranking(rows),
+              "sweep": [{k: r[k] for k in ("placement", "period", "nodes", "makespan_s", "step_time_mean_s",
+                                           "lif_mean", "idle_fraction", "migrated_bytes")}
+                        | {"tiles_per_core": r["case"]["tiles_per_core"]} for r in rows]}
+    md = [f"# SAMPI workflow: {wf.scenario} {' '.join(wf.sets)}", "",
+          f"Fine run: {fx} x {fy} tiles of a {fine.tiling.grid[0]} x {fine.tiling.grid[1]}-column grid, "
+          f"{result['steps']} steps.", "", "## Aggregation (Figure 3)", "", aggregation_markdown(check), "",
+          "## Predicted makespan (s), " + f"{wf.nodes} x {wf.cores} cores (Figure 7)", "",
+          sweep_markdown(rows, wf.periods, wf.tiles_per_core), "",
+          "Best: " + ", ".join(f"{n} {b['makespan_s']:.3f} s (period {b['period'] or '-'}, "
+                               f"{b['tiles_per_core']} tiles/core)" for n, b in result["ranking"]["best"].items())]
+    if wf.validate:
+        say("4. validating against real runs on this machine")
+        vrows = validate_real(wf, out / "validate", say)
+        held = ranking_held(vrows)
+        result["validation"] = {"rows": vrows, "ranking": held}
+        md += ["", "## Validation: real runs here against their replays", "", validation_markdown(vrows, held)]
+    write_json(out / "results.json", result)
+    write_text(out / "results.md", "\n".join(md) + "\n")
+    return result
+
+
+def aggregation_markdown(check: dict) -> str:
+    """The aggregation check as a one-row table."""
+    return ("| coarse tiles | steps | work identical | work: coarse / aggregated - 1 | seconds: sum abs error "
+            "/ total | seconds: aggregated / coarse | per-step correlation |\n|---|---|---|---|---|---|---|\n"
+            f"| {check['tiles']} | {check['steps']} | {'yes' if check['work_equal'] else 'no'} | "
+            f"{check['work_excess']:+.2%} | {check['seconds_error']:.1%} | {check['seconds_ratio']:.3f} | "
+            f"{check['step_correlation']:.3f} |")
+
+
+def run_workflow(wf: Workflow, out: Path, skip_zero: str = "scenario",
+                 say: Callable[[str], None] = lambda s: None) -> dict:
+    """The workflow into ``out``; with ``skip_zero`` ``"both"``, once with ``app.skip_zero`` true
+    (``out/skip-on``, where the validation runs if asked) and once false (``out/skip-off``),
+    and a table of how the balancers' ranking changes.
+
+    Parameters
+    ----------
+    wf : Workflow
+        What to run.
+    out : Path
+        The output folder (made if needed; finished runs in it are reused).
+    skip_zero : str
+        ``"scenario"`` (as the scenario says), ``"true"``, ``"false"`` or ``"both"``.
+    say : callable
+        Called with each progress line.
+
+    Returns
+    -------
+    dict
+        ``results.json``'s content (``{"skip-on": ..., "skip-off": ...}`` for both).
+    """
+    if skip_zero not in ("scenario", "true", "false", "both"):
+        raise ShoalError(f"--skip-zero must be scenario, true, false or both, got {skip_zero!r}")
+    if skip_zero != "both":
+        sets = wf.sets + ([f"app.skip_zero={skip_zero}"] if skip_zero != "scenario" else [])
+        return run_one(Workflow(**{**wf.__dict__, "sets": sets}), out, say)
+    results = {}
+    for flag, name in (("true", "skip-on"), ("false", "skip-off")):
+        say(f"== app.skip_zero = {flag}")
+        one = Workflow(**{**wf.__dict__, "sets": [*wf.sets, f"app.skip_zero={flag}"],
+                          "validate": wf.validate and flag == "true"})
+        results[name] = run_one(one, out / name, say)
+    write_json(out / "results.json", results)
+    write_text(out / "results.md", skip_markdown(results) + "\n")
+    return results
+
+
+def skip_markdown(results: dict) -> str:
+    """How the balancers' ranking and best settings change with zero-skipping on and off."""
+    lines = ["| app.skip_zero | ranking (best makespan first) | " + " | ".join(LABEL[b] for b in BALANCERS) + " |",
+             "|---|---|" + "---|" * len(BALANCERS)]
+    for name, r in results.items():
+        best = r["ranking"]["best"]
+        cells = [f"{best[LABEL[b]]['makespan_s']:.3f} s (p {best[LABEL[b]]['period'] or '-'}, "
+                 f"{best[LABEL[b]]['tiles_per_core']} t/c)" for b in BALANCERS]
+        lines.append(f"| {'true' if name == 'skip-on' else 'false'} | {' < '.join(r['ranking']['order'])} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _progress(say: Callable[[str], None], what: str) -> Callable[[int], None]:
+    """A step callback saying every 50th step."""
+    return lambda k: say(f"   {what} run: step {k + 1}") if (k + 1) % 50 == 0 else None
+
+
+def parse_pair(text: str) -> tuple[int, int]:
+    """``NXxNY`` as two positive integers."""
+    try:
+        a, b = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise ShoalError(f"expected NXxNY (e.g. 16x48), got {text!r}") from None
+    if a < 1 or b < 1:
+        raise ShoalError(f"tile counts must be positive, got {text!r}")
+    return a, b
+
