@@ -360,3 +360,6 @@ def test_a_run_folder_holds_the_frames_the_series_and_the_seismograms(tmp_path):
             np.testing.assert_array_equal(z[name], last[name])
     with np.load(frames / "state-000002.npz") as z:
         assert z["seismograms"].shape == (2, 3, 3)
+    # the report draws the app's own picture of the seismograms beside the frames
+    assert main(["report", str(run), "-q"]) == 0
+    assert (run / "seismograms.png").stat().st_size > 0 and (run / "frame-final.png").exists()

@@ -132,6 +132,8 @@ def report_run(run: str | Path, steps: tuple[int | None, int | None] | None = No
     paths += app_frames(app, run)
     final = run / "state" / "final.npz"
     state = _load(final) if final.exists() else {}
+    if state:
+        paths += app.pictures(state, run)
     if {"id", "x", "kind"} <= set(state) and state["x"].shape[1] == 2:
         from .particles import report_particles
 

@@ -277,6 +277,12 @@ class App(abc.ABC):
 
         return draw_arrays(frame, ax, scale)
 
+    def pictures(self, gathered: dict[str, np.ndarray], folder: Path) -> list[Path]:
+        """Pictures of a run's final gathered state that only this app knows how to draw (a
+        seismic app's seismograms), written into the run ``folder`` by ``shoal report``; return
+        the files. Default: none (the frames are drawn with :meth:`draw`)."""
+        return []
+
     def export(self, gathered: dict[str, np.ndarray], frames: Path, step: int) -> Path | None:
         """Write the gathered state of ``step`` into a run folder's ``frames`` folder in a form
         other programs open (ParaView's VTK), beside each frame a run writes; return the file to

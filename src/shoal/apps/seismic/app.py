@@ -377,6 +377,12 @@ class SeismicApp(App):
 
         return draw(frame, ax, scale)
 
+    def pictures(self, gathered: dict[str, np.ndarray], folder: Path) -> list[Path]:
+        """The seismograms of every receiver, ``seismograms.png``."""
+        from .drawing import draw_seismograms
+
+        return [draw_seismograms(gathered, Path(folder) / "seismograms.png")] if len(gathered["receivers"]) else []
+
     def export(self, gathered: dict[str, np.ndarray], frames: Path, step: int) -> Path:
         """The 3D wavefield as VTK image data in a ParaView series, and the seismograms so far."""
         from .vtk import export
