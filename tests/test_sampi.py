@@ -8,8 +8,16 @@ import pytest
 
 from shoal.cli import main
 from shoal.errors import ShoalError
-from shoal.sampi import (BALANCERS, Workflow, balancer_sweep, check_aggregation, column_shape, per_tile_step, record,
-                         sweep_grid)
+from shoal.sampi import (
+    BALANCERS,
+    Workflow,
+    balancer_sweep,
+    check_aggregation,
+    column_shape,
+    per_tile_step,
+    record,
+    sweep_grid,
+)
 from shoal.trace import aggregate
 
 TINY = ["app.scale=0.1", "app.absorbing=4"]  # 50 x 35 x 13 cells
@@ -23,8 +31,8 @@ def runs(tmp_path_factory):
     out = {}
     for skip in ("true", "false"):
         sets = [*TINY, f"app.skip_zero={skip}"]
-        out[skip] = {name: record("seismic-ligurian", counts, sets, STEPS, base / f"{name}-{skip}").trace
-                     for name, counts in (("fine", (10, 5)), ("coarse", (5, 5)))}
+        out[skip] = {name: record("seismic-ligurian", shape, sets, STEPS, base / f"{name}-{skip}").trace
+                     for name, shape in (("fine", (5, 7)), ("coarse", (10, 7)))}
     return out
 
 

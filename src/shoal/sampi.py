@@ -109,16 +109,15 @@ def column_shape(scenario: str, sets: list[str], counts: tuple[int, int]) -> lis
     return shape
 
 
-def record(scenario: str, counts: tuple[int, int], sets: list[str], steps: int | None, out: Path,
+def record(scenario: str, shape: list[int], sets: list[str], steps: int | None, out: Path,
            on_step: Callable[[int], None] | None = None):
-    """A real run of ``counts`` column tiles on this machine (one node, its two cores),
-    written to ``out``; returns its :class:`~shoal.session.RunRecord` (the finished folder is
-    reused as it is)."""
+    """A real run of column tiles of ``shape`` (columns along x and y) on this machine (one
+    node, its cores), written to ``out``; returns its :class:`~shoal.session.RunRecord` (a
+    finished folder is reused as it is)."""
     if (out / "summary.json").exists():
         return open_run(out)
-    shape = column_shape(scenario, sets, counts)
     return run_scenario(scenario, steps=steps, nodes=1, workers=os.cpu_count() or 1, placement="sfc", period=0,
-                        set=["run.frame_every=0", *sets, f"run.tile_shape={shape}"], out=out, on_step=on_step)
+                        set=["run.frame_every=0", *sets, f"run.tile_shape={list(shape)}"], out=out, on_step=on_step)
 
 
 # ----- 2. aggregation, as Figure 3 -----------------------------------------------------------------
@@ -401,11 +400,15 @@ def run_one(wf: Workflow, out: Path, say: Callable[[str], None]) -> dict:
     fx, fy = wf.fine
     if fx % wf.coarse[0] or fy % wf.coarse[1]:
         raise ShoalError(f"--coarse {wf.coarse[0]}x{wf.coarse[1]} must divide --fine {fx}x{fy} along each axis")
-    say(f"1. recording the fine run: {fx} x {fy} tiles")
-    fine_rec = record(wf.scenario, wf.fine, wf.sets, wf.steps, out / "fine", _progress(say, "fine"))
+    shape = column_shape(wf.scenario, wf.sets, wf.fine)
+    say(f"1. recording the fine run: {fx} x {fy} tiles of {shape[0]} x {shape[1]} columns")
+    fine_rec = record(wf.scenario, shape, wf.sets, wf.steps, out / "fine", _progress(say, "fine"))
     fine = fine_rec.trace
-    say(f"2. recording the coarse run: {wf.coarse[0]} x {wf.coarse[1]} tiles")
-    coarse = record(wf.scenario, wf.coarse, wf.sets, wf.steps, out / "coarse", _progress(say, "coarse")).trace
+    # Coarse tiles are whole numbers of fine ones, so that their cuts are the fine run's.
+    coarse_shape = [s * f // c for s, f, c in zip(shape, wf.fine, wf.coarse, strict=True)]
+    say(f"2. recording the coarse run: {wf.coarse[0]} x {wf.coarse[1]} tiles of {coarse_shape[0]} x "
+        f"{coarse_shape[1]} columns")
+    coarse = record(wf.scenario, coarse_shape, wf.sets, wf.steps, out / "coarse", _progress(say, "coarse")).trace
     fine.tiling.fine_to_coarse(coarse.tiling)  # a coarse tiling that does not nest is one line
     check = check_aggregation(fine, coarse)
     figure3(fine, coarse, out / "fig3-aggregation.png")
