@@ -93,28 +93,22 @@ def compiled(order: int, threed: bool, dtype: str = "float64"):
                             oyy[k] += B[k] * dxvx + C[k] * dzvz
                             ozz[k] += ZH[k] * dxvx + ZZ[k] * dzvz
                     for k in range(n):
-                        d = c1 * (yi1[k] - y0[k])
+                        dxy = c1 * (yi1[k] - y0[k])
+                        dxz = c1 * (zi1[k] - z0[k]) + Z1[k] * (xk1[k] - x0[k])
+                        dyz = Z1[k] * (yk1[k] - y0[k])
                         if fourth:
-                            d += c2 * (yi2[k] - yim[k])
+                            dxy += c2 * (yi2[k] - yim[k])
+                            dxz += c2 * (zi2[k] - zim[k]) + Z2[k] * (xk2[k] - xkm[k])
+                            dyz += Z2[k] * (yk2[k] - ykm[k])
                         if threed:
-                            d += c1 * (xj1[k] - x0[k])
+                            dxy += c1 * (xj1[k] - x0[k])
+                            dyz += c1 * (zj1[k] - z0[k])
                             if fourth:
-                                d += c2 * (xj2[k] - xjm[k])
-                        oxy[k] += M[k] * d
-                    for k in range(n):
-                        d = c1 * (zi1[k] - z0[k]) + Z1[k] * (xk1[k] - x0[k])
-                        if fourth:
-                            d += c2 * (zi2[k] - zim[k]) + Z2[k] * (xk2[k] - xkm[k])
-                        oxz[k] += MH[k] * d
-                    for k in range(n):
-                        d = Z1[k] * (yk1[k] - y0[k])
-                        if fourth:
-                            d += Z2[k] * (yk2[k] - ykm[k])
-                        if threed:
-                            d += c1 * (zj1[k] - z0[k])
-                            if fourth:
-                                d += c2 * (zj2[k] - zjm[k])
-                        oyz[k] += MH[k] * d
+                                dxy += c2 * (xj2[k] - xjm[k])
+                                dyz += c2 * (zj2[k] - zjm[k])
+                        oxy[k] += M[k] * dxy
+                        oxz[k] += MH[k] * dxz
+                        oyz[k] += MH[k] * dyz
         return cells
 
     @numba.njit(**JIT)
