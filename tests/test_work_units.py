@@ -145,6 +145,8 @@ def work_by_step_and_phase(name, params, ntiles, steps, workers=1):
                    gravity=[0.0, 0.0], inflow_velocity=1.0, dx=0.04, alpha=0.2), 20, (9,)),
     ("sph3d", dict(particles=3000), 6, (8, 27)),
     ("synthetic", dict(grid=[24, 20], work_per_cell=8.0), 5, (6, 12)),
+    # computing every block: with skipping on, a block is a tile's, so what is skipped follows the cut
+    ("seismic", dict(cells=[20, 16, 12], absorbing=3, source_at=[1000.0, 800.0, 600.0], skip_zero=False), 4, (4, 12)),
 ])
 def test_total_work_is_the_same_for_any_tiling(name, params, steps, tilings):
     """Work counts what the physics does, not how it was cut: summed over tiles, every step's
