@@ -276,7 +276,8 @@ def activate(active, fields, lo, hi, halo, always):
     ``halo`` the stencil's reach per axis; ``always`` the blocks that start active (the
     source's). An inactive block's own cells are all ``+0.0`` (nothing has written them), and
     the stencils reach along the axes only, so only the slabs beside its faces can bring it
-    something: those inside an active neighbour, or in the ghosts beyond the tile's sides.
+    something: those inside an active neighbour, or in the ghosts beyond the tile's sides. (No
+    block is thinner than the reach, so a slab never passes the neighbour it starts in.)
     """
     nbx, nby, nbz = active.shape
     new = active.copy()
