@@ -8,17 +8,19 @@ import pytest
 
 from shoal.cli import main
 from shoal.errors import ShoalError
+from shoal.replay.run import coarsening_for
 from shoal.sampi import (
     BALANCERS,
     Workflow,
     balancer_sweep,
     check_aggregation,
     column_shape,
+    level_traces,
     per_tile_step,
     record,
     sweep_grid,
 )
-from shoal.trace import aggregate
+from shoal.trace import Trace, aggregate
 
 TINY = ["app.scale=0.1", "app.absorbing=4"]  # 50 x 35 x 13 cells
 STEPS = 12
@@ -64,10 +66,14 @@ def test_skipping_changes_the_coarse_work_only_by_the_blocks_the_fine_cuts_split
 
 def test_sweep_has_every_cell(runs, tmp_path):
     fine = runs["true"]["fine"]
-    path = tmp_path / "trace.h5"
-    fine.write(path)
     wf = Workflow("seismic-ligurian", periods=[2, 4], tiles_per_core=[1, 2], nodes=4, jobs=1)
-    grid = sweep_grid(balancer_sweep(path, wf))
+    levels = level_traces(fine, [1, 2], 4, tmp_path)
+    for tpc, path in levels.items():  # step 2: a nested coarser trace per level, the same work
+        level = Trace.read(path)
+        assert level.tiling.counts == coarsening_for(fine.tiling, 4 * tpc).counts
+        assert level.tasks["work"].sum() == fine.tasks["work"].sum()
+        fine.tiling.fine_to_coarse(level.tiling)
+    grid = sweep_grid(balancer_sweep(levels, wf))
     expected = {("sfc", 0, t) for t in (1, 2)} | {(b, p, t) for b in BALANCERS[1:] for p in (2, 4) for t in (1, 2)}
     assert set(grid) == expected
     assert all(v > 0 for v in grid.values())

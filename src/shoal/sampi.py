@@ -202,15 +202,31 @@ def levels(fine: Tiling, tiles_per_core: list[int], cores: int) -> list[dict]:
 
 
 # ----- 3. the sweep, Figures 6 and 7 ---------------------------------------------------------------
-def balancer_sweep(trace_path: Path, wf: Workflow, on_done=None) -> list[dict]:
-    """Every (balancer, period, tiles per core) replay of the fine trace on ``wf.nodes`` x
-    ``wf.cores`` (:func:`shoal.replay.sweep.sweep`), none once per tiles per core; rows sorted
-    by makespan, each with its ``case``."""
-    trace = Trace.read(trace_path)
-    model = {"balance": balance_table(trace.config.get("balance", {})), "gil": "none"}
-    result = sweep(trace_path, list(BALANCERS), wf.tiles_per_core, wf.periods, [wf.nodes], wf.cores,
-                   jobs=wf.jobs, model=model, on_done=on_done)
-    return result.rows
+def level_traces(fine: Trace, tiles_per_core: list[int], cores: int, out: Path) -> dict[int, Path]:
+    """Step 2 of the paper's workflow: the fine trace aggregated to the nested tiling of each
+    level of over-decomposition on ``cores`` cores, written to ``out/level-K.h5``. Replaying
+    these (rather than letting the replay aggregate) prices each coarse task once by the
+    machine model, as a coarse run pays its executor once per task."""
+    out.mkdir(parents=True, exist_ok=True)
+    return {tpc: aggregate(fine, coarsening_for(fine.tiling, tpc * cores)).write(out / f"level-{tpc}.h5")
+            for tpc in tiles_per_core}
+
+
+def balancer_sweep(levels: dict[int, Path], wf: Workflow, on_done=None) -> list[dict]:
+    """Every (balancer, period, tiles per core) replay on ``wf.nodes`` x ``wf.cores``
+    (:func:`shoal.replay.sweep.sweep` over each level's trace of :func:`level_traces`), none
+    once per level; rows sorted by makespan, each with its ``case`` (tiles per core the level's)."""
+    rows, done = [], 0
+    for tpc, path in levels.items():
+        trace = Trace.read(path)
+        model = {"balance": balance_table(trace.config.get("balance", {})), "gil": "none"}
+        result = sweep(path, list(BALANCERS), [0], wf.periods, [wf.nodes], wf.cores, jobs=wf.jobs, model=model,
+                       on_done=None if on_done is None else lambda k, d=done: on_done(d + k))
+        for r in result.rows:
+            r["case"]["tiles_per_core"] = tpc
+        rows += result.rows
+        done += len(result.rows)
+    return sorted(rows, key=lambda r: r["makespan_s"])
 
 
 def sweep_grid(rows: list[dict]) -> dict[tuple[str, int, int], float]:
@@ -255,8 +271,9 @@ def figure7(rows: list[dict], tiles_per_core: list[int], periods: list[int], at:
 
 
 def figure6(trace: Trace, wf: Workflow, out: Path) -> list[Path]:
-    """Figure 6 at ``wf.fig6`` (tiles per core, period): each balancer's predicted per-core
-    load heatmap, and the average load (busy fraction of the cores) over modeled time."""
+    """Figure 6 at ``wf.fig6`` (tiles per core, period) from that level's ``trace``: each
+    balancer's predicted per-core load heatmap, and the average load (busy fraction of the
+    cores) over modeled time."""
     tpc, period = wf.fig6
     balance = balance_table(trace.config.get("balance", {}))
     curves = new_figure(9, 4)
@@ -264,7 +281,7 @@ def figure6(trace: Trace, wf: Workflow, out: Path) -> list[Path]:
     paths = []
     for name in BALANCERS:
         cfg = ReplayConfig(nodes=wf.nodes, cores=wf.cores, placement=name, period=0 if name == "sfc" else period,
-                           tiles_per_core=tpc, gil="none", balance=balance)
+                           gil="none", balance=balance)
         result = replay(trace, cfg)
         t = result.trace
         paths.append(save_figure(load_heatmap(t, absolute=True), out / f"fig6-heatmap-{LABEL[name]}.png"))
@@ -435,10 +452,11 @@ def run_one(wf: Workflow, out: Path, say: Callable[[str], None]) -> dict:
     lv = levels(fine.tiling, wf.tiles_per_core, wf.nodes * wf.cores)
     say(f"3. sweeping {', '.join(LABEL[b] for b in BALANCERS)} on {wf.nodes} x {wf.cores} cores")
     total = len(wf.tiles_per_core) * (1 + 2 * len(wf.periods))
-    rows = balancer_sweep(fine_rec.path / "trace.h5", wf,
+    traces = level_traces(fine, sorted({*wf.tiles_per_core, wf.fig6[0]}), wf.nodes * wf.cores, out / "levels")
+    rows = balancer_sweep({t: traces[t] for t in wf.tiles_per_core}, wf,
                           on_done=lambda k: say(f"   replay {k + 1}/{total}") if (k + 1) % 5 == 0 else None)
     figure7(rows, wf.tiles_per_core, wf.periods, wf.fig6, out / "fig7-period-and-decomposition.png")
-    figure6(fine, wf, out)
+    figure6(Trace.read(traces[wf.fig6[0]]), wf, out)
     result = {"scenario": wf.scenario, "sets": wf.sets, "fine": list(fine.tiling.counts),
               "coarse": list(coarse.tiling.counts), "grid": list(fine.tiling.grid), "steps": int(len(fine.steps)),
               "aggregation": check, "levels": lv, "ranking": ranking(rows),
