@@ -439,6 +439,11 @@ def run_one(wf: Workflow, out: Path, say: Callable[[str], None]) -> dict:
     """Steps 1-3 (and 4 with ``wf.validate``) into ``out``; returns what ``results.json`` holds."""
     out.mkdir(parents=True, exist_ok=True)
     fx, fy = wf.fine
+    if wf.fig6[0] not in wf.tiles_per_core or wf.fig6[1] not in wf.periods:
+        raise ShoalError(f"Figure 6's {wf.fig6[0]} tiles per core and period {wf.fig6[1]} must be among the sweep's "
+                         "--tiles-per-core and --periods")
+    if wf.repeats < 1:
+        raise ShoalError(f"--repeats {wf.repeats}: each validation case needs at least 1 run")
     if fx % wf.coarse[0] or fy % wf.coarse[1]:
         raise ShoalError(f"--coarse {wf.coarse[0]}x{wf.coarse[1]} must divide --fine {fx}x{fy} along each axis")
     shape = column_shape(wf.scenario, wf.sets, wf.fine)
@@ -456,8 +461,8 @@ def run_one(wf: Workflow, out: Path, say: Callable[[str], None]) -> dict:
     lv = levels(fine.tiling, wf.tiles_per_core, wf.nodes * wf.cores)
     say(f"3. sweeping {', '.join(LABEL[b] for b in BALANCERS)} on {wf.nodes} x {wf.cores} cores")
     total = len(wf.tiles_per_core) * (1 + 2 * len(wf.periods))
-    traces = level_traces(fine, sorted({*wf.tiles_per_core, wf.fig6[0]}), wf.nodes * wf.cores, out / "levels")
-    rows = balancer_sweep({t: traces[t] for t in wf.tiles_per_core}, wf,
+    traces = level_traces(fine, wf.tiles_per_core, wf.nodes * wf.cores, out / "levels")
+    rows = balancer_sweep(traces, wf,
                           on_done=lambda k: say(f"   replay {k + 1}/{total}") if (k + 1) % 5 == 0 else None)
     figure7(rows, wf.tiles_per_core, wf.periods, wf.fig6, out / "fig7-period-and-decomposition.png")
     figure6(Trace.read(traces[wf.fig6[0]]), wf, out)
