@@ -99,3 +99,15 @@ def test_the_command_writes_its_tables_and_figures(tmp_path, capsys):
     assert len(result["sweep"]) == 2 * (1 + 2 * 2)
     assert set(result["ranking"]["order"]) == {"none", "GreedyLB", "RefineLB"}
     assert "Figure 7" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--fine", "3"], "expected NXxNY"),
+    (["--fig6-period", "15"], "must be among the sweep's"),
+    (["--coarse", "3x4"], "must divide --fine"),
+    (["--set", "app.scale=0.25"], "do not cut"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, match, tmp_path, capsys):
+    assert main(["sampi", "seismic-ligurian", *args, "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert match in err[-1] and err[-1].startswith("error:")
