@@ -224,10 +224,11 @@ class ProxyLoads:
     (both runs are assumed to cover the same simulated time).
     """
 
-    def __init__(self, proxy: Trace, tiling: Tiling, steps: int):
+    def __init__(self, proxy: Trace, tiling: Tiling, steps: int, fixed: float = 0.0):
         if proxy.tiling.ndim != tiling.ndim:
             raise ShoalError("the proxy trace has another number of dimensions")
         self.cost = _costs(proxy).sum(axis=1)  # (proxy steps, proxy tiles)
+        self.fixed = fixed  # seconds every tile of this replay pays per step whatever its work
         self.proxy_counts = proxy.tiling.counts
         self.share = []
         for mine, theirs, n, m in zip(tiling.edges, proxy.tiling.edges, tiling.grid, proxy.tiling.grid, strict=True):
@@ -244,7 +245,7 @@ class ProxyLoads:
         grid = self.cost[a:b].mean(axis=0).reshape(self.proxy_counts)
         for axis, share in enumerate(self.share):
             grid = np.moveaxis(np.tensordot(share, grid, axes=([1], [axis])), 0, axis)
-        return grid.reshape(-1)
+        return grid.reshape(-1) + self.fixed
 
 
 def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
@@ -272,6 +273,13 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     if cfg.lock_model == "waits" and lock_dominated(trace) and _lock_threads(cfg, cluster) > 1:
         interval = tuple(sorted(replay(trace, dataclasses.replace(cfg, lock_model=m)).makespan
                                 for m in ("serial", "free")))
+    tpc = 1 if cfg.mpi_reference else cfg.tiles_per_core
+    if tpc:
+        coarse = coarsening_for(trace.tiling, tpc * cluster.total_cores)
+        if coarse is not trace.tiling:
+            trace = aggregate(trace, coarse)
+    # Priced after aggregating: a coarse task pays the model's fixed cost per task once, not
+    # once for every fine task it holds
     if model is not None:
         trace = modelled(trace, model)
     elif cfg.speed != 1.0:
@@ -281,11 +289,6 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     message_cpu = cfg.message_cpu_s
     if message_cpu < 0:
         raise ShoalError(f"message CPU time must be >= 0, got {message_cpu}")
-    tpc = 1 if cfg.mpi_reference else cfg.tiles_per_core
-    if tpc:
-        coarse = coarsening_for(trace.tiling, tpc * cluster.total_cores)
-        if coarse is not trace.tiling:
-            trace = aggregate(trace, coarse)
     tiling = trace.tiling
     P, T = len(trace.phases), tiling.ntiles
     policy = get_policy("geometric" if cfg.mpi_reference else cfg.placement)
@@ -310,7 +313,7 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     if period:
         ends_barrier = tuple(bool(b and not lg) for b, lg in zip(barrier, lag, strict=True))
         balancer = Balancer(policy, period, tiling, ends_barrier, policy_params(policy, cfg.balance),
-                            ProxyLoads(_priced(cfg.proxy, model), tiling, S) if cfg.proxy is not None else None)
+                            _proxy_loads(cfg.proxy, model, tiling, S) if cfg.proxy is not None else None)
     # Segments end at balancing steps and where a node's worker threads change: all tiles
     # stop there and start again together. A fixed period's balancing steps are known ahead;
     # the adaptive trigger's are found segment by segment, from the costs of the steps ahead
@@ -444,9 +447,21 @@ def modelled(trace: Trace, model: MachineModel) -> Trace:
     return trace.with_tasks(cost=cost, kernel=kernel)
 
 
-def _priced(trace: Trace, model: MachineModel | None) -> Trace:
-    """``trace`` priced by ``model`` like the replayed one (as measured without one)."""
-    return trace if model is None else modelled(trace, model)
+def _proxy_loads(proxy: Trace, model: MachineModel | None, tiling: Tiling, steps: int) -> ProxyLoads:
+    """The proxy's loads on ``tiling``, priced like the replayed trace: its work at the model's
+    rates, spread over this replay's tiles, and each phase's fixed cost once per tile (as the
+    replayed trace, priced after aggregation, pays it), not once per proxy tile."""
+    if model is None:
+        return ProxyLoads(proxy, tiling, steps)
+    t = proxy.tasks
+    cost = np.zeros(len(t["work"]))
+    fixed = 0.0
+    for p, name in enumerate(proxy.phases):
+        fit = model.phase(proxy.app, name).cost
+        rows = t["phase"] == p
+        cost[rows] = fit.rate * t["work"][rows]
+        fixed += fit.fixed
+    return ProxyLoads(proxy.with_tasks(cost=cost), tiling, steps, fixed)
 
 
 def lock_dominated(trace: Trace) -> bool:
