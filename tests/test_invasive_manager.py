@@ -268,8 +268,8 @@ TestManagerMessageOrders = ManagerMachine.TestCase
 
 # ----- the manager as a process ---------------------------------------------------------------------
 @pytest.fixture
-def manager():
-    handle = start_manager(cores=4)
+def manager(tmp_path):
+    handle = start_manager(cores=4, log_path=tmp_path / "decisions.log")
     yield handle
     handle.stop()
 
@@ -333,7 +333,7 @@ def test_without_its_manager_an_application_keeps_its_cores_and_says_so_once(man
     assert len(gone) == 1 and "orphan keeps its 4 cores" in gone[0].getMessage()
 
 
-def test_a_blocking_invade_gets_the_cores_only_after_their_release_is_acknowledged(manager):
+def test_a_blocking_invade_gets_the_cores_only_after_their_release_is_acknowledged(manager, tmp_path):
     let_go = threading.Event()
 
     def shrink(keep):
@@ -356,6 +356,8 @@ def test_a_blocking_invade_gets_the_cores_only_after_their_release_is_acknowledg
         answering.join()
     assert poll_until(first, lambda cores: len(cores) == 4, 5.0) == {0, 1, 2, 3}  # the second retreated
     first.retreat()
+    log = (tmp_path / "decisions.log").read_text()
+    assert log.index("release [2, 3] -> app 1") < log.index("grant [2, 3] -> app 2") < log.index("app 2 retreats")
 
 
 def test_ranks_set_up_without_deadlock_when_one_holds_every_core(manager):

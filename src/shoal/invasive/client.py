@@ -58,6 +58,11 @@ class Invasion:
     name : str, optional
         A name for the manager's log (a simulation, a rank).
 
+    Notes
+    -----
+    One thread uses an invasion (the one that steps the application); the ``release``
+    callback runs in that thread, inside :meth:`register`, :meth:`invade` or :meth:`poll`.
+
     Attributes
     ----------
     cores : frozenset of int
@@ -108,6 +113,8 @@ class Invasion:
         ShoalError
             The manager cannot be reached or refuses the key.
         """
+        if self._connection is not None or self._lost:
+            return self.poll()  # registered already
         try:
             self._connection = Client(self.address, FAMILY, authkey=self.authkey)
         except (OSError, EOFError, ValueError) as error:
