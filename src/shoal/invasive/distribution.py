@@ -37,7 +37,7 @@ from collections.abc import Hashable, Mapping, Sequence
 import numpy as np
 
 from ..errors import ShoalError
-from ..placement.static import node_quotas
+from ..quotas import node_quotas
 
 __all__ = ["proportional", "steepest_ascent", "concave_majorant", "MeasuredScalability"]
 

@@ -8,37 +8,10 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ShoalError
+from ..quotas import node_quotas
 from ..tiling import Tiling
 from .metis import metis_parts
 from .registry import NoParams, PlacementPolicy, register
-
-
-def node_quotas(ntiles: int, cores) -> np.ndarray:
-    """Tiles per node proportional to cores, rounded so they sum to ``ntiles``.
-
-    Largest-remainder rounding: every node is within one tile of its exact share; of nodes
-    with equal remainders the lower index gets the extra tile.
-
-    Parameters
-    ----------
-    ntiles : int
-        The number of tiles to share out.
-    cores : sequence of int
-        Cores of every node.
-
-    Returns
-    -------
-    ndarray of int64, shape (len(cores),)
-        Tiles of every node, summing to ``ntiles``.
-    """
-    cores = np.asarray(cores, dtype=np.float64)
-    share = ntiles * cores / cores.sum()
-    base = np.floor(share).astype(np.int64)
-    left = ntiles - int(base.sum())
-    # Ties go to the lower node index (stable sort on the negated remainder).
-    order = np.argsort(-(share - base), kind="stable")
-    base[order[:left]] += 1
-    return base
 
 
 def _check_enough_tiles(tiling: Tiling, cluster: Cluster) -> None:
