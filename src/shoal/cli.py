@@ -331,6 +331,35 @@ def _cmd_sampi(args) -> int:
     return 0
 
 
+def _cmd_study(args) -> int:
+    import time
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from .study import make_study, run_study, table
+
+    study = make_study(args.scenario, args.vary or [], args.arrive, args.policies, args.cores, args.steps, args.set)
+    out = Path(args.out or f"runs/study-{Path(args.scenario).stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+    runs = run_study(study, out, say=lambda line: print(line, file=sys.stderr, flush=True))
+    spans, rows = table(study, runs)
+    console = Console()
+    sims = Table(title=f"{study.size} simulations of {study.scenario} (seconds after each policy's start)")
+    for col in ("policy", "sim", "parameters", "arrival", "start", "end", "wall", "status"):
+        sims.add_column(col, justify="left" if col in ("policy", "sim", "parameters", "status") else "right")
+    for row in rows:
+        sims.add_row(*row)
+    makespans = Table(title="makespan: first arrival to last finish")
+    for col in ("policy", "makespan", "/ sequential"):
+        makespans.add_column(col, justify="left" if col == "policy" else "right")
+    for row in spans:
+        makespans.add_row(*row)
+    console.print(sims)
+    console.print(makespans)
+    print(f"study.json, cores.png and the run folders: {out.resolve()}")
+    return 0
+
+
 def _cmd_export_tit(args) -> int:
     from .replay.run import coarsening_for
     from .replay.simgrid import export_tit
@@ -568,6 +597,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/sampi", help="folder for the runs, tables and figures (finished runs in "
                                                        "it are reused)")
     p.set_defaults(func=_cmd_sampi)
+
+    p = sub.add_parser("study", help="a parameter study: concurrent simulations under invasive, sequential and "
+                                     "all-at-once (makespans, cores over time)")
+    p.add_argument("scenario", help="built-in scenario name or path to a TOML file")
+    p.add_argument("--vary", action="append", metavar="KEY=V1,V2,...",
+                   help="simulation K gets the K-th value, e.g. app.max_level=4,5,6 (repeatable, equal lengths)")
+    p.add_argument("--arrive", required=True, metavar="T1,T2,...",
+                   help="each simulation's arrival, seconds after the start")
+    p.add_argument("--policies", default="invasive,sequential,all-at-once",
+                   help="comma-separated policies, run one after another")
+    p.add_argument("--cores", type=int, help="R, the study's cores (default: this machine's; more: oversubscribed)")
+    p.add_argument("--steps", type=int, help="steps of every simulation (default: the scenario's)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field of every simulation "
+                                                                       "(repeatable)")
+    p.add_argument("--out", help="a new folder for the study (default runs/study-<scenario>-<time>)")
+    p.set_defaults(func=_cmd_study)
 
     p = sub.add_parser("lif", help="expected load-imbalance factor of random placement")
     p.add_argument("--nodes", type=int, required=True)
