@@ -76,7 +76,8 @@ def _run(args, team) -> int:
             nodes=args.nodes, workers=args.workers, placement=args.placement, period=args.period,
             seed=args.seed, initial=args.initial, set=args.set or [], lb=args.lb or [], out=args.out,
             checkpoint_every=args.checkpoint_every, resume=args.resume, team=team, on_step=on_step,
-            allow_large=args.allow_large,
+            allow_large=args.allow_large, invasive=args.invasive, cores=args.cores, manager=args.manager,
+            invade_every=args.invade_every,
         )
     if not team.is_root:
         return 0
@@ -197,6 +198,19 @@ def _balance(args, trace) -> dict:
     return balance_table(trace.config.get("balance", {}), args.lb or [])
 
 
+def _invasive(args, cfg):
+    """``cfg`` replayed under the modeled resource manager: ``--cores`` is each host's pool."""
+    import dataclasses
+
+    from .replay.invasive import InvasiveConfig
+
+    invasive = InvasiveConfig(policy=args.invasive, hosts=args.hosts, ranks_per_host=args.ranks_per_host,
+                              cores=args.cores, release_delay_s=args.release_delay, request_s=args.request_cost,
+                              window=args.window)
+    invasive.check()
+    return dataclasses.replace(cfg, cores=None, invasive=invasive)
+
+
 def _cmd_replay(args) -> int:
     from .replay import ReplayConfig, replay
     from .replay.machine import MachineModel
@@ -213,6 +227,8 @@ def _cmd_replay(args) -> int:
                        network=_network(args), mpi_reference=args.mpi_reference, balance=_balance(args, trace),
                        proxy=Trace.read(args.proxy) if args.proxy else None, gil=args.gil, costs=args.costs,
                        machine=machine, message_cpu_s=args.message_cpu, **_machine(args))
+    if args.invasive is not None:
+        cfg = _invasive(args, cfg)
     out = Path(args.out) if args.out else Path("runs") / f"replay-{trace.scenario}-{cfg.placement}"
     check_folder(out)  # refused before the replay runs, not after
     result = replay(trace, cfg)
@@ -460,6 +476,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue that run from its latest checkpoint (nodes, workers, placement may change)")
     p.add_argument("--allow-large", action="store_true",
                    help="run even when the estimated memory or worker threads exceed this machine's")
+    p.add_argument("--invasive", metavar="POLICY",
+                   help="start a resource manager (workload or scalability) and let each node's worker threads "
+                        "follow the cores it gives the node")
+    p.add_argument("--cores", type=int, metavar="R",
+                   help="the manager's pool (default: this machine's cores; more: a logical pool, threads not "
+                        "pinned, the run marked oversubscribed)")
+    p.add_argument("--manager", metavar="FILE",
+                   help="join the running resource manager this JSON file names (address, authkey, policy)")
+    p.add_argument("--invade-every", type=int, metavar="K",
+                   help="steps between a node's invades (default 1)")
     p.add_argument("--log-every", type=int, default=100, metavar="N",
                    help="without a terminal (batch jobs): a progress line every N steps")
     p.add_argument("--log-seconds", type=float, default=30.0, metavar="S",
@@ -523,6 +549,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mpi-reference", action="store_true", help="one tile per core, a barrier per phase")
     p.add_argument("--proxy", help="trace of a low-resolution run of the same scenario (for speculative)")
     p.add_argument("--out", help="predicted run folder (default runs/replay-<scenario>-<placement>)")
+    p.add_argument("--invasive", metavar="POLICY",
+                   help="move cores between the ranks of each host as a resource manager would: 'workload' "
+                        "(cores by each rank's work) or 'scalability' (steepest ascent on measured graphs); "
+                        "--cores is then each host's pool")
+    p.add_argument("--hosts", type=int, default=1, help="with --invasive: hosts, one manager and pool each")
+    p.add_argument("--ranks-per-host", type=int, help="with --invasive: ranks on each host (default nodes / hosts)")
+    p.add_argument("--release-delay", type=float, default=0.0, metavar="S",
+                   help="with --invasive: seconds from a release request to the freed core's grant")
+    p.add_argument("--request-cost", type=float, default=0.0, metavar="S",
+                   help="with --invasive: seconds each step's request to the manager adds")
+    p.add_argument("--window", type=int, default=1, help="with --invasive: steps whose mean work is a rank's workload")
     network_flags(p)
     model_flags(p)
     machine_flags(p)

@@ -20,6 +20,7 @@ from ..summary import summarize
 from ..tiling import Tiling
 from ..trace import Trace, aggregate, scaled
 from .engine import simulate
+from .invasive import InvasiveConfig, InvasiveModel, invasive_cluster
 from .machine import MachineModel
 
 # What ``shoal.replay.calibrate`` measures of the machine the runs use, as ReplayConfig fields.
@@ -78,6 +79,7 @@ class ReplayConfig:
     balance: dict = field(default_factory=dict)
     mpi_reference: bool = False
     proxy: Trace | None = None  # a low-resolution run of the same scenario, for ``speculative``
+    invasive: InvasiveConfig | None = None  # cores moved between ranks by a modeled manager (shoal.replay.invasive)
 
 
 @dataclass
@@ -269,6 +271,9 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     if cfg.lock_model not in ("waits", "serial", "free"):
         raise ShoalError(f"lock model must be 'waits', 'serial' or 'free', got {cfg.lock_model!r}")
     cluster, schedule = _modeled_cluster(trace, cfg)
+    if cfg.invasive is not None:
+        cluster, inv_cfg = invasive_cluster(cfg.invasive, cluster.nodes, trace.cluster, cfg.network)
+        cfg = dataclasses.replace(cfg, invasive=inv_cfg)  # its defaults resolved, for the records
     interval = None
     if cfg.lock_model == "waits" and lock_dominated(trace) and _lock_threads(cfg, cluster) > 1:
         interval = tuple(sorted(replay(trace, dataclasses.replace(cfg, lock_model=m)).makespan
@@ -320,6 +325,9 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     # under the current owners.
     fixed = set(range(period, S, period)) if period != ADAPTIVE and period else set()
     cuts = sorted(fixed | {int(i) for i in np.searchsorted(steps, schedule[0]) if 0 < i < S} | {S})
+    invasive = InvasiveModel(inv_cfg, S) if cfg.invasive is not None else None
+    if invasive is not None:  # the manager may move cores at every step boundary
+        cuts = list(range(1, S + 1))
     tile_bytes = trace.tile_bytes if trace.tile_bytes is not None else np.zeros(T, np.int64)
     net = cluster.network
     tx_free, rx_free = np.zeros(cluster.nodes), np.zeros(cluster.nodes)
@@ -334,6 +342,8 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     log_nodes = math.ceil(math.log2(cluster.nodes)) if cluster.nodes > 1 else 0
     while s0 < S:
         cores = schedule[1][np.searchsorted(schedule[0], steps[s0], side="right") - 1]
+        if invasive is not None:
+            cores, t0 = invasive.boundary(s0, t0, owner, cost)
         at = dataclasses.replace(cluster, cores=tuple(int(c) for c in cores))
         s1 = next(c for c in cuts if c > s0)
         if balancer is not None and balancer.trigger is not None:
@@ -356,6 +366,8 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         sl = slice(s0 * P * T, s1 * P * T)
         out["start"][sl], out["end"][sl], core_col[sl] = start, end, core
         node_col[sl] = np.tile(owner, (s1 - s0) * P)
+        if invasive is not None:
+            invasive.finished(s0, t0, end, node_col[sl])
         t0 = float(end.max())
         if s1 >= S:
             break
@@ -374,6 +386,8 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
             owners.append(owner.copy())
             owner_steps.append(int(steps[s1]))
         s0 = s1
+    if invasive is not None:  # each rank's cores over the steps, as a resized run records them
+        schedule = invasive.schedule(steps)
     step_end = out["end"].reshape(S, P * T).max(axis=1)
     predicted = Trace(
         tasks={"step": np.repeat(steps, P * T), "phase": np.tile(np.repeat(np.arange(P), T), S),
@@ -386,7 +400,8 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         app=trace.app, scenario=trace.scenario, predicted=True,
         config={**trace.config, "replay": {k: v for k, v in cfg.__dict__.items()
                                            if k not in ("network", "proxy", "machine")}
-                | {"network": cluster.to_dict(), "proxy": cfg.proxy.scenario if cfg.proxy else None}},
+                | {"network": cluster.to_dict(), "proxy": cfg.proxy.scenario if cfg.proxy else None,
+                   "invasive": dataclasses.asdict(cfg.invasive) if cfg.invasive else None}},
         barrier_phases=list(barrier), lagged_phases=[bool(v) for v in lag], tile_bytes=tile_bytes,
         work_units=trace.work_units,
         balance=balancer.records() if balancer is not None else None,
@@ -576,6 +591,8 @@ def write_replay(result: ReplayResult, out) -> dict:
     if result.config.machine is not None:
         cfg["machine"] = result.config.machine.source or "given"
     cfg["tiles_per_core"] = result.config.tiles_per_core or 0
+    if result.config.invasive is not None:
+        cfg["invasive"] = dataclasses.asdict(result.config.invasive)
     cfg["network"] = result.trace.cluster.to_dict()
     summary = result.summary()
     lock = claim_folder(out)
