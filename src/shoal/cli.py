@@ -198,17 +198,17 @@ def _balance(args, trace) -> dict:
     return balance_table(trace.config.get("balance", {}), args.lb or [])
 
 
-def _invasive(args, cfg):
-    """``cfg`` replayed under the modeled resource manager: ``--cores`` is each host's pool."""
-    import dataclasses
-
+def _invasive(args):
+    """The modeled resource manager of ``--invasive`` (checked), or None; ``--cores`` is each host's pool."""
+    if args.invasive is None:
+        return None
     from .replay.invasive import InvasiveConfig
 
     invasive = InvasiveConfig(policy=args.invasive, hosts=args.hosts, ranks_per_host=args.ranks_per_host,
                               cores=args.cores, release_delay_s=args.release_delay, request_s=args.request_cost,
                               window=args.window)
     invasive.check()
-    return dataclasses.replace(cfg, cores=None, invasive=invasive)
+    return invasive
 
 
 def _cmd_replay(args) -> int:
@@ -218,17 +218,17 @@ def _cmd_replay(args) -> int:
     from .session import check_folder
     from .trace import Trace
 
+    invasive = _invasive(args)  # refused before the trace is read
     trace = Trace.read(args.trace)
     machine = MachineModel.from_json(args.machine) if args.machine else None
     if args.costs == "model" and machine is None and trace.machine is None:
         logger.info("%s has no machine model (an older trace): replaying its measured costs", args.trace)
-    cfg = ReplayConfig(nodes=args.nodes, cores=args.cores, placement=args.placement, period=args.period,
+    cfg = ReplayConfig(nodes=args.nodes, cores=None if invasive else args.cores, placement=args.placement,
+                       period=args.period, invasive=invasive,
                        tiles_per_core=args.tiles_per_core, initial=args.initial, seed=args.seed, speed=args.speed,
                        network=_network(args), mpi_reference=args.mpi_reference, balance=_balance(args, trace),
                        proxy=Trace.read(args.proxy) if args.proxy else None, gil=args.gil, costs=args.costs,
                        machine=machine, message_cpu_s=args.message_cpu, **_machine(args))
-    if args.invasive is not None:
-        cfg = _invasive(args, cfg)
     out = Path(args.out) if args.out else Path("runs") / f"replay-{trace.scenario}-{cfg.placement}"
     check_folder(out)  # refused before the replay runs, not after
     result = replay(trace, cfg)
