@@ -45,7 +45,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -66,6 +66,9 @@ from .runtime.team import Team, current_team
 from .summary import summarize
 from .tiling import Tiling
 from .trace import Trace, TraceWriter
+
+if TYPE_CHECKING:
+    from .invasive.join import InvasiveNodes, ManagerAddress
 
 logger = logging.getLogger("shoal")
 
@@ -146,6 +149,10 @@ def run_scenario(
     resume: str | Path | None = None,
     team: Team | None = None,
     allow_large: bool = False,
+    invasive: str | None = None,
+    cores: int | None = None,
+    manager: str | Path | None = None,
+    invade_every: int | None = None,
 ) -> RunRecord:
     """Run a scenario and write its run folder.
 
@@ -159,6 +166,10 @@ def run_scenario(
     ``mpiexec`` (``nodes`` is then the number of ranks). Rank 0 writes the run folder; every
     rank returns the same record. A run whose estimated memory or worker threads exceed the
     machine's is refused unless ``allow_large``.
+
+    Under the invasive resource manager (``invasive`` starts one, ``manager`` joins a running
+    one) every node is an application of it and its worker threads follow the cores it holds
+    (:mod:`shoal.invasive.join`); the scenario's worker count only sizes the tiling.
 
     Parameters
     ----------
@@ -193,6 +204,16 @@ def run_scenario(
         The processes running it.
     allow_large : bool
         Run even when the estimated memory or worker threads exceed the machine's.
+    invasive : str, optional
+        Start a resource manager with this policy (``workload`` or ``scalability``) on the
+        first process, and join it.
+    cores : int, optional
+        The started manager's pool (default: this machine's cores; more: a logical pool,
+        threads not pinned, the run marked oversubscribed).
+    manager : str or Path, optional
+        A manager file (:func:`~shoal.invasive.join.write_manager_file`) of a running manager to join.
+    invade_every : int, optional
+        Steps between a node's invades (default 1).
 
     Returns
     -------
@@ -204,18 +225,24 @@ def run_scenario(
     ShoalError
         For any invalid scenario, override, folder or checkpoint, before anything is written.
     """
+    from .invasive.join import check_invasive, resource_manager
+
     team = team if team is not None else current_team()
     values = locals()
     flags = {k: values[k] for k in RUN_FLAGS}
+    check_invasive(invasive, cores, manager, invade_every)
     plan = resolve(scenario, flags, set, lb, resume, out, team, allow_large=allow_large)
-    built = build(plan, team)
-    try:
-        if on_step is not None:
-            built.sim.add_measurement(lambda record: on_step(record.step))
-        simulate(built.sim, plan.scenario.run.steps)
-        return write(plan, built, team)
-    finally:
-        built.close()
+    if (invasive or manager) and plan.scenario.run.resize:
+        raise ShoalError("run.resize and the resource manager would both set the worker threads: give one")
+    with resource_manager(team, invasive, cores, manager) as address:
+        built = build(plan, team, address, invade_every or 1)
+        try:
+            if on_step is not None:
+                built.sim.add_measurement(lambda record: on_step(record.step))
+            simulate(built.sim, plan.scenario.run.steps)
+            return write(plan, built, team)
+        finally:
+            built.close()
 
 
 # ----- resolve --------------------------------------------------------------------------------
@@ -321,6 +348,7 @@ class Built:
     trace: TraceWriter | None = None
     log: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # run.log, for the run's life
     provenance: dict | None = None  # the host and software at the start (first process)
+    invasive: Callable[[], dict] | None = None  # under the resource manager: what the summary records of it
 
     def close(self) -> None:
         """End the worker threads, close the trace and run.log, and let go of the folder."""
@@ -338,9 +366,11 @@ class Built:
             self.lock = None
 
 
-def build(plan: Resolved, team: Team) -> Built:
+def build(plan: Resolved, team: Team, manager: ManagerAddress | None = None, invade_every: int = 1) -> Built:
     """The simulation of the resolved run ``plan`` on ``team``, its run folder claimed, its
-    callbacks attached.
+    callbacks attached; under a resource manager (a
+    :class:`~shoal.invasive.join.ManagerAddress`) its nodes joined, invading every
+    ``invade_every`` steps.
 
     Everything that checks the input runs before the folder is claimed; should anything after
     fail, a folder this run made is removed again.
@@ -393,7 +423,8 @@ def build(plan: Resolved, team: Team) -> Built:
         sim.trace_to(built.trace)
         if policy.name == "speculative" and team.is_root:
             balancer.proxy = _run_proxy(sc, app, tiling, path / "proxy")
-        _attach(sim, sc, path / "frames")
+        invasive = _attach(sim, sc, path / "frames", manager, invade_every)
+        built.invasive = invasive.describe if invasive is not None else None
     except BaseException:
         made = built.lock is not None and built.lock.made
         built.close()
@@ -453,9 +484,11 @@ def _trace_start(plan: Resolved, built: Built, team: Team) -> Trace:
         worker_steps=np.zeros(0, np.int64), worker_cores=np.zeros((0, nodes), np.int64))
 
 
-def _attach(sim: Simulation, sc: Scenario, frames: Path) -> None:
-    """The run's callbacks, in the order they run at a step boundary: frames, worker resizes,
-    balancing, the trace's chunk, checkpoints (each writes the chunk up to it first)."""
+def _attach(sim: Simulation, sc: Scenario, frames: Path, manager: ManagerAddress | None = None,
+            invade_every: int = 1) -> InvasiveNodes | None:
+    """The run's callbacks, in the order they run at a step boundary: frames, worker resizes
+    (or the nodes' invades, joined to ``manager`` here: returned), balancing, the trace's
+    chunk, checkpoints (each writes the chunk up to it first)."""
     r = sc.run
     if r.frame_every:
         sim.add_callback(lambda s: write_frame(s, frames), Every(r.frame_every))
@@ -463,12 +496,18 @@ def _attach(sim: Simulation, sc: Scenario, frames: Path) -> None:
             write_frame(sim, frames)
     for step, workers in r.workers_from(sim.step_count):
         sim.add_callback(lambda s, w=workers: s.reconfigure(workers=w), At((step,)))
+    invasive = None
+    if manager is not None:
+        from .invasive.join import join
+
+        invasive = join(sim, manager, invade_every)
     if sim.balancer is not None:
         sim.schedule_balancing(until=r.steps)
     if r.checkpoint_every:
         sim.add_callback(Simulation.write_checkpoint, Every(r.checkpoint_every, until=r.steps))
     else:
         sim.add_callback(Simulation.flush_trace, Every(TRACE_CHUNK_STEPS, until=r.steps))
+    return invasive
 
 
 def write_frame(sim: Simulation, frames: Path) -> None:
@@ -623,7 +662,9 @@ def write(plan: Resolved, built: Built, team: Team) -> RunRecord:
     _check_finite(gathered, sim.step_count)
     save_npz(path / "state" / "final.npz", gathered)
     trace = Trace.read(path / "trace.h5")  # every step from 0, a resumed run's too
-    basis = "task-cost" if built.trace.oversubscribed else "wall"
+    invasive = built.invasive() if built.invasive is not None else None
+    oversubscribed = built.trace.oversubscribed or (invasive is not None and invasive["oversubscribed"])
+    basis = "task-cost" if oversubscribed else "wall"
     measured = provenance.finish(built.provenance)  # this part's, for a resumed run
     if measured["busy_after"]:
         logger.warning(provenance.busy_warning(measured), extra=FILE_ONLY)
@@ -631,6 +672,8 @@ def write(plan: Resolved, built: Built, team: Team) -> RunRecord:
                "workers": sc.run.workers, "seed": sc.run.seed, "predicted": False, "ranks": team.size,
                "resumed_from_step": plan.checkpoint.step if plan.checkpoint else None,
                **summarize(trace, built.trace.clock, basis), "provenance": measured}
+    if invasive is not None:
+        summary["invasive"] = invasive
     write_json(path / "summary.json", summary)
     return team.agree(RunRecord(path, summary))
 

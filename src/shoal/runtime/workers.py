@@ -5,12 +5,18 @@ blocks; it never spins), and :meth:`WorkerPool.start` hands all of them the next
 Resizing happens only while no run is going: growing starts new threads, shrinking wakes the
 surplus ones, which leave, and returns only once they have ended — a core given up is free
 when ``resize`` returns, never before (invasive-compute-balancing §5.5).
+
+:meth:`WorkerPool.pin` gives each thread a CPU: the thread sets its own affinity
+(``os.sched_setaffinity(0, {cpu})`` acts on the calling thread) before the next job it runs,
+so a pin takes effect between runs, as a resize does. A thread between runs is blocked and
+runs nowhere, whatever its affinity still names.
 """
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..errors import ShoalError
 
@@ -38,6 +44,8 @@ class WorkerPool:
         self._generation = 0  # counts the runs handed out
         self._busy = 0  # threads still inside the current run's job
         self._errors: list[BaseException] = []  # what jobs raised (the thread serves on)
+        self._cpus: tuple[int, ...] | None = None  # thread k runs on CPU _cpus[k]; None: unpinned
+        self._anywhere = frozenset(os.sched_getaffinity(0))  # where an unpinned thread may run
         self.resize(size)
 
     @property
@@ -63,6 +71,21 @@ class WorkerPool:
                                   name=f"{self.name}-w{k}")
             self._threads.append(th)
             th.start()
+
+    def pin(self, cpus: Sequence[int] | None) -> None:
+        """Run thread ``k`` on CPU ``cpus[k]`` from the next :meth:`start` on; ``None``: on any
+        CPU this process may use (as when the pool was made).
+
+        Parameters
+        ----------
+        cpus : sequence of int or None
+            One CPU per thread of the pool, at least :attr:`size` of them; threads past its end
+            (after a later growth) run unpinned until pinned again.
+        """
+        with self._cond:
+            if self._busy:
+                raise ShoalError("worker threads can only be pinned between runs")
+            self._cpus = None if cpus is None else tuple(int(c) for c in cpus)
 
     def start(self, job: Callable[[int], None]) -> None:
         """Have every thread run ``job(k)`` once, ``k`` its index."""
@@ -94,6 +117,7 @@ class WorkerPool:
     def _serve(self, k: int, seen: int) -> None:
         if self._setup is not None:
             self._setup()
+        where = self._anywhere  # this thread's affinity now
         while True:
             with self._cond:
                 while self._generation == seen and k < self._target:
@@ -101,7 +125,12 @@ class WorkerPool:
                 if k >= self._target:
                     return
                 seen, job = self._generation, self._job
+                cpus = self._cpus
+            wanted = frozenset((cpus[k],)) if cpus is not None and k < len(cpus) else self._anywhere
             try:
+                if wanted != where:
+                    os.sched_setaffinity(0, wanted)  # this thread only: 0 is the caller
+                    where = wanted
                 job(k)
             except BaseException as exc:  # the pool stays whole: wait() reports it
                 with self._cond:
