@@ -132,6 +132,10 @@ def modeled_ramp(bench: Benchmark, cores: int, trip: float, request_s: float, sq
         ratio = invasive / static
         print(f"{T:>6}{static:>12.4g}{invasive:>12.4g}{ratio:>9.4f}{ratio / ideal - 1:>+10.1%}")
         bench.add(benchmark="6.2-model", T=T, cores=cores, static_s=static, invasive_s=invasive, ratio=ratio)
+    free = replay(trace, ReplayConfig(placement="geometric", network=NODE, invasive=InvasiveConfig())).makespan
+    ratio = free / static  # the limit: no request cost, no release delay
+    print(f"{T:>6}{static:>12.4g}{free:>12.4g}{ratio:>9.4f}{ratio / ideal - 1:>+10.1%}  (no request cost, no delay)")
+    bench.add(benchmark="6.2-model-limit", T=T, cores=cores, static_s=static, invasive_s=free, ratio=ratio)
     print(f"closed form: 4/7 = {ideal:.4f}; with the manager's whole cores (largest remainder, one core at least) "
           f"{whole:.4f} ({whole / ideal - 1:+.1%}); within 2% of 4/7: {'yes' if ratio / ideal - 1 <= 0.02 else 'no'}")
     rho = whole
