@@ -222,7 +222,7 @@ def shoal_argv(words: list[str]) -> list[str] | None:
 def test_every_page_has_been_checked():
     assert {p.relative_to(DOCS).as_posix() for p in PAGES} >= {
         "index.md", "run-folder.md", "trace.md", "tutorials/dam-break-paraview.md", "tutorials/replay-sweep.md",
-        "tutorials/writing-an-app.md", "tutorials/sampi.md"}
+        "tutorials/writing-an-app.md", "tutorials/sampi.md", "tutorials/study.md"}
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(DOCS).as_posix())

@@ -366,7 +366,7 @@ def _cmd_study(args) -> int:
     for row in rows:
         sims.add_row(*row)
     makespans = Table(title="makespan: first arrival to last finish")
-    for col in ("policy", "makespan", "/ sequential"):
+    for col in ("policy", "makespan (s)", "/ sequential"):
         makespans.add_column(col, justify="left" if col == "policy" else "right")
     for row in spans:
         makespans.add_row(*row)

@@ -113,7 +113,7 @@ class Study:
 
 
 @dataclass
-class Simulation:
+class StudySimulation:
     """One simulation of one policy: where it runs and when it started and ended.
 
     Attributes
@@ -181,12 +181,12 @@ class PolicyRun:
     ----------
     policy : str
         One of :data:`POLICIES`.
-    simulations : list of Simulation
+    simulations : list of StudySimulation
         In study order.
     """
 
     policy: str
-    simulations: list[Simulation]
+    simulations: list[StudySimulation]
 
     @property
     def makespan(self) -> float | None:
@@ -452,7 +452,7 @@ def run_policy(study: Study, policy: str, arguments: list[list[str]], folder: Pa
     """
     folder.mkdir(parents=True, exist_ok=False)
     cores = pool_size(study)
-    sims = [Simulation(k, t, folder / f"sim-{k}") for k, t in enumerate(study.arrive)]
+    sims = [StudySimulation(k, t, folder / f"sim-{k}") for k, t in enumerate(study.arrive)]
     run = PolicyRun(policy, sims)
     order = sorted(range(study.size), key=lambda k: (study.arrive[k], k))
     extra: list[str] = []
@@ -462,7 +462,7 @@ def run_policy(study: Study, policy: str, arguments: list[list[str]], folder: Pa
         from .invasive.join import write_manager_file
 
         manager = start_manager(cores, "workload", log_path=folder / "manager.log")
-        write_manager_file(manager, folder / "manager.json")
+        write_manager_file(manager, folder / "manager.json", "workload")
         extra = ["--manager", str(folder / "manager.json")]
     wall0, t0 = time.time(), time.monotonic()
     try:
@@ -483,7 +483,7 @@ def run_policy(study: Study, policy: str, arguments: list[list[str]], folder: Pa
     return run
 
 
-def _schedule(policy: str, sims: list[Simulation], order: list[int], arguments: list[list[str]],
+def _schedule(policy: str, sims: list[StudySimulation], order: list[int], arguments: list[list[str]],
               extra: list[str], t0: float) -> None:
     """Start each simulation when the policy lets it, until every one has ended."""
     pending, running = list(order), []
@@ -500,7 +500,7 @@ def _schedule(policy: str, sims: list[Simulation], order: list[int], arguments: 
         time.sleep(TICK_S)
 
 
-def _start(sim: Simulation, arguments: list[str], now: float) -> None:
+def _start(sim: StudySimulation, arguments: list[str], now: float) -> None:
     log = open(sim.run.parent / f"{sim.run.name}.log", "w", encoding="utf-8")  # noqa: SIM115  (the child holds it)
     with log:
         # its own process group: the terminal's Ctrl-C reaches the study only, which passes on one SIGINT
@@ -510,7 +510,7 @@ def _start(sim: Simulation, arguments: list[str], now: float) -> None:
     sim.start = now
 
 
-def _stop(sims: list[Simulation], t0: float) -> None:
+def _stop(sims: list[StudySimulation], t0: float) -> None:
     """One SIGINT to every running simulation (stop at the next step boundary), then wait; a
     second Ctrl-C passes a second SIGINT on (stop at once)."""
     running = [s for s in sims if s.process is not None and s.exit is None]
@@ -534,8 +534,8 @@ _MOVE = re.compile(r"^(grant|release) \[([\d, ]*)\] -> app (\d+) ")
 _LEAVE = re.compile(r"^app (\d+) (?:retreats|gone)")
 
 
-def cores_from_log(path: Path, wall0: float, by_pid: dict[int, Simulation]) -> None:
-    """Fill each simulation's :attr:`Simulation.cores` from the manager's decision log.
+def cores_from_log(path: Path, wall0: float, by_pid: dict[int, StudySimulation]) -> None:
+    """Fill each simulation's :attr:`StudySimulation.cores` from the manager's decision log.
 
     A core counts from its grant to its release request (or the application's retreat or
     death). The log's times of day are local; ``wall0`` is the policy's start (``time.time()``).
@@ -546,12 +546,12 @@ def cores_from_log(path: Path, wall0: float, by_pid: dict[int, Simulation]) -> N
         The manager's ``log_path``.
     wall0 : float
         The policy's start, seconds since the epoch.
-    by_pid : dict of int to Simulation
+    by_pid : dict of int to StudySimulation
         Each simulation by its process id (applications register with theirs).
     """
     local = time.localtime(wall0)
     day0 = local.tm_hour * 3600 + local.tm_min * 60 + local.tm_sec + wall0 % 1
-    app_sim: dict[int, Simulation] = {}
+    app_sim: dict[int, StudySimulation] = {}
     held: dict[int, set[int]] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         m = _LINE.match(line)
@@ -650,13 +650,13 @@ def table(study: Study, runs: list[PolicyRun]) -> tuple[list[list[str]], list[li
     -------
     tuple of (list of rows, list of rows)
         ``[policy, makespan, ratio]`` rows, and ``[policy, sim, parameters, arrival, start,
-        end, wall, status]`` rows, all text.
+        end, wall, status]`` rows, all text (seconds; ``-`` where there is no value).
     """
     base = {r.policy: r.makespan for r in runs}.get("sequential")
-    spans = [[r.policy, _seconds(r.makespan),
+    spans = [[r.policy, _number(r.makespan),
               f"{r.makespan / base:.2f}" if base and r.makespan is not None else "-"] for r in runs]
-    rows = [[r.policy, f"sim-{s.index}", _label(study, s.index), f"{s.arrival:.2f}", _seconds(s.start, ""),
-             _seconds(s.end, ""), _seconds(s.wall, ""), s.status] for r in runs for s in r.simulations]
+    rows = [[r.policy, f"sim-{s.index}", _label(study, s.index), f"{s.arrival:.2f}", _number(s.start),
+             _number(s.end), _number(s.wall), s.status] for r in runs for s in r.simulations]
     return spans, rows
 
 
@@ -679,6 +679,10 @@ def resumable(runs: list[PolicyRun]) -> list[str]:
     return out
 
 
-def _seconds(value: float | None, missing: str = "-") -> str:
-    return missing if value is None else f"{value:.2f} s"
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
