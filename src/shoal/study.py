@@ -345,9 +345,12 @@ def check(study: Study) -> list[list[str]]:
         An unknown scenario or key, a bad value, ``--cores`` below 1, a run too large for the machine.
     """
     from .apps import get_app
-    from .resources import check_run
+    from .resources import check_run, thread_budget
 
     cores = pool_size(study)
+    if cores > thread_budget():
+        raise ShoalError(f"--cores {cores}: every simulation starts that many worker threads; a run may start "
+                         f"{thread_budget()} on this machine")
     out = []
     for k in range(study.size):
         sc = load_scenario(study.scenario)
