@@ -61,10 +61,11 @@ def test_hosts_share_out_their_own_pools():
 def test_the_ramp_ratio_tends_to_four_sevenths():
     ideal, whole_cores = ramp_limit(40, 512)
     assert ideal == pytest.approx(4 / 7)
-    # Whole cores on 40 cores lie above 4/7 (largest-remainder rounding, one core at least);
-    # the gap closes as the pool grows.
+    # Whole cores lie above 4/7 (the rounding, one core at least), within 2% on a 40-core node
+    # (measured 1.5%, with the rounding that minimises the largest work per core; 3.7% with
+    # largest-remainder rounding), and the gap closes as the pool grows.
     gaps = [ramp_limit(r, 512)[1] / ideal - 1 for r in (40, 160, 640)]
-    assert gaps[0] > gaps[1] > gaps[2] > 0 and gaps[2] < 0.02
+    assert 0.02 > gaps[0] > gaps[1] > gaps[2] > 0
     # The replay of the modeled ramp on 40 cores meets the whole-core closed form (its tiles
     # pack a rank's work on any number of cores within a fraction of a percent).
     trace = ramp_trace(256, tiles_per_rank=512, cores=20)
