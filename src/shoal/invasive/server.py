@@ -101,14 +101,16 @@ class ManagerHandle:
         R, the pool's size.
     cpus : list of int or None
         Each core's CPU, or ``None`` when the pool is logical.
+    policy : str
+        How it shares the cores out: ``"workload"`` or ``"scalability"``.
     process : subprocess.Popen
         The manager's process.
     """
 
     def __init__(self, address: str, authkey: bytes, cores: int, cpus: list[int] | None,
-                 process: subprocess.Popen, folder: str):
+                 process: subprocess.Popen, folder: str, policy: str = "workload"):
         self.address, self.authkey, self.cores, self.cpus = address, authkey, cores, cpus
-        self.process, self._folder = process, folder
+        self.process, self._folder, self.policy = process, folder, policy
 
     @property
     def oversubscribed(self) -> bool:
@@ -182,9 +184,10 @@ def start_manager(cores: int | None = None, policy: str = "workload", *, log_pat
         log_level = logging.getLogger("shoal").getEffectiveLevel()
     folder = tempfile.mkdtemp(prefix="shoal-invasive-")  # mode 0700: only this user reaches the socket
     address, authkey = os.path.join(folder, "manager"), os.urandom(32)
-    process = subprocess.Popen([sys.executable, "-m", "shoal.invasive.server"], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE)
-    handle = ManagerHandle(address, authkey, size, cpus, process, folder)
+    # -c, not -m: the package imports this module first, and runpy warns about running it again
+    process = subprocess.Popen([sys.executable, "-c", "from shoal.invasive.server import main; main()"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    handle = ManagerHandle(address, authkey, size, cpus, process, folder, policy)
     settings = {"address": address, "authkey": authkey.hex(), "cores": size, "policy": policy, "cpus": cpus,
                 "log_path": None if log_path is None else str(log_path), "log_level": log_level}
     try:
@@ -203,7 +206,7 @@ def start_manager(cores: int | None = None, policy: str = "workload", *, log_pat
 
 
 def main() -> None:
-    """The manager process (``python -m shoal.invasive.server``): settings from the first line
+    """The manager process (run by :func:`start_manager`): settings from the first line
     of standard input, ``ready`` on standard output once listening, and serve until standard
     input ends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the applications; they stop the manager
