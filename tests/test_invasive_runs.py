@@ -118,6 +118,7 @@ def test_ranks_hold_cores_by_their_work_and_the_state_is_bitwise_the_same(ranks,
     (["--invasive", "workload", "--manager", "m.json"], "not both"),
     (["--manager", "missing.json"], "cannot read it"),
     (["--invasive", "workload", "--invade-every", "0"], "--invade-every must be"),
+    (["--nodes", "3", "--invasive", "workload", "--cores", "2"], "pool has 2 cores, fewer than the run's 3 nodes"),
 ])
 def test_bad_input_is_one_line_and_exit_2(flags, match, tmp_path, capsys):
     assert main(["run", *RUN, *flags, "--out", str(tmp_path / "run")]) == 2

@@ -13,7 +13,9 @@ The manager is started on the first process (rank 0 under ``mpiexec``) and its a
 and policy are agreed by every process, or it is one that runs already and is named by a
 manager file, JSON ``{"address": ..., "authkey": "<hex>", "policy": ...}``
 (:func:`write_manager_file`, :func:`read_manager_file`): a parameter study starts one manager
-and many runs that join it.
+and many runs that join it. A manager started by rank 0 takes the CPUs rank 0 may run on as its
+default pool: under ``mpiexec`` bind nothing (``--bind-to none``) or give ``--cores``. A pool
+smaller than the run's nodes is refused: each node needs a core before any can step.
 
 Before the first step every node registers and :func:`~shoal.invasive.client.setup`'s
 non-blocking invades run until every node of the run holds a core, checked by a reduction over
@@ -276,6 +278,11 @@ class InvasiveNodes:
         team = self.sim.team
         for invasion in self.invasions.values():
             invasion.register()
+        nodes = self.sim.cluster.nodes
+        if self.pool < nodes:  # some node would wait for a core the others never give up
+            raise ShoalError(f"the resource manager's pool has {self.pool} cores, fewer than the run's {nodes} nodes "
+                             "(each needs one): give a larger --cores, or under mpiexec --bind-to none (a rank "
+                             "bound to a core starts a manager that sees only that core)")
         everyone = (lambda mine: team.max(0.0 if mine else 1.0) == 0.0) if team.distributed else None
         first = {node: self._constraints(node) for node in self.invasions}
         if len(self.invasions) == 1:
