@@ -347,7 +347,7 @@ class InvasiveNodes:
         if executor.cluster.cores[node] != workers:
             executor.reconfigure(cores={node: workers})  # recorded by _record, once every process's is known
         if not invasion.oversubscribed and cores:
-            executor._pools[node].pin([invasion.cpu(core) for core in sorted(cores)])
+            executor.pin(node, [invasion.cpu(core) for core in sorted(cores)])
 
     def _record(self) -> None:
         """Every node's count on every process, recorded when it changed."""

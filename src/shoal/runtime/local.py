@@ -190,6 +190,19 @@ class LocalExecutor:
                 pool.resize(new[node])
             self.cluster = Cluster(tuple(new), self.cluster.network)
 
+    def pin(self, node: int, cpus: list[int] | None) -> None:
+        """Pin node ``node``'s worker threads to ``cpus`` (one CPU per thread, in thread order)
+        before their next task, or unpin them (``None``); between runs only.
+
+        Parameters
+        ----------
+        node : int
+            A node this process runs.
+        cpus : list of int or None
+            The CPU of every worker thread of the node, or ``None``.
+        """
+        self._pools[node].pin(cpus)
+
     def close(self) -> None:
         """End the worker threads."""
         for pool in self._pools.values():
