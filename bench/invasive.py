@@ -159,17 +159,34 @@ def dam_break(bench: Benchmark, cores: int, trip: float, request_s: float, out: 
             print(f"not recorded: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
             return
     trace = Trace.read(run / "trace.h5")
-    base = ReplayConfig(placement="geometric", nodes=4, cores=cores // 4, network=NODE, gil="none")
-    static = replay(trace, base)
     # workload: the mean of the last 4 steps (the scenario regrids every 4), so the shares do not chase
     # one step's noise with cores that idle in transit
     inv = InvasiveConfig(cores=cores, release_delay_s=2.0 * trip, request_s=request_s, window=4)
-    invasive = replay(trace, ReplayConfig(placement="geometric", nodes=4, network=NODE, gil="none", invasive=inv))
-    ratio = invasive.makespan / static.makespan
-    print(f"static {static.makespan:.4g} s, invasive {invasive.makespan:.4g} s: ratio {ratio:.3f}")
-    bench.add(benchmark="6.3", cores=cores, static_s=static.makespan, invasive_s=invasive.makespan, ratio=ratio)
-    picture = draw_cores(invasive.trace, out / "dam-break-cores.png", cores)
-    print(f"cores over time: {picture}")
+    # Cores only (the paper), data only (GreedyLB every 4 steps, tiles migrate), both (shoal's), each
+    # against the static quarters; on the recorded run, on one whose every task costs 50 times as
+    # much (a finer grid), where the manager's latency matters less, and on that one again where
+    # moving bytes between ranks is 1000 times dearer (halos and migrations: a slow interconnect).
+    setups = {"static": dict(placement="geometric", cores=cores // 4),
+              "cores (invasive)": dict(placement="geometric", invasive=inv),
+              "data (greedy/4)": dict(placement="greedy", period=4, initial="geometric", cores=cores // 4),
+              "cores and data": dict(placement="greedy", period=4, initial="geometric", invasive=inv)}
+    print("| tasks cost | " + " | ".join(setups) + " |")
+    print("|---|" + "---|" * len(setups))
+    pictures = {}
+    dear = Network(latency_s=NODE.latency_s, overhead_s=NODE.overhead_s, bandwidth_Bps=NODE.bandwidth_Bps / 1000)
+    for label, speed, network in (("as recorded", 1.0, NODE), ("x 50", 1 / 50, NODE),
+                                  ("x 50, bytes 1000x dearer", 1 / 50, dear)):
+        results = {name: replay(trace, ReplayConfig(nodes=4, network=network, gil="none", speed=speed, **kw))
+                   for name, kw in setups.items()}
+        static = results["static"].makespan
+        cells = [f"{r.makespan:.4g} s ({r.makespan / static:.3f})" for r in results.values()]
+        print(f"| {label} | " + " | ".join(cells) + " |")
+        keys = ("static_s", "cores_only_s", "data_only_s", "both_s")
+        bench.add(benchmark="6.3", cores=cores, speed=speed, bandwidth=network.bandwidth_Bps,
+                  **{key: r.makespan for key, r in zip(keys, results.values(), strict=True)})
+        pictures[label] = results["cores (invasive)"]
+    picture = draw_cores(pictures["x 50"].trace, out / "dam-break-cores.png", cores)
+    print(f"cores over time (tasks x 50): {picture}")
 
 
 def draw_cores(trace: Trace, path: Path, pool: int) -> Path:
