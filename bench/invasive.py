@@ -125,7 +125,7 @@ def modeled_ramp(bench: Benchmark, cores: int, trip: float, request_s: float, sq
     print(f"{'T':>6}{'static s':>12}{'invasive s':>12}{'ratio':>9}{'vs 4/7':>10}")
     ratio = 1.0
     for T in (64, 256, 1024, 2048):
-        trace = ramp_trace(T, sqrt_s=sqrt_s, tiles_per_rank=256, cores=cores // 2)
+        trace = ramp_trace(T, sqrt_s=sqrt_s, tiles_per_rank=512, cores=cores // 2)  # fine enough to pack
         static = replay(trace, ReplayConfig(placement="geometric", network=NODE)).makespan
         inv = InvasiveConfig(release_delay_s=delay, request_s=request_s)
         invasive = replay(trace, ReplayConfig(placement="geometric", network=NODE, invasive=inv)).makespan
@@ -136,7 +136,7 @@ def modeled_ramp(bench: Benchmark, cores: int, trip: float, request_s: float, sq
     ratio = free / static  # the limit: no request cost, no release delay
     print(f"{T:>6}{static:>12.4g}{free:>12.4g}{ratio:>9.4f}{ratio / ideal - 1:>+10.1%}  (no request cost, no delay)")
     bench.add(benchmark="6.2-model-limit", T=T, cores=cores, static_s=static, invasive_s=free, ratio=ratio)
-    print(f"closed form: 4/7 = {ideal:.4f}; with the manager's whole cores (largest remainder, one core at least) "
+    print(f"closed form: 4/7 = {ideal:.4f}; with the manager's whole cores (one core at least) "
           f"{whole:.4f} ({whole / ideal - 1:+.1%}); within 2% of 4/7: {'yes' if ratio / ideal - 1 <= 0.02 else 'no'}")
     rho = whole
     t_star = math.sqrt(6 * cores * request_s / (7 * sqrt_s * (1 - rho))) if request_s > 0 else 0.0
