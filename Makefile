@@ -28,7 +28,7 @@ simgrid:
 
 test: $(STAMP) simgrid
 	$(BIN)/ruff check src tests bench
-	SHOAL_REQUIRE_SIMGRID=$$(command -v smpirun >/dev/null 2>&1 && echo 1) $(BIN)/python -m pytest -q
+	SHOAL_REQUIRE_SIMGRID=$$(command -v smpirun >/dev/null 2>&1 && echo 1) $(BIN)/python -m pytest -q -n auto
 
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --site-dir site
