@@ -150,7 +150,10 @@ def test_ctrl_c_stops_every_simulation_at_a_step_boundary_and_they_resume(tmp_pa
     out = tmp_path / "study"
     cmd = [sys.executable, "-m", "shoal", "study", SCENARIO, "--vary", "app.grid=[32,32],[40,40]", "--arrive", "0,0",
            "--policies", "all-at-once", "--cores", "1", "--steps", "20000", "--out", str(out)]
-    study = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C as a terminal sends it: SIGINT at its default (a parallel test worker ignores it, and a
+    # child inherits an ignored signal)
+    study = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     logs = [out / "all-at-once" / f"sim-{k}.log" for k in range(2)]
     while not all(log.exists() and "step " in log.read_text() for log in logs):  # both past their first 100 steps
         assert study.poll() is None, study.communicate()
