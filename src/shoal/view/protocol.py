@@ -67,7 +67,7 @@ def encode(kind: str, fields: dict | None = None, arrays: dict[str, np.ndarray] 
         The message (without the socket's length prefix).
     """
     arrays = arrays or {}
-    converted = {name: np.ascontiguousarray(a, dtype=DTYPES[_code(np.asarray(a))]) for name, a in arrays.items()}
+    converted = {name: np.asarray(a, dtype=DTYPES[_code(np.asarray(a))]) for name, a in arrays.items()}
     specs, offset = [], 0
     for name, a in converted.items():
         specs.append({"name": name, "dtype": _code(a), "shape": list(a.shape), "offset": offset, "nbytes": a.nbytes})
