@@ -76,6 +76,10 @@ def dam_break(steps: int | None = None, out: Path = Path("runs/demo")) -> int:
                        ("load-heatmap.png", "per-node load over steps"), ("timeline.png", "tasks per worker"),
                        ("trace.h5", "the trace")]:
         console.print(f"  {what:<45} {(folder / name).resolve()}")
+    # The demo opens nothing by itself: a browser is the user's to start.
+    console.print("watch this run live in a browser: [bold]shoal run sph-dam-break "
+                  f"--set app.dx={DEMO_DX} --steps {steps} --placement birdshot --view[/] (play it back: "
+                  f"shoal view {folder})")
     return prediction(out)
 
 
