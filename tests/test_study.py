@@ -143,10 +143,11 @@ def test_a_folder_in_use_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_every_simulation_at_a_step_boundary_and_they_resume(tmp_path):
-    """A study too long to finish is interrupted once its two simulations step; each stops with a
-    checkpoint that ``shoal run --resume`` accepts (resuming equals an uninterrupted run: the
-    checkpoint tests show that for every app)."""
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_every_simulation_at_a_step_boundary_and_they_resume(tmp_path, signum):
+    """A study too long to finish is interrupted (Ctrl-C, or SIGTERM as a batch system sends) once
+    its two simulations step; each stops with a checkpoint that ``shoal run --resume`` accepts
+    (resuming equals an uninterrupted run: the checkpoint tests show that for every app)."""
     out = tmp_path / "study"
     cmd = [sys.executable, "-m", "shoal", "study", SCENARIO, "--vary", "app.grid=[32,32],[40,40]", "--arrive", "0,0",
            "--policies", "all-at-once", "--cores", "1", "--steps", "20000", "--out", str(out)]
@@ -158,7 +159,7 @@ def test_ctrl_c_stops_every_simulation_at_a_step_boundary_and_they_resume(tmp_pa
     while not all(log.exists() and "step " in log.read_text() for log in logs):  # both past their first 100 steps
         assert study.poll() is None, study.communicate()
         time.sleep(0.05)
-    study.send_signal(signal.SIGINT)
+    study.send_signal(signum)
     _, err = study.communicate(timeout=300)
     assert study.returncode == 130, err
     saved = json.loads((out / "study.json").read_text())["policies"]["all-at-once"]["simulations"]
@@ -175,3 +176,36 @@ def test_a_policy_run_without_simulations_finished_has_no_makespan(tmp_path):
             StudySimulation(1, 0.5, tmp_path / "sim-1", start=0.5, end=0.7, exit=2)]
     assert PolicyRun("sequential", sims).makespan is None
     assert PolicyRun("sequential", sims[:1]).makespan == 1.0
+
+
+@pytest.mark.slow
+def test_a_killed_study_leaves_no_simulation_running_and_each_resumable(tmp_path):
+    """SIGKILL gives the study no chance to stop its simulations: they see their parent gone and
+    stop themselves at a step boundary, with a checkpoint (shoal.lifeline)."""
+    out = tmp_path / "study"
+    cmd = [sys.executable, "-m", "shoal", "study", SCENARIO, "--vary", "app.grid=[32,32]", "--arrive", "0",
+           "--policies", "all-at-once", "--cores", "1", "--steps", "20000", "--out", str(out)]
+    study = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log, run = out / "all-at-once" / "sim-0.log", out / "all-at-once" / "sim-0"
+    while not (log.exists() and "step " in log.read_text()):
+        assert study.poll() is None
+        time.sleep(0.05)
+    children = [int(pid) for pid in subprocess.run(["ps", "-o", "pid=", "--ppid", str(study.pid)],
+                                                   capture_output=True, text=True).stdout.split()]
+    study.kill()
+    study.wait()
+    deadline = time.monotonic() + 120
+    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert children and not any(_alive(pid) for pid in children)
+    assert not (run / "summary.json").exists()
+    assert resumable(run).run.steps == 20000
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie left for init to reap counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -36,10 +36,12 @@ after the simulations.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,6 +52,7 @@ import numpy as np
 from .config import load_scenario
 from .errors import ShoalError
 from .files import write_json
+from .lifeline import child_env
 
 POLICIES = ("invasive", "sequential", "all-at-once")
 TICK_S = 0.02  # how often the study looks at its simulations
@@ -409,10 +412,11 @@ def run_study(study: Study, out: str | Path, say: Callable[[str], None] = print)
     out.mkdir(parents=True, exist_ok=True)
     runs: list[PolicyRun] = []
     try:
-        for policy in study.policies:
-            say(f"{policy}: {study.size} simulations on {pool_size(study)} cores")
-            runs.append(run_policy(study, policy, arguments, out / policy, runs.append))
-            say(f"{policy}: makespan {_seconds(runs[-1].makespan)}")
+        with _terminate_interrupts():
+            for policy in study.policies:
+                say(f"{policy}: {study.size} simulations on {pool_size(study)} cores")
+                runs.append(run_policy(study, policy, arguments, out / policy, runs.append))
+                say(f"{policy}: makespan {_seconds(runs[-1].makespan)}")
     except KeyboardInterrupt:
         say("study stopped: finished run folders are complete" + (", continue the others with:" if resumable(runs)
                                                                    else ""))
@@ -429,6 +433,24 @@ def run_study(study: Study, out: str | Path, say: Callable[[str], None] = print)
         raise ShoalError(f"{len(failed)} simulation(s) failed, first {policy}/sim-{sim.index} (exit {sim.exit}): "
                          f"see {sim.run.parent / f'sim-{sim.index}.log'}")
     return runs
+
+
+@contextlib.contextmanager
+def _terminate_interrupts():
+    """SIGTERM stops a study as Ctrl-C does (each simulation at its next step boundary), not
+    at once with its simulations left running (main thread only: elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def run_policy(study: Study, policy: str, arguments: list[list[str]], folder: Path,
@@ -509,7 +531,7 @@ def _start(sim: StudySimulation, arguments: list[str], now: float) -> None:
         # its own process group: the terminal's Ctrl-C reaches the study only, which passes on one SIGINT
         sim.process = subprocess.Popen([sys.executable, "-m", "shoal", "run", *arguments, "--out", str(sim.run)],
                                        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       process_group=0)
+                                       process_group=0, env=child_env())
     sim.start = now
 
 
