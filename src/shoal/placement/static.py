@@ -1,4 +1,4 @@
-"""Static placements: geometric boxes, strips, space-filling-curve chunks, Birdshot, and METIS."""
+"""Static placements: geometric boxes, strips, angular sectors, space-filling-curve chunks, Birdshot, and METIS."""
 
 from __future__ import annotations
 
@@ -104,6 +104,50 @@ class Strips(PlacementPolicy):
 
 
 @dataclass(frozen=True)
+class Sectors(PlacementPolicy):
+    """Equal angular sectors about the grid's centre, one per node: the invasive paper's quarters
+    split along the diagonals (§6.3, Fig. 8).
+
+    Angles are taken in the grid's own coordinates scaled to a square (each axis's cells over
+    its length), so with 4 nodes the boundaries are the grid's two diagonals whatever its
+    aspect. Node ``k`` owns the tiles whose centre lies in the sector centred on ``k / N`` of a
+    turn counter-clockwise from the +x axis: node 0 the right triangle, then top, left, bottom.
+    A centre on a boundary belongs to the sector that boundary opens (counter-clockwise), so a
+    square tiling with an even count of tiles per side splits into four congruent triangles; a
+    centre at the grid's centre goes to node 0. A 3D tiling is split by its first two axes.
+    The sectors ignore the nodes' cores: like the paper's quarters, they stay fixed and equal.
+    """
+
+    name: str = "sectors"
+    dynamic: bool = False
+    params: type = NoParams
+    summary: str = "equal angular sectors about the grid's centre (4 nodes: quarters split along the diagonals)"
+
+    def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0) -> np.ndarray:
+        """The node of every tile from its centre's angle (``seed`` unused: the sectors are fixed).
+
+        Raises
+        ------
+        ShoalError
+            If a node's sector holds no tile's centre.
+        """
+        _check_enough_tiles(tiling, cluster)
+        n = cluster.nodes
+        grid = np.asarray(tiling.grid[:2], dtype=np.float64)
+        # Twice each centre's offset from the grid's centre, in grid lengths: exact for the
+        # integer cell bounds, so centres on a diagonal have |u| == |v| exactly.
+        u, v = ((tiling.lo[:, :2] + tiling.hi[:, :2] - grid) / grid).T
+        turns = np.arctan2(v + 0.0, u) / (2 * np.pi) + 0.5 / n  # sector 0 starts half a sector below +x
+        # A boundary centre (to rounding) opens the next sector counter-clockwise
+        owner = np.floor(turns * n + 1e-9).astype(np.int64) % n
+        empty = np.flatnonzero(np.bincount(owner, minlength=n) == 0)
+        if len(empty):
+            raise ShoalError(f"sectors leave node {int(empty[0])} of {n} without a tile on the {tiling.counts} tiling: "
+                             "use more tiles or fewer nodes")
+        return owner
+
+
+@dataclass(frozen=True)
 class SpaceFillingCurve(PlacementPolicy):
     """Contiguous chunks of the tiles' Hilbert order, sized by cores.
 
@@ -161,5 +205,5 @@ class Metis(PlacementPolicy):
         return metis_parts(tiling, cluster, tiling.cells, seed=seed)
 
 
-for _policy in (Geometric(), Strips(), SpaceFillingCurve(), Birdshot(), Metis()):
+for _policy in (Geometric(), Strips(), Sectors(), SpaceFillingCurve(), Birdshot(), Metis()):
     register(_policy)
