@@ -674,6 +674,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="instead: the synthetic hot spot under every static placement, side by side")
     p.add_argument("--out", default="runs/demo", help="folder for the demo's run and pictures")
     p.set_defaults(func=_cmd_demo)
+
+    from .view.command import add_parser as add_view_parser
+
+    add_view_parser(sub)  # shoal view: its handler is shoal.view.command.main
     return ap
 
 

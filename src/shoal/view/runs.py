@@ -1,0 +1,228 @@
+"""Runs started from the page: one at a time, with parameters checked exactly as ``shoal run --set``
+checks them, in a process of their own that feeds the viewer.
+
+A run is ``python -m shoal run SCENARIO --set KEY=VALUE ... --out ROOT/NAME --view-socket PATH``:
+the very command a user would type, so its ``config.toml`` holds the scenario with exactly
+those assignments, and it is stopped the way a user stops one (``stop`` on the feed, or
+SIGINT before it connected): it writes a checkpoint and its folder stays resumable. Its output
+goes to ``ROOT/NAME.log``, beside the folder (the folder itself must be empty for the run to
+claim it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+
+import tomli_w
+
+from ..config import builtin_scenarios, load_scenario
+from ..errors import ShoalError
+from .hub import Hub
+from .protocol import encode
+
+#: What a parameter's key may look like (``section.name``).
+KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
+#: Seconds a stopping run has to write its checkpoint before it is terminated.
+STOP_GRACE_S = 10.0
+
+
+def toml_value(value) -> str:
+    """``value`` as TOML text (what ``--set key=TEXT`` reads back to the same value); ``""``
+    for ``None``, which TOML cannot spell."""
+    if value is None:
+        return ""
+    text = tomli_w.dumps({"v": value}).strip()
+    if not text.startswith("v = "):  # a table: spell it inline
+        inner = ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items())
+        return "{" + inner + "}"
+    return text[4:]
+
+
+def scenario_params(scenario) -> dict[str, str]:
+    """Every key ``--set`` accepts for ``scenario`` with its current value as TOML text."""
+    out = {f"run.{k}": toml_value(v) for k, v in dataclasses.asdict(scenario.run).items()}
+    out.update({f"app.{k}": toml_value(v) for k, v in dataclasses.asdict(scenario.params).items()})
+    return out
+
+
+def scenarios() -> list[dict]:
+    """Every built-in scenario: ``name``, ``description``, ``app`` and ``params`` (see
+    :func:`scenario_params`)."""
+    out = []
+    for name, description in builtin_scenarios().items():
+        sc = load_scenario(name)
+        out.append({"name": name, "description": description, "app": sc.app, "params": scenario_params(sc)})
+    return out
+
+
+def assignments(scenario: str, params: dict) -> list[str]:
+    """The ``--set`` assignments of the changed ``params`` of a built-in scenario, checked as
+    ``shoal run`` checks them (the scenario, the overrides, the policy, the machine's limits).
+
+    Parameters
+    ----------
+    scenario : str
+        A built-in scenario's name (files are not accepted from a page).
+    params : dict of str to str
+        Keys as ``--set`` names them, values as TOML text; keys whose text equals the
+        scenario's own are left out.
+
+    Raises
+    ------
+    ShoalError
+        The line ``shoal run`` would print for the same command.
+    """
+    from ..runtime.team import Team
+    from ..session import resolve
+
+    if not isinstance(scenario, str) or scenario not in builtin_scenarios():
+        raise ShoalError(f"unknown scenario {scenario!r}; built-in: {', '.join(builtin_scenarios())}")
+    if not isinstance(params, dict):
+        raise ShoalError("params must be a table of keys and TOML values")
+    current = scenario_params(load_scenario(scenario))
+    out = []
+    for key, text in params.items():
+        if not isinstance(text, str) or any(c in text for c in "\r\n\0"):
+            raise ShoalError(f"{key}: a value is one line of TOML text, got {text!r}")
+        if not KEY.fullmatch(str(key)):
+            raise ShoalError(f"unknown key {key!r}; valid keys: {', '.join(current)}")
+        if current.get(key) != text.strip():
+            out.append(f"{key}={text.strip()}")
+    resolve(scenario, {}, out, [], None, None, Team())
+    return out
+
+
+def command(scenario: str, sets: list[str], folder: Path, feed: Path) -> list[str]:
+    """The ``shoal run`` command of a run started from the page."""
+    args = [sys.executable, "-m", "shoal", "run", scenario]
+    for a in sets:
+        args += ["--set", a]
+    return args + ["--out", str(folder), "--view-socket", str(feed)]
+
+
+def new_name(root: Path, scenario: str) -> str:
+    """A run folder's name under ``root`` not taken yet: the scenario and the time."""
+    base = f"{scenario}-{time.strftime('%Y%m%d-%H%M%S')}"
+    name, k = base, 1
+    while (root / name).exists() or (root / f"{name}.log").exists():
+        name, k = f"{base}-{k}", k + 1
+    return name
+
+
+class Launcher:
+    """The run this viewer started, if any: starting, stopping and watching it.
+
+    Parameters
+    ----------
+    root : Path
+        Where run folders are made.
+    feed : Path
+        The viewer's feed socket, given to each run.
+    hub : Hub
+        Told when a run fails before it could say so itself.
+    """
+
+    def __init__(self, root: Path, feed: Path, hub: Hub):
+        self.root, self.feed, self.hub = Path(root), Path(feed), hub
+        self.process: asyncio.subprocess.Process | None = None
+        self.folder: Path | None = None
+        self.log: Path | None = None
+        self._watch: asyncio.Task | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether the run this viewer started is still going."""
+        return self.process is not None and self.process.returncode is None
+
+    async def start(self, scenario: str, params: dict, force: bool = False) -> dict:
+        """Start a run of ``scenario`` with the changed ``params`` (see :func:`assignments`).
+
+        Returns
+        -------
+        dict
+            ``name`` and ``folder`` of the run.
+
+        Raises
+        ------
+        ShoalError
+            For a bad scenario or parameter (as ``shoal run`` says it).
+        RuntimeError
+            When a run is going and ``force`` is false.
+        """
+        sets = assignments(scenario, params)
+        if (self.running or self.hub.running) and not force:
+            raise RuntimeError("a run is going: stop it first, or start with force")
+        if self.running:
+            await self.stop()
+            await self._wait_or_kill()
+        self.root.mkdir(parents=True, exist_ok=True)
+        name = new_name(self.root, scenario)
+        self.folder, self.log = self.root / name, self.root / f"{name}.log"
+        self.hub.fail(None)
+        with open(self.log, "wb") as log:
+            self.process = await asyncio.create_subprocess_exec(
+                *command(scenario, sets, self.folder, self.feed), stdin=asyncio.subprocess.DEVNULL, stdout=log,
+                stderr=asyncio.subprocess.STDOUT, start_new_session=True)  # Ctrl-C reaches the viewer only
+        self._watch = asyncio.create_task(self._watch_run(self.process))
+        return {"name": name, "folder": str(self.folder)}
+
+    async def _watch_run(self, process: asyncio.subprocess.Process) -> None:
+        """When the run ends without having said so (it failed before connecting, or died),
+        show its last line of output as the status error."""
+        code = await process.wait()
+        run = self.hub.run or {}
+        said_end = run.get("pid") == process.pid and self.hub.end is not None
+        if code != 0 and code != 130 and not said_end:
+            line = self.last_line() or f"the run exited with status {code}"
+            if run.get("pid") == process.pid:
+                self.hub.publish(encode("end", {"status": "failed", "message": line, "step": None, "sent": None,
+                                                "dropped": None, "summary": None}))
+            self.hub.fail(line)
+
+    def last_line(self) -> str | None:
+        """The last non-empty line the run wrote."""
+        try:
+            lines = self.log.read_text(errors="replace").splitlines() if self.log else []
+        except OSError:
+            return None
+        lines = [ln.strip() for ln in lines if ln.strip()]
+        return lines[-1] if lines else None
+
+    async def stop(self) -> bool:
+        """Interrupt the run this viewer started as Ctrl-C would (it writes a checkpoint);
+        False when none is going."""
+        if not self.running:
+            return False
+        with contextlib.suppress(ProcessLookupError):
+            self.process.send_signal(signal.SIGINT)
+        return True
+
+    async def _wait_or_kill(self, grace: float = STOP_GRACE_S) -> None:
+        try:
+            await asyncio.wait_for(self.process.wait(), grace)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.terminate()
+            try:
+                await asyncio.wait_for(self.process.wait(), 2.0)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    self.process.kill()
+                await self.process.wait()
+
+    async def shutdown(self, grace: float = STOP_GRACE_S) -> None:
+        """Wait up to ``grace`` seconds for a run asked to stop, then terminate it: no process
+        is left behind."""
+        if self.process is not None:
+            if self.running:
+                await self._wait_or_kill(grace)
+            if self._watch is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._watch

@@ -1,0 +1,268 @@
+"""The viewer's web server: the page, its WebSocket, the API, and the feed a run writes into.
+
+Built on aiohttp: one asyncio process serves HTTP, WebSockets and the run's Unix socket
+together, with no framework between the handlers and the bytes (the WebSocket forwards the
+run's messages as they arrived). Every request passes :func:`guard` first: the random token
+(query ``token`` or header ``X-Shoal-Token``), a ``Host`` naming this server (a page of another
+site that rebinds its DNS name to 127.0.0.1 sends its own name) and, when sent, an ``Origin``
+of this server. Only the package's page files and the run folders under the root are ever
+read; nothing a request holds is evaluated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import secrets
+from importlib import resources
+from pathlib import Path
+
+from aiohttp import WSMsgType, web
+
+from ..errors import ShoalError
+from . import protocol
+from .hub import Hub
+
+#: The page's files, by the name they are served under, with their content type.
+STATIC = {"index.html": "text/html", "view.js": "text/javascript", "view.css": "text/css"}
+#: Host names that always mean this machine's loopback interface.
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+#: What a run folder's name may be.
+RUN_NAME = re.compile(r"[A-Za-z0-9._-]+")
+#: The largest request body the API reads (parameter sets, commands).
+MAX_BODY = 1 << 20
+
+VIEWER = web.AppKey("viewer", object)
+
+
+def _refuse(status: int, line: str) -> web.Response:
+    return web.Response(status=status, text=line + "\n", content_type="text/plain")
+
+
+def url_host(host: str) -> str:
+    """``host`` as a URL and a Host header spell it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+class Viewer:
+    """One viewer process: its token, its root of run folders, the hub, the feed socket and
+    the run it started.
+
+    Parameters
+    ----------
+    root : Path
+        The folder of the runs started from the page and of those that may be played back.
+    feed_path : Path
+        The Unix socket runs write into (created by :meth:`listen`).
+    host : str
+        The interface the server binds (a Host header must name it, or a loopback name).
+    playback : str, optional
+        The run folder's name (under ``root``) the page opens on.
+    attach : bool
+        Serve one attached run: :meth:`finished` completes once it ended.
+    """
+
+    def __init__(self, root: Path, feed_path: Path, host: str = "127.0.0.1", playback: str | None = None,
+                 attach: bool = False):
+        from .runs import Launcher
+
+        self.root = Path(root)
+        self.feed_path = Path(feed_path)
+        self.token = secrets.token_urlsafe(24)
+        self.hosts = {url_host(host), *LOOPBACK} if host in ("127.0.0.1", "localhost", "::1") else {url_host(host)}
+        self.hub = Hub()
+        self.hub.runs = self.run_names
+        self.hub.playback = playback
+        self.attach = attach
+        self.launcher = Launcher(self.root, self.feed_path, self.hub)
+        self._feed_server: asyncio.AbstractServer | None = None
+        self._feed_writer: asyncio.StreamWriter | None = None
+        self._feeds: set[asyncio.Task] = set()
+        self._ended = asyncio.Event()
+
+    # ----- run folders -----------------------------------------------------------------------
+    def run_folder(self, name: str) -> Path:
+        """The folder of the run ``name`` under the root.
+
+        Raises
+        ------
+        web.HTTPNotFound
+            For a name that is not a plain folder name, or that leads outside the root (by a
+            symbolic link, say), or to nothing.
+        """
+        if not RUN_NAME.fullmatch(name) or name in (".", ".."):
+            raise web.HTTPNotFound(text=f"no run named {name!r}\n")
+        root = self.root.resolve()
+        path = (root / name).resolve()
+        if path.parent != root or not path.is_dir():
+            raise web.HTTPNotFound(text=f"no run named {name!r}\n")
+        return path
+
+    def run_names(self) -> list[str]:
+        """Names of the run folders under the root (those with a ``config.toml``), newest first."""
+        if not self.root.is_dir():
+            return []
+        root = self.root.resolve()
+        found = []
+        for p in self.root.iterdir():
+            with contextlib.suppress(OSError):
+                if RUN_NAME.fullmatch(p.name) and p.resolve().parent == root and (p / "config.toml").is_file():
+                    found.append((p.stat().st_mtime, p.name))
+        return [name for _, name in sorted(found, reverse=True)]
+
+    # ----- the feed --------------------------------------------------------------------------
+    async def listen(self) -> None:
+        """Listen for runs on the feed socket (owner-only permissions)."""
+        self._feed_server = await asyncio.start_unix_server(self._feed, path=str(self.feed_path))
+        self.feed_path.chmod(0o600)
+
+    async def _feed(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One run's connection: every message to the hub, at the pace the run sends them."""
+        self._feed_writer = writer
+        task = asyncio.current_task()
+        self._feeds.add(task)
+        try:
+            while (message := await protocol.read(reader)) is not None:
+                if self._feed_writer is not writer:
+                    continue  # a newer run took over: this one is on its way out
+                header = self.hub.publish(message)
+                if header["type"] == "end":
+                    self._ended.set()
+        except (ShoalError, ConnectionError) as exc:
+            self.hub.fail(f"the run's feed broke: {exc}")
+        except asyncio.CancelledError:
+            pass  # the viewer shuts down
+        finally:
+            self._feeds.discard(task)
+            if self._feed_writer is writer:
+                self._feed_writer = None
+                if self.attach:
+                    self._ended.set()  # the attached run is gone, with or without its end
+            writer.close()
+
+    async def stop_run(self) -> bool:
+        """Ask the current run to stop (it writes a checkpoint); False when none is going."""
+        writer = self._feed_writer
+        if writer is not None and self.hub.running:
+            with contextlib.suppress(ConnectionError, OSError):
+                await protocol.write(writer, protocol.encode("stop"))
+                return True
+        return await self.launcher.stop()
+
+    async def finished(self) -> None:
+        """Wait until the attached run ended (its end pushed, or its connection closed)."""
+        await self._ended.wait()
+
+    async def close(self) -> None:
+        """Stop listening, stop a run this viewer started (waiting for its checkpoint), and let
+        every page go."""
+        if self._feed_server is not None:
+            self._feed_server.close()
+        if self.launcher.running:
+            await self.stop_run()
+        await self.launcher.shutdown()
+        for page in list(self.hub.pages):
+            self.hub.leave(page)
+        for task in list(self._feeds):
+            task.cancel()
+        with contextlib.suppress(OSError):
+            self.feed_path.unlink()
+
+
+# ----- the guard ---------------------------------------------------------------------------------
+@web.middleware
+async def guard(request: web.Request, handler):
+    """Refuse (403, one line) a request without the token, naming another host, or sent from
+    another origin; mark every answer not to be cached, sniffed or referred."""
+    viewer: Viewer = request.app[VIEWER]
+    sock = request.transport.get_extra_info("sockname") if request.transport is not None else None
+    port = sock[1] if sock else None
+    allowed = {f"{h}:{port}" for h in viewer.hosts}
+    if request.headers.get("Host", "") not in allowed:
+        return _refuse(403, "refused: the Host header does not name this viewer")
+    origin = request.headers.get("Origin")
+    if origin is not None and origin not in {f"http://{h}" for h in allowed}:
+        return _refuse(403, "refused: a request from another origin")
+    token = request.query.get("token") or request.headers.get("X-Shoal-Token", "")
+    if not secrets.compare_digest(token.encode(), viewer.token.encode()):
+        return _refuse(403, "refused: a wrong or missing token (use the URL shoal view printed)")
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:
+        if exc.status >= 400 and not exc.text:
+            exc.text = f"{exc.reason}\n"
+        raise
+    if not isinstance(response, web.WebSocketResponse):
+        response.headers["Cache-Control"] = "no-store"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+# ----- the page --------------------------------------------------------------------------------
+def _static(name: str) -> web.Response:
+    kind = STATIC.get(name)
+    if kind is None:
+        raise web.HTTPNotFound(text=f"no file {name!r}\n")
+    path = resources.files("shoal.view") / "static" / name
+    try:
+        body = path.read_bytes()
+    except OSError:
+        return _refuse(500, f"the page's file {name} is missing from the package")
+    return web.Response(body=body, content_type=kind, charset="utf-8")
+
+
+async def page(request: web.Request) -> web.Response:
+    """``GET /``: the page."""
+    return _static("index.html")
+
+
+async def static(request: web.Request) -> web.Response:
+    """``GET /static/{name}``: the page's script and style sheet, nothing else."""
+    name = request.match_info["name"]
+    if name == "index.html":
+        raise web.HTTPNotFound(text=f"no file {name!r}\n")
+    return _static(name)
+
+
+async def websocket(request: web.Request) -> web.WebSocketResponse:
+    """``GET /ws``: every message of the current run, binary, as the run sent it (after what a
+    late page missed); the page's text commands (``{"cmd": "stop"}``) the other way."""
+    viewer: Viewer = request.app[VIEWER]
+    ws = web.WebSocketResponse(max_msg_size=MAX_BODY)
+    await ws.prepare(request)
+    queue = viewer.hub.join()
+
+    async def pump() -> None:
+        while (message := await queue.get()) is not None:
+            await ws.send_bytes(message)  # waits for a slow page: only this page's queue grows
+
+    sender = asyncio.create_task(pump())
+    try:
+        async for msg in ws:
+            if msg.type != WSMsgType.TEXT:
+                continue
+            try:
+                cmd = json.loads(msg.data).get("cmd")
+            except (ValueError, AttributeError):
+                continue
+            if cmd == "stop":
+                await viewer.stop_run()
+    finally:
+        viewer.hub.leave(queue)
+        sender.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+            await sender
+    return ws
+
+
+def make_app(viewer: Viewer) -> web.Application:
+    """The aiohttp application of ``viewer``: the guard, the page, the WebSocket and the API."""
+    app = web.Application(middlewares=[guard], client_max_size=MAX_BODY)
+    app[VIEWER] = viewer
+    app.router.add_get("/", page)
+    app.router.add_get("/static/{name}", static)
+    app.router.add_get("/ws", websocket)
+    return app
