@@ -353,7 +353,7 @@ function drawTiles() {
   const now = src.placements[p], before = p > 0 ? src.placements[p - 1] : null;
   $("migrated").textContent = `step ${now.step}: ${now.migrated} tiles migrated` + (now.reason ? ` (${now.reason})` : "")
     + (now.cores ? ` · cores per node ${now.cores.join(", ")}` : "");
-  if (!hello.lo) return;   // a playback index without tile bounds: the line above only
+  if (!hello.lo || !hello.lo.length) return;   // a run without a trace: the line above only
   const grid = hello.run.grid, tr = transform(canvas, [0, grid[0], 0, grid[1]], true);
   for (let t = 0; t < now.owner.length; t++) {
     const [x0, y1] = tr.px(hello.lo[2 * t], hello.hi[2 * t + 1]), [x1, y0] = tr.px(hello.hi[2 * t], hello.lo[2 * t + 1]);
@@ -379,6 +379,7 @@ function redraw() {
 
 // ----- the live feed -------------------------------------------------------------------------------
 let viewer = {running: false, run: null, dropped: 0, runs: []};
+let openedInitial = false;
 function helloOf(msg) {
   const a = msg.arrays;
   return {...msg.header, lo: a.tile_lo && a.tile_lo.data, hi: a.tile_hi && a.tile_hi.data};
@@ -391,6 +392,8 @@ function onMessage(msg) {
       if (viewer.runs.join() !== (h.runs || []).join()) guarded(refreshRuns);
       viewer = {...viewer, ...h};
       if (h.error) showError(h.error);
+      // A viewer opened on a run folder plays it back at once.
+      if (h.playback && !openedInitial) { openedInitial = true; guarded(() => openRun(h.playback)); }
       break;
     case "hello":   // a run (re)starts: the viewer then sends all its loads and placements again
       live = newSource();
@@ -478,8 +481,7 @@ async function pick(event) {
     if (i < 0 || j < 0 || i >= drawn.nx || j >= drawn.ny) return redraw();
     probe = {grid: drawn.grid.name, i, j, stride: drawn.grid.stride || 1, steps: [], values: []};
     if (mode === "playback") {
-      // The run's files hold the full grid: the shown cell times the frame's stride.
-      const q = `grid=${encodeURIComponent(probe.grid)}&i=${i * probe.stride}&j=${j * probe.stride}`;
+      const q = `grid=${encodeURIComponent(probe.grid)}&i=${i}&j=${j}`;   // indices of the grid as sent
       Object.assign(probe, await (await api(`${runPath()}/probe?${q}`)).json());
     } else {
       live.recent.forEach(extendPicks);
@@ -558,7 +560,9 @@ async function refreshRuns() {
 async function openRun(name) {
   playing = false;
   const index = await (await api(`/api/runs/${encodeURIComponent(name)}`)).json();
-  playback = {...newSource(), name, frames: index.frames, k: 0, hello: {run: index.hello}, cache: new Map()};
+  const run = index.hello;   // the tiles' bounds come as lists of [x, y] pairs here
+  const hello = {run, lo: Int32Array.from(run.tile_lo.flat()), hi: Int32Array.from(run.tile_hi.flat())};
+  playback = {...newSource(), name, frames: index.frames, k: 0, hello, cache: new Map()};
   mode = "playback";
   follow = probe = null;
   const binary = async (what) => {
@@ -571,7 +575,6 @@ async function openRun(name) {
     for (let p = 0; p < steps.data.length; p++) {
       playback.placements.push({step: steps.data[p], migrated: migrated.data[p], owner: owner.data.subarray(p * tiles, (p + 1) * tiles)});
     }
-    if (placements.arrays.tile_lo) Object.assign(playback.hello, {lo: placements.arrays.tile_lo.data, hi: placements.arrays.tile_hi.data});
   }
   $("playback").hidden = false;
   $("scrub").max = String(Math.max(0, index.frames.length - 1));
@@ -660,7 +663,4 @@ for (const id of ["layer", "colour-by", "contours", "scale"]) $(id).addEventList
 guarded(loadScenarios);
 guarded(refreshRuns);
 connect();
-// A viewer opened on a finished run links to it as ?run=NAME.
-const initialRun = new URLSearchParams(location.search).get("run");
-if (initialRun) guarded(() => openRun(initialRun));
 redraw();
