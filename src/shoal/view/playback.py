@@ -56,7 +56,7 @@ class Playback:
     """
 
     def __init__(self, path: Path):
-        self.path = Path(path)
+        self.path = Path(path).resolve()
         self.status = check_run(self.path)
         try:
             self.config = tomllib.loads((self.path / "config.toml").read_text())

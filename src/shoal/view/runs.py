@@ -18,6 +18,7 @@ import re
 import signal
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import tomli_w
@@ -97,6 +98,60 @@ def assignments(scenario: str, params: dict) -> list[str]:
             out.append(f"{key}={text.strip()}")
     resolve(scenario, {}, out, [], None, None, Team())
     return out
+
+
+def _value(text: str):
+    """A ``--set`` value's TOML text read as ``--set`` reads it (a bare word is a string)."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def params_toml(body: dict) -> str:
+    """A parameter set as TOML text: ``scenario = NAME`` and the parameters as tables
+    (``[run]``, ``[app]``), each checked as :func:`assignments` checks it.
+
+    Raises
+    ------
+    ShoalError
+        For a body without ``scenario`` and ``params``, or a bad scenario or parameter.
+    """
+    if not isinstance(body, dict) or not isinstance(body.get("params", {}), dict):
+        raise ShoalError("a parameter set is a JSON object with scenario and params")
+    scenario, params = body.get("scenario"), body.get("params", {})
+    assignments(scenario, params)
+    out: dict = {"scenario": scenario}
+    for key, text in params.items():
+        section, _, name = key.rpartition(".")
+        out.setdefault(section or "run", {})[name] = _value(text.strip())
+    return tomli_w.dumps(out)
+
+
+def params_from_toml(text: str) -> dict:
+    """A parameter set :func:`params_toml` wrote, read back as ``{"scenario", "params"}``
+    (values as TOML text) and checked.
+
+    Raises
+    ------
+    ShoalError
+        For text that is not TOML, has no ``scenario``, holds something but tables of values,
+        or a bad parameter.
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ShoalError(f"the parameter set is not valid TOML: {exc}") from None
+    scenario = data.pop("scenario", None)
+    if not isinstance(scenario, str):
+        raise ShoalError("the parameter set names no scenario (scenario = \"NAME\")")
+    params = {}
+    for section, table in data.items():
+        if not isinstance(table, dict):
+            raise ShoalError(f"{section} = {table!r}: parameters are given in tables ([run], [app])")
+        params.update({f"{section}.{k}": toml_value(v) for k, v in table.items()})
+    assignments(scenario, params)
+    return {"scenario": scenario, "params": params}
 
 
 def command(scenario: str, sets: list[str], folder: Path, feed: Path) -> list[str]:

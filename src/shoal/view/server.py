@@ -16,6 +16,8 @@ import contextlib
 import json
 import re
 import secrets
+import shutil
+import tempfile
 from importlib import resources
 from pathlib import Path
 
@@ -81,6 +83,7 @@ class Viewer:
         self._feed_writer: asyncio.StreamWriter | None = None
         self._feeds: set[asyncio.Task] = set()
         self._ended = asyncio.Event()
+        self.scratch = Path(tempfile.mkdtemp(prefix="shoal-view-"))  # exported animations, removed at the end
 
     # ----- run folders -----------------------------------------------------------------------
     def run_folder(self, name: str) -> Path:
@@ -169,6 +172,7 @@ class Viewer:
             task.cancel()
         with contextlib.suppress(OSError):
             self.feed_path.unlink()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 # ----- the guard ---------------------------------------------------------------------------------
@@ -258,6 +262,178 @@ async def websocket(request: web.Request) -> web.WebSocketResponse:
     return ws
 
 
+# ----- the API -----------------------------------------------------------------------------------
+async def _json_body(request: web.Request):
+    try:
+        return json.loads(await request.text())
+    except (ValueError, UnicodeDecodeError):
+        raise web.HTTPBadRequest(text="the body is not JSON\n") from None
+
+
+def _bad(exc: ShoalError) -> web.HTTPBadRequest:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return web.HTTPBadRequest(text=f"error: {text}\n")
+
+
+async def api_scenarios(request: web.Request) -> web.Response:
+    """``GET /api/scenarios``: every built-in scenario with every key ``--set`` accepts."""
+    from .runs import scenarios
+
+    return web.json_response(await asyncio.to_thread(scenarios))
+
+
+async def api_run(request: web.Request) -> web.Response:
+    """``POST /api/run``: start a run of a built-in scenario with the page's parameters."""
+    viewer: Viewer = request.app[VIEWER]
+    body = await _json_body(request)
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(text="the body must be a JSON object\n")
+    try:
+        started = await viewer.launcher.start(body.get("scenario"), body.get("params") or {},
+                                              force=body.get("force") is True)
+    except ShoalError as exc:
+        raise _bad(exc) from None
+    except RuntimeError as exc:
+        raise web.HTTPConflict(text=f"{exc}\n") from None
+    return web.json_response(started)
+
+
+async def api_stop(request: web.Request) -> web.Response:
+    """``POST /api/stop``: ask the current run to stop (it writes a checkpoint)."""
+    if not await request.app[VIEWER].stop_run():
+        raise web.HTTPConflict(text="no run is going\n")
+    return web.json_response({"stopping": True})
+
+
+async def api_params_save(request: web.Request) -> web.Response:
+    """``POST /api/params/save``: a parameter set as a TOML download."""
+    from .runs import params_toml
+
+    body = await _json_body(request)
+    try:
+        text = params_toml(body)
+    except ShoalError as exc:
+        raise _bad(exc) from None
+    name = body["scenario"] if RUN_NAME.fullmatch(str(body["scenario"])) else "params"
+    return web.Response(text=text, content_type="application/toml",
+                        headers={"Content-Disposition": f'attachment; filename="{name}.toml"'})
+
+
+async def api_params_load(request: web.Request) -> web.Response:
+    """``POST /api/params/load``: a TOML parameter set read back (nothing in it is evaluated)."""
+    from .runs import params_from_toml
+
+    try:
+        return web.json_response(params_from_toml(await request.text()))
+    except ShoalError as exc:
+        raise _bad(exc) from None
+    except UnicodeDecodeError:
+        raise web.HTTPBadRequest(text="error: the parameter set is not UTF-8 text\n") from None
+
+
+def _playback(request: web.Request):
+    from .playback import Playback
+
+    viewer: Viewer = request.app[VIEWER]
+    name = request.match_info["name"]
+    try:
+        return name, Playback(viewer.run_folder(name))
+    except ShoalError as exc:
+        raise web.HTTPNotFound(text=f"{name}: {exc}\n") from None
+
+
+def _binary(message: bytes) -> web.Response:
+    return web.Response(body=message, content_type="application/octet-stream")
+
+
+def _int(request: web.Request, key: str, text: str | None = None) -> int:
+    raw = text if text is not None else request.query.get(key, "")
+    try:
+        return int(raw)
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"{key} must be an integer, got {raw!r}\n") from None
+
+
+async def _in_thread(fn, *args):
+    """``fn(*args)`` off the event loop (disk and HDF5 reads); a ShoalError is a 400."""
+    try:
+        return await asyncio.to_thread(fn, *args)
+    except ShoalError as exc:
+        raise _bad(exc) from None
+
+
+async def api_runs(request: web.Request) -> web.Response:
+    """``GET /api/runs``: the run folders under the root, newest first."""
+    from .playback import Playback
+
+    viewer: Viewer = request.app[VIEWER]
+
+    def rows():
+        out = []
+        for name in viewer.run_names():
+            try:
+                out.append(Playback(viewer.run_folder(name)).listing(name))
+            except (ShoalError, web.HTTPNotFound):
+                continue  # a folder being made, or not a run
+        return out
+
+    return web.json_response(await asyncio.to_thread(rows))
+
+
+async def api_run_index(request: web.Request) -> web.Response:
+    """``GET /api/runs/{name}``: the playback index."""
+    name, run = _playback(request)
+    return web.json_response(await _in_thread(run.index, name))
+
+
+async def api_run_frame(request: web.Request) -> web.Response:
+    """``GET /api/runs/{name}/frame/{step}``: one frame on disk as a ``frame`` message."""
+    _, run = _playback(request)
+    step = _int(request, "step", request.match_info["step"])
+    if step not in run.frame_paths:
+        raise web.HTTPNotFound(text=f"no frame of step {step}\n")
+    return _binary(await _in_thread(run.frame, step))
+
+
+async def api_run_loads(request: web.Request) -> web.Response:
+    """``GET /api/runs/{name}/loads``: one ``loads`` message of every step."""
+    _, run = _playback(request)
+    return _binary(await _in_thread(run.loads))
+
+
+async def api_run_placements(request: web.Request) -> web.Response:
+    """``GET /api/runs/{name}/placements``: one ``placements`` message."""
+    _, run = _playback(request)
+    return _binary(await _in_thread(run.placements))
+
+
+async def api_run_probe(request: web.Request) -> web.Response:
+    """``GET /api/runs/{name}/probe?grid=&i=&j=``: a grid point's value over the frames."""
+    _, run = _playback(request)
+    return web.json_response(await _in_thread(run.probe, request.query.get("grid", ""), _int(request, "i"),
+                                              _int(request, "j")))
+
+
+async def api_run_follow(request: web.Request) -> web.Response:
+    """``GET /api/runs/{name}/follow?id=``: a particle's x-y over the frames."""
+    _, run = _playback(request)
+    return web.json_response(await _in_thread(run.follow, _int(request, "id")))
+
+
+async def api_run_export(request: web.Request) -> web.FileResponse:
+    """``POST /api/runs/{name}/export``: the run's animation (GIF or MP4) as a download."""
+    from .export import export
+
+    name, run = _playback(request)
+    body = await _json_body(request)
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(text="the body must be a JSON object\n")
+    fmt, scale = body.get("format", "gif"), body.get("scale", "run")
+    path = await _in_thread(export, run, fmt, scale, request.app[VIEWER].scratch)
+    return web.FileResponse(path, headers={"Content-Disposition": f'attachment; filename="{name}{path.suffix}"',
+                                           "Content-Type": "image/gif" if path.suffix == ".gif" else "video/mp4"})
+
+
 def make_app(viewer: Viewer) -> web.Application:
     """The aiohttp application of ``viewer``: the guard, the page, the WebSocket and the API."""
     app = web.Application(middlewares=[guard], client_max_size=MAX_BODY)
@@ -265,4 +441,17 @@ def make_app(viewer: Viewer) -> web.Application:
     app.router.add_get("/", page)
     app.router.add_get("/static/{name}", static)
     app.router.add_get("/ws", websocket)
+    app.router.add_get("/api/scenarios", api_scenarios)
+    app.router.add_post("/api/run", api_run)
+    app.router.add_post("/api/stop", api_stop)
+    app.router.add_post("/api/params/save", api_params_save)
+    app.router.add_post("/api/params/load", api_params_load)
+    app.router.add_get("/api/runs", api_runs)
+    app.router.add_get("/api/runs/{name}", api_run_index)
+    app.router.add_get("/api/runs/{name}/frame/{step}", api_run_frame)
+    app.router.add_get("/api/runs/{name}/loads", api_run_loads)
+    app.router.add_get("/api/runs/{name}/placements", api_run_placements)
+    app.router.add_get("/api/runs/{name}/probe", api_run_probe)
+    app.router.add_get("/api/runs/{name}/follow", api_run_follow)
+    app.router.add_post("/api/runs/{name}/export", api_run_export)
     return app
