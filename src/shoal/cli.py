@@ -41,12 +41,7 @@ def _cmd_run(args) -> int:
 
 
 def _run(args, team) -> int:
-    from rich.console import Console
-    from rich.progress import Progress
-
     from .config import load_scenario
-    from .log import ProgressLog
-    from .session import run_scenario
 
     if not args.scenario and not args.resume:
         raise ShoalError("give a SCENARIO to run, or --resume RUN_DIR")
@@ -59,6 +54,27 @@ def _run(args, team) -> int:
     else:
         sc, done = load_scenario(args.scenario), 0
     steps = args.steps or sc.run.steps
+    viewer = None
+    if args.view and team.is_root:  # under mpiexec the first process's viewer watches every rank
+        from .view.attach import start_viewer
+
+        viewer = start_viewer()
+        if viewer is not None:
+            print(f"live view: {viewer.url}", flush=True)
+    try:
+        return _run_viewed(args, team, sc, done, steps, viewer.socket if viewer is not None else args.view_socket)
+    finally:
+        if viewer is not None:
+            viewer.close()
+
+
+def _run_viewed(args, team, sc, done: int, steps: int, view) -> int:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from .log import ProgressLog
+    from .session import run_scenario
+
     console = Console(stderr=True)
     log = ProgressLog(sc.name, steps, done, every_steps=args.log_every, every_s=args.log_seconds)
     bar_shown = team.is_root and console.is_terminal and not args.quiet
@@ -77,7 +93,7 @@ def _run(args, team) -> int:
             seed=args.seed, initial=args.initial, set=args.set or [], lb=args.lb or [], out=args.out,
             checkpoint_every=args.checkpoint_every, resume=args.resume, team=team, on_step=on_step,
             allow_large=args.allow_large, invasive=args.invasive, cores=args.cores, manager=args.manager,
-            invade_every=args.invade_every,
+            invade_every=args.invade_every, view=view, view_every=args.view_every,
         )
     if not team.is_root:
         return 0
@@ -486,6 +502,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="join the running resource manager this JSON file names (address, authkey, policy)")
     p.add_argument("--invade-every", type=int, metavar="K",
                    help="steps between a node's invades (default 1)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--view", action="store_true",
+                   help="watch the run live in a browser: starts a viewer and prints its URL")
+    g.add_argument("--view-socket", metavar="PATH", help="feed the running viewer listening on this Unix socket")
+    p.add_argument("--view-every", type=int, metavar="K",
+                   help="steps between the live view's frames (default: run.frame_every, else about 100 frames)")
     p.add_argument("--log-every", type=int, default=100, metavar="N",
                    help="without a terminal (batch jobs): a progress line every N steps")
     p.add_argument("--log-seconds", type=float, default=30.0, metavar="S",

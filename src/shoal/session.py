@@ -69,6 +69,7 @@ from .trace import Trace, TraceWriter
 
 if TYPE_CHECKING:
     from .invasive.join import InvasiveNodes, ManagerAddress
+    from .view.feed import LiveView
 
 logger = logging.getLogger("shoal")
 
@@ -153,6 +154,8 @@ def run_scenario(
     cores: int | None = None,
     manager: str | Path | None = None,
     invade_every: int | None = None,
+    view: str | Path | None = None,
+    view_every: int | None = None,
 ) -> RunRecord:
     """Run a scenario and write its run folder.
 
@@ -214,6 +217,13 @@ def run_scenario(
         A manager file (:func:`~shoal.invasive.join.write_manager_file`) of a running manager to join.
     invade_every : int, optional
         Steps between a node's invades (default 1).
+    view : str or Path, optional
+        A live viewer's Unix socket (``shoal view``) to feed: frames, loads, placements
+        (:mod:`shoal.view.feed`; the run never waits for it). Under MPI the first process's
+        value counts.
+    view_every : int, optional
+        Steps between the view's frames (default: ``run.frame_every`` when set, else about
+        100 frames over the run).
 
     Returns
     -------
@@ -234,13 +244,19 @@ def run_scenario(
     plan = resolve(scenario, flags, set, lb, resume, out, team, allow_large=allow_large)
     if (invasive or manager) and plan.scenario.run.resize:
         raise ShoalError("run.resize and the resource manager would both set the worker threads: give one")
+    view, view_every = team.agree((str(view) if view is not None else None, view_every))
+    if view_every is not None and view_every < 1:
+        raise ShoalError(f"--view-every must be >= 1, got {view_every}")
     with resource_manager(team, invasive, cores, manager) as address:
-        built = build(plan, team, address, invade_every or 1)
+        built = build(plan, team, address, invade_every or 1, view, view_every)
         try:
             if on_step is not None:
                 built.sim.add_measurement(lambda record: on_step(record.step))
             simulate(built.sim, plan.scenario.run.steps)
             return write(plan, built, team)
+        except BaseException as exc:
+            built.end_view("failed", str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+            raise
         finally:
             built.close()
 
@@ -349,11 +365,31 @@ class Built:
     log: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # run.log, for the run's life
     provenance: dict | None = None  # the host and software at the start (first process)
     invasive: Callable[[], dict] | None = None  # under the resource manager: what the summary records of it
+    view: LiveView | None = None  # what the run sends a live viewer
 
     def close(self) -> None:
-        """End the worker threads, close the trace and run.log, and let go of the folder."""
+        """End the worker threads, tell a live viewer the run failed if it has not heard how it
+        ended, close the trace and run.log, and let go of the folder."""
         self.sim.close()
+        self.end_view("failed", "the run ended before its end was written")
         self.release()
+
+    def view_counts(self) -> dict | None:
+        """Frames sent to the live viewer and dropped, final from here on: the last ones queued
+        are given a moment to go out (first process; ``None`` without a viewer)."""
+        if self.view is None or self.view.feed is None:
+            return None
+        sent, dropped = self.view.feed.drain()
+        return {"frames_sent": sent, "frames_dropped": dropped}
+
+    def end_view(self, status: str, message: str | None = None, summary: dict | None = None) -> None:
+        """Tell the live viewer (if any, and only once) how the run ended, and log the frames
+        it was sent and those dropped."""
+        view, self.view = self.view, None
+        if view is None or view.feed is None:
+            return
+        view.feed.close(status, view.sim.step_count, message, summary)
+        logger.info("live view: %d frames sent, %d dropped", view.feed.sent, view.feed.dropped)
 
     def release(self) -> None:
         """Close the trace and run.log and let go of the folder (once; the simulation stays)."""
@@ -366,11 +402,13 @@ class Built:
             self.lock = None
 
 
-def build(plan: Resolved, team: Team, manager: ManagerAddress | None = None, invade_every: int = 1) -> Built:
+def build(plan: Resolved, team: Team, manager: ManagerAddress | None = None, invade_every: int = 1,
+          view: str | None = None, view_every: int | None = None) -> Built:
     """The simulation of the resolved run ``plan`` on ``team``, its run folder claimed, its
     callbacks attached; under a resource manager (a
     :class:`~shoal.invasive.join.ManagerAddress`) its nodes joined, invading every
-    ``invade_every`` steps.
+    ``invade_every`` steps; fed to the live viewer listening on the socket ``view`` (a frame
+    every ``view_every`` steps) when given.
 
     Everything that checks the input runs before the folder is claimed; should anything after
     fail, a folder this run made is removed again.
@@ -423,7 +461,9 @@ def build(plan: Resolved, team: Team, manager: ManagerAddress | None = None, inv
         sim.trace_to(built.trace)
         if policy.name == "speculative" and team.is_root:
             balancer.proxy = _run_proxy(sc, app, tiling, path / "proxy")
-        invasive = _attach(sim, sc, path / "frames", manager, invade_every)
+        if view is not None:
+            built.view = _live_view(sim, sc, path, view, view_every)
+        invasive = _attach(sim, sc, path / "frames", manager, invade_every, built.view)
         built.invasive = invasive.describe if invasive is not None else None
     except BaseException:
         made = built.lock is not None and built.lock.made
@@ -484,16 +524,26 @@ def _trace_start(plan: Resolved, built: Built, team: Team) -> Trace:
         worker_steps=np.zeros(0, np.int64), worker_cores=np.zeros((0, nodes), np.int64))
 
 
+def _live_view(sim: Simulation, sc: Scenario, path: Path, socket: str, every: int | None) -> LiveView:
+    """What the run sends the live viewer on ``socket`` (a connection on the first process only)."""
+    from .view.feed import LiveView, ViewFeed, default_every, hello_message
+
+    every = every or default_every(sc.run.steps, sc.run.frame_every)
+    feed = ViewFeed(socket, hello_message(sim, sc, path, every), sim.request_stop) if sim.team.is_root else None
+    return LiveView(sim, every, feed)
+
+
 def _attach(sim: Simulation, sc: Scenario, frames: Path, manager: ManagerAddress | None = None,
-            invade_every: int = 1) -> InvasiveNodes | None:
+            invade_every: int = 1, view: LiveView | None = None) -> InvasiveNodes | None:
     """The run's callbacks, in the order they run at a step boundary: frames, worker resizes
     (or the nodes' invades, joined to ``manager`` here: returned), balancing, the trace's
-    chunk, checkpoints (each writes the chunk up to it first)."""
+    chunk, checkpoints (each writes the chunk up to it first), and last the live ``view``'s
+    (which then sees this boundary's placement, and reuses its frame on disk)."""
     r = sc.run
     if r.frame_every:
-        sim.add_callback(lambda s: write_frame(s, frames), Every(r.frame_every))
+        sim.add_callback(lambda s: write_frame(s, frames, view), Every(r.frame_every))
         if sim.step_count == 0:
-            write_frame(sim, frames)
+            write_frame(sim, frames, view)
     for step, workers in r.workers_from(sim.step_count):
         sim.add_callback(lambda s, w=workers: s.reconfigure(workers=w), At((step,)))
     invasive = None
@@ -507,17 +557,24 @@ def _attach(sim: Simulation, sc: Scenario, frames: Path, manager: ManagerAddress
         sim.add_callback(Simulation.write_checkpoint, Every(r.checkpoint_every, until=r.steps))
     else:
         sim.add_callback(Simulation.flush_trace, Every(TRACE_CHUNK_STEPS, until=r.steps))
+    if view is not None:
+        view.start()
     return invasive
 
 
-def write_frame(sim: Simulation, frames: Path) -> None:
+def write_frame(sim: Simulation, frames: Path, view: LiveView | None = None) -> None:
     """The app's frame of ``sim``'s current state, as ``state-<step>.npz`` in the folder
-    ``frames`` (first process; NaN or infinity is a ShoalError)."""
+    ``frames`` (first process; NaN or infinity is a ShoalError), kept for the live ``view``
+    (every process calls it)."""
     gathered = sim.gather()
+    frame = None
     if gathered is not None:
         _check_finite(gathered, sim.step_count)
-        save_npz(frames / f"state-{sim.step_count:06d}.npz", sim.app.frame(gathered))
+        frame = sim.app.frame(gathered)
+        save_npz(frames / f"state-{sim.step_count:06d}.npz", frame)
         sim.app.export(gathered, frames, sim.step_count)
+    if view is not None:
+        view.keep(sim.step_count, frame)
 
 
 def _default_out(sc: Scenario) -> Path:
@@ -650,13 +707,16 @@ def write(plan: Resolved, built: Built, team: Team) -> RunRecord:
     and stays resumable."""
     sc, sim, path = plan.scenario, built.sim, built.path
     if sc.run.frame_every and sim.stopped_at is None and sim.step_count % sc.run.frame_every:
-        write_frame(sim, path / "frames")  # the last step's, when the schedule did not write it
+        write_frame(sim, path / "frames", built.view)  # the last step's, when the schedule did not write it
+    if built.view is not None:
+        built.view.finish()
     sim.flush_trace()
     final = sim.all_states() if sim.stopped_at is None else None
     if not team.is_root:
         return team.agree(None)
     built.trace.close()
     if sim.stopped_at is not None:
+        built.end_view("stopped")
         return team.agree(RunRecord(path, None, sim.stopped_at))
     gathered = sim.app.gather(final, sim.tiling)
     _check_finite(gathered, sim.step_count)
@@ -674,7 +734,10 @@ def write(plan: Resolved, built: Built, team: Team) -> RunRecord:
                **summarize(trace, built.trace.clock, basis), "provenance": measured}
     if invasive is not None:
         summary["invasive"] = invasive
+    if (view := built.view_counts()) is not None:
+        summary["view"] = view
     write_json(path / "summary.json", summary)
+    built.end_view("finished", summary=summary)
     return team.agree(RunRecord(path, summary))
 
 
