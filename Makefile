@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test docs lint bench clean simgrid
+.PHONY: demo test docs lint bench clean simgrid chromium
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (set PYTHON=...)"; exit 2; }
@@ -26,9 +26,19 @@ simgrid:
 	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libsimgrid-dev >/dev/null 2>&1; } \
 	  || echo "note: SimGrid not installed (needs root and apt-get); tests/test_simgrid.py skips its replay"
 
-test: $(STAMP) simgrid
+# Headless Chromium and its driver for tests/test_view_browser.py (the live view's page), Debian's
+# packages installed where apt-get can; elsewhere those tests skip and say why. Never fails the build.
+chromium:
+	@{ [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; } || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && apt-get update -qq >/dev/null 2>&1 \
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null 2>&1; } \
+	  || echo "note: Chromium not installed (needs root and apt-get); tests/test_view_browser.py skips"
+
+test: $(STAMP) simgrid chromium
 	$(BIN)/ruff check src tests bench
-	SHOAL_REQUIRE_SIMGRID=$$(command -v smpirun >/dev/null 2>&1 && echo 1) $(BIN)/python -m pytest -q -n auto
+	SHOAL_REQUIRE_SIMGRID=$$(command -v smpirun >/dev/null 2>&1 && echo 1) \
+	SHOAL_REQUIRE_BROWSER=$$([ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] && echo 1) \
+	$(BIN)/python -m pytest -q -n auto
 
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --site-dir site

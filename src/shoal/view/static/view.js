@@ -498,12 +498,16 @@ async function loadScenarios() {
   fillParams({});
 }
 
+/** TOML text on one line (an input holds one): "[\n  256,\n  256,\n]" becomes "[256, 256]". */
+const oneLine = (text) => !text.includes("\n") ? text.trim() : text.trim().replace(/\s*\n\s*/g, " ").replace(/\[\s+/g, "[").replace(/,?\s*\]/g, "]");
+
 /** The parameter table of the selected scenario, with `values` over its defaults marked as changed. */
 function fillParams(values) {
   const s = scenarios.find((q) => q.name === $("scenario").value);
   $("scenario-description").textContent = s ? s.description : "";
-  const rows = Object.entries(s ? s.params : {}).map(([key, value]) => {
-    const input = Object.assign(document.createElement("input"), {id: `param-${key}`, value: values[key] ?? value});
+  const rows = Object.entries(s ? s.params : {}).map(([key, text]) => {
+    const value = oneLine(text);
+    const input = Object.assign(document.createElement("input"), {id: `param-${key}`, value: oneLine(values[key] ?? value)});
     input.dataset.key = key;
     input.dataset.default = value;
     const mark = () => input.closest("tr").classList.toggle("changed", input.value.trim() !== value);
