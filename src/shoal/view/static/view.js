@@ -331,6 +331,10 @@ function drawLoads() {
   off.getContext("2d").putImageData(image, 0, 0);
   ctx.imageSmoothingEnabled = false;
   ctx.drawImage(off, 0, 0, canvas.width, canvas.height);
+  if (nodes <= 16) {
+    ctx.fillStyle = "#fff"; ctx.font = "10px sans-serif";
+    for (let n = 0; n < nodes; n++) ctx.fillText(`node ${n}`, 3, (n + 0.5) * canvas.height / nodes + 4);
+  }
   const steps = src.rows.map((_, r) => src.first + r);
   const marker = mode === "playback" && src.frame ? src.frame.header.step : undefined;
   if (marker !== undefined) {
