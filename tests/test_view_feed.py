@@ -20,7 +20,7 @@ from shoal.cli import main
 from shoal.compare import compare_runs
 from shoal.session import run_scenario
 from shoal.trace import Trace
-from shoal.view import attach, protocol
+from shoal.view import attach, feed, protocol
 
 SMALL = ["app.grid=[64,64]"]
 # Frames of ~2 MB each: a viewer that never reads is stuck after the first.
@@ -150,6 +150,16 @@ def test_a_frame_written_to_disk_is_the_frame_sent(sock, tmp_path):
     for h, a in frames:
         with np.load(tmp_path / "run" / "frames" / f"state-{h['step']:06d}.npz") as disk:
             np.testing.assert_array_equal(a["grid:u"], disk["u"].astype(np.float32))
+
+
+def test_frames_on_the_default_schedule_are_skipped_rather_than_slow_the_run(sock, tmp_path, monkeypatch):
+    monkeypatch.setattr(feed, "FRAME_SHARE", 1e-12)  # no frame is ever cheap enough
+    viewer = FakeViewer(sock)
+    run_scenario("synthetic-hotspot", steps=8, tiles=16, nodes=2, set=SMALL, out=tmp_path / "run", view=sock)
+    viewer.close()
+    assert viewer.messages("hello")[0][0]["view_every"] == 1
+    assert [h["step"] for h, _ in viewer.messages("frame")] == [0, 8]  # the first and the last only
+    np.testing.assert_array_equal(load_rows(viewer.messages("loads"))[0], np.arange(8))  # loads never skipped
 
 
 # ----- viewers that misbehave -------------------------------------------------------------------------

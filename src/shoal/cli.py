@@ -507,7 +507,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="watch the run live in a browser: starts a viewer and prints its URL")
     g.add_argument("--view-socket", metavar="PATH", help="feed the running viewer listening on this Unix socket")
     p.add_argument("--view-every", type=int, metavar="K",
-                   help="steps between the live view's frames (default: run.frame_every, else about 100 frames)")
+                   help="steps between the live view's frames (default: run.frame_every, else about 100 frames, fewer "
+                        "when they would take over 3%% of the run's time)")
     p.add_argument("--log-every", type=int, default=100, metavar="N",
                    help="without a terminal (batch jobs): a progress line every N steps")
     p.add_argument("--log-seconds", type=float, default=30.0, metavar="S",

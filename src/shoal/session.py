@@ -223,7 +223,7 @@ def run_scenario(
         value counts.
     view_every : int, optional
         Steps between the view's frames (default: ``run.frame_every`` when set, else about
-        100 frames over the run).
+        100 frames over the run, fewer when frames would take more than 3% of the run's time).
 
     Returns
     -------
@@ -526,11 +526,12 @@ def _trace_start(plan: Resolved, built: Built, team: Team) -> Trace:
 
 def _live_view(sim: Simulation, sc: Scenario, path: Path, socket: str, every: int | None) -> LiveView:
     """What the run sends the live viewer on ``socket`` (a connection on the first process only)."""
-    from .view.feed import LiveView, ViewFeed, default_every, hello_message
+    from .view.feed import FRAME_SHARE, LiveView, ViewFeed, default_every, hello_message
 
+    share = None if every else FRAME_SHARE  # an interval asked for is kept; the default one bounds the cost
     every = every or default_every(sc.run.steps, sc.run.frame_every)
     feed = ViewFeed(socket, hello_message(sim, sc, path, every), sim.request_stop) if sim.team.is_root else None
-    return LiveView(sim, every, feed)
+    return LiveView(sim, every, feed, share)
 
 
 def _attach(sim: Simulation, sc: Scenario, frames: Path, manager: ManagerAddress | None = None,

@@ -55,6 +55,10 @@ RETRY_S = 1.0
 FINISH_WAIT_S = 2.0
 #: Frames over the run when neither ``--view-every`` nor ``run.frame_every`` says.
 FRAMES_PER_RUN = 100
+#: At most this share of the run's wall time goes into the view's frames on their default
+#: schedule (gathering the state on the run's thread, encoding it on the feed's): a frame due
+#: sooner is skipped.
+FRAME_SHARE = 0.03
 
 
 def default_every(steps: int, frame_every: int = 0) -> int:
@@ -80,6 +84,7 @@ class ViewFeed:
     def __init__(self, path: str | Path, hello: bytes, on_stop: Callable[[], None]):
         self.path, self.hello, self.on_stop = str(path), hello, on_stop
         self.sent = 0  # frames the viewer was sent whole
+        self.encode_s = 0.0  # seconds the last frame took to encode
         self.dropped = 0  # frames replaced by newer ones before they went out
         self._frames: collections.deque = collections.deque()
         self._loads: list[tuple[int, np.ndarray, float, float]] = []  # (step, busy s per node, wall s, LIF)
@@ -243,7 +248,10 @@ class ViewFeed:
             for message in new:
                 send(sock, message)
             if frame is not None:
-                send(sock, frame_message(*frame, sent=sent, dropped=dropped))
+                tic = time.perf_counter()
+                message = frame_message(*frame, sent=sent, dropped=dropped)
+                self.encode_s = time.perf_counter() - tic
+                send(sock, message)
                 with self._cond:
                     if self._sending and not self._final:
                         self.sent += 1
@@ -305,12 +313,18 @@ class LiveView:
         Steps between frames.
     feed : ViewFeed or None
         The connection to the viewer (first process only).
+    share : float, optional
+        Skip a due frame when the frames so far would take more than this share of the run's
+        wall time (:data:`FRAME_SHARE` for the default schedule); ``None``: every due frame.
+        A frame the run writes to disk at the same step is always sent (it is gathered anyway).
     """
 
-    def __init__(self, sim: Simulation, every: int, feed: ViewFeed | None):
+    def __init__(self, sim: Simulation, every: int, feed: ViewFeed | None, share: float | None = None):
         if every < 1:
             raise ShoalError(f"--view-every must be >= 1, got {every}")
-        self.sim, self.every, self.feed = sim, every, feed
+        self.sim, self.every, self.feed, self.share = sim, every, feed, share
+        self._frame_s = 0.0  # what the last frame cost (gathering it, then encoding it)
+        self._frame_end = time.perf_counter()
         self._first: int | None = None  # the step of the first row not yet handed on
         self._rows: list[np.ndarray] = []  # this process's busy seconds per node of each step since
         self._walls: list[float] = []
@@ -351,7 +365,8 @@ class LiveView:
         self._kept = (step, frame)
 
     def _at_boundary(self) -> None:
-        self._offer_frame()
+        if self._due():
+            self._offer_frame()
         self._hand_loads()
         self._post_placements()
 
@@ -363,7 +378,16 @@ class LiveView:
         self._hand_loads()
         self._post_placements()
 
+    def _due(self) -> bool:
+        """Whether the frame of this boundary goes out (the first process decides, for all)."""
+        if self.share is None or (self._kept is not None and self._kept[0] == self.sim.step_count):
+            return True
+        cost = self._frame_s + (self.feed.encode_s if self.feed is not None else 0.0)
+        due = self.feed is not None and time.perf_counter() - self._frame_end >= cost * (1 / self.share - 1)
+        return self.sim.team.max(float(due)) > 0 if self.sim.team.distributed else due
+
     def _offer_frame(self) -> None:
+        tic = time.perf_counter()
         sim = self.sim
         step = sim.step_count
         if self._kept is not None and self._kept[0] == step:
@@ -377,6 +401,8 @@ class LiveView:
         self._framed = step
         if self.feed is not None and frame is not None:
             self.feed.put_frame(frame, step, t)
+        self._frame_end = time.perf_counter()
+        self._frame_s = self._frame_end - tic
 
     def _hand_loads(self) -> None:
         """Hand the rows measured since the last call to the feed (summed over processes)."""
