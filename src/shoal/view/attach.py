@@ -45,13 +45,16 @@ class AttachedViewer:
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        shutil.rmtree(self.folder, ignore_errors=True)
+            pass
+        finally:  # a Ctrl-C while waiting ends the viewer too
+            if self.process.poll() is None:
+                self.process.terminate()
+                try:
+                    self.process.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait()
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def start_viewer(timeout: float = START_TIMEOUT_S) -> AttachedViewer | None:
