@@ -13,8 +13,11 @@
   Break-even: the static run takes ``S(T) = (7 / 6R) a T^3`` (``a`` seconds per square root)
   and the invasive one ``rho S(T) + c T`` (``c`` per step: the request), so they meet at
   ``T* = sqrt(6 R c / (7 a (1 - rho)))``.
-- §6.3: the radial dam break (app swe) on 4 ranks owning fixed quarters, replayed on a modeled
-  node with the manager; the stacked cores-over-time picture (Fig. 8).
+- §6.3: the radial dam break (app swe) on 4 ranks owning the quarters split along the diagonals
+  (``sectors``), replayed on a modeled node: static, cores following the wave (the manager),
+  data following it (GreedyLB every K steps), and both, at 64, 16 and 4 tiles per rank; the
+  stacked cores-over-time picture (Fig. 8). When both beats either alone, and why it mostly
+  does not: :func:`dam_break`.
 - §6.4: the parameter study, through ``shoal study`` with a small study.
 
 Run: ``python bench/invasive.py [--cores 40] [--repeats 5] [--out DIR]``.
@@ -23,6 +26,7 @@ Run: ``python bench/invasive.py [--cores 40] [--repeats 5] [--out DIR]``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import subprocess
@@ -38,7 +42,8 @@ from shoal.cluster import Network
 from shoal.invasive import Invasion, start_manager
 from shoal.replay import ReplayConfig, replay
 from shoal.replay.invasive import InvasiveConfig, ramp_limit, ramp_trace
-from shoal.trace import Trace
+from shoal.replay.machine import Fit, MachineModel, PhaseModel
+from shoal.trace import Trace, aggregate
 
 SHOAL = [sys.executable, "-m", "shoal"]
 NODE = Network(latency_s=1e-6, overhead_s=0.0)  # ranks on one host: a barrier through shared memory
@@ -144,66 +149,108 @@ def modeled_ramp(bench: Benchmark, cores: int, trip: float, request_s: float, sq
     bench.add(benchmark="6.2-break-even", T=t_star, request_s=request_s, sqrt_s=sqrt_s)
 
 
-def dam_break(bench: Benchmark, cores: int, trip: float, request_s: float, out: Path) -> None:
-    """§6.3: the radial dam break on 4 ranks owning fixed quarters, cores following the wave.
+def compiled(model: MachineModel) -> MachineModel:
+    """``model`` as a compiled executor (the paper's C++ ranks) would run the shallow-water app: a
+    task costs its cell updates at the flux stage's fitted rate, nothing more. The per-block
+    phases (CFL, level balancing) and every phase's fixed cost are the Python executor's
+    per-task bookkeeping (about 70 us a block here, as much as a level-2 block's 1024 cell
+    updates): kept, they drown the wave's imbalance in work that is the same on every block."""
+    phases = {key: PhaseModel(Fit(p.cost.rate if key.endswith("/stage1") else 0.0, 0.0))
+              for key, p in model.phases.items()}
+    return dataclasses.replace(model, phases=phases)
 
-    Replayed as a compiled executor (no interpreter lock: the paper's C++ ranks), so that the
-    comparison is the manager's, not Python's threads'."""
-    print(f"\n§6.3 radial dam break, 4 ranks on quarters, replayed on a modeled {cores}-core node")
-    run = out / "dam-break-run"
+
+def dam_break(bench: Benchmark, cores: int, trip: float, request_s: float, out: Path) -> None:
+    """§6.3: the radial dam break on 4 ranks owning the quarters split along the diagonals
+    (``sectors``), with cores following the wave (Fig. 8), data following it, and both.
+
+    Recorded here at 600 steps on 16 x 16 root blocks of 8 x 8 cells refining twice (the
+    paper's Fig. 8 run refines 8 levels deep; one level here leaves a 1 : 4 imbalance that a
+    block's fixed costs hide), the column moved from the scenario's (600, 600), which lies on a
+    diagonal and so would be split between ranks 2 and 3, into rank 3's triangle, as in Fig. 8;
+    the disc of moving water then spreads into ranks 0 and 2 and last into rank 1. Replayed on a
+    modeled node of ``cores`` cores as a compiled executor (:func:`compiled`, no interpreter
+    lock, 1 us per task) with each task 50 times the recorded cells (a finer grid, the paper's
+    step of a few milliseconds), at 64, 16 and 4 tiles per rank (the recorded blocks, and 2 x 2
+    and 4 x 4 of them per tile), under: static sectors; cores by workload (the manager, its
+    release delay two blocking round trips of §6.1, a non-blocking request per step, the mean
+    of the last 4 steps as workload); data by GreedyLB every K steps (tiles migrate); both.
+    One row replays the Python tasks as recorded.
+
+    What it showed (40 cores, the §6.2 delays, 2 cores at load 7; ratios to static): compiled,
+    64 tiles per rank: cores 0.546, data 0.526 (K = 16) and 0.595 (K = 64), both 0.524 and
+    0.523; 16 tiles per rank: cores 0.638, data 0.576 and 0.581, both 0.589 and 0.580; 4 tiles
+    per rank: all 1.000-1.002. Both beat the better of the two only at 64 tiles per rank, by
+    0.7% (and by 0.4-2% in other runs with K = 16-64), where tiles are plenty: data moves the
+    wave's bulk now and then, cores follow its drift between rebalances without migrating. At 16
+    tiles per rank both lost to data alone (up to 2-4% in other runs): GreedyLB plans against
+    the cores the manager gave the ranks, so once cores have followed the wave the tiles stay
+    put, and the manager's whole cores (one at least per rank) and release delays then cost
+    more than the moves they save. At 4 tiles per rank nothing helps: the step waits on the
+    largest tile. With the Python tasks as recorded every policy is 5-7% slower than static: a
+    block's fixed cost makes a refined block cost about twice a coarse one, the imbalance is 6%,
+    and the per-step requests and balancing steps cost more than that. So in this model moving
+    cores and data together is at best a small win, with many tiles per rank and rare
+    rebalancing; no regime showed a clear one. A balancer that plans data against the equal
+    split (leaving the drift to the cores) is the variant not tried.
+    """
+    print(f"\n§6.3 radial dam break, 4 ranks on the quarters split along the diagonals (sectors), "
+          f"replayed on a modeled {cores}-core node")
+    run = out / "dam-break-sectors"
     if not (run / "summary.json").exists():
-        cmd = SHOAL + ["run", "swe-radial-dam-break", "--steps", "120", "--nodes", "4", "--placement", "geometric",
-                       "--tiles-per-core", "16", "--out", str(run)]
+        cmd = SHOAL + ["run", "swe-radial-dam-break", "--steps", "600", "--tiles", "256", "--nodes", "4",
+                       "--workers", "1", "--placement", "sectors", "--set", "app.block=8", "--set", "app.max_level=2",
+                       "--set", "app.column=[1000.0,500.0,250.0,5.0]", "--out", str(run)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode:
             print(f"not recorded: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
             return
-    trace = Trace.read(run / "trace.h5")
-    # workload: the mean of the last 4 steps (the scenario regrids every 4), so the shares do not chase
-    # one step's noise with cores that idle in transit
+    fine = Trace.read(run / "trace.h5")
+    model = MachineModel.from_dict(fine.machine)
     inv = InvasiveConfig(cores=cores, release_delay_s=2.0 * trip, request_s=request_s, window=4)
-    # Cores only (the paper), data only (GreedyLB every 4 steps, tiles migrate), both (shoal's), each
-    # against the static quarters; on the recorded run, on one whose every task costs 50 times as
-    # much (a finer grid), where the manager's latency matters less, and on that one again where
-    # moving bytes between ranks is 1000 times dearer (halos and migrations: a slow interconnect).
-    setups = {"static": dict(placement="geometric", cores=cores // 4),
-              "cores (invasive)": dict(placement="geometric", invasive=inv),
-              "data (greedy/4)": dict(placement="greedy", period=4, initial="geometric", cores=cores // 4),
-              "cores and data": dict(placement="greedy", period=4, initial="geometric", invasive=inv)}
-    print("| tasks cost | " + " | ".join(setups) + " |")
-    print("|---|" + "---|" * len(setups))
+    periods = (16, 64)
+    setups = {"static": dict(placement="sectors", cores=cores // 4),
+              "cores": dict(placement="sectors", invasive=inv)}
+    for k in periods:
+        setups[f"data/{k}"] = dict(placement="greedy", period=k, initial="sectors", cores=cores // 4)
+        setups[f"both/{k}"] = dict(placement="greedy", period=k, initial="sectors", invasive=inv)
+    print("| tasks | tiles/rank | static s | " + " | ".join(list(setups)[1:]) + " | best both / best single |")
+    print("|---|---|---|" + "---|" * len(setups))
     pictures = {}
-    dear = Network(latency_s=NODE.latency_s, overhead_s=NODE.overhead_s, bandwidth_Bps=NODE.bandwidth_Bps / 1000)
-    for label, speed, network in (("as recorded", 1.0, NODE), ("x 50", 1 / 50, NODE),
-                                  ("x 50, bytes 1000x dearer", 1 / 50, dear)):
-        results = {name: replay(trace, ReplayConfig(nodes=4, network=network, gil="none", speed=speed, **kw))
-                   for name, kw in setups.items()}
-        static = results["static"].makespan
-        cells = [f"{r.makespan:.4g} s ({r.makespan / static:.3f})" for r in results.values()]
-        print(f"| {label} | " + " | ".join(cells) + " |")
-        keys = ("static_s", "cores_only_s", "data_only_s", "both_s")
-        bench.add(benchmark="6.3", cores=cores, speed=speed, bandwidth=network.bandwidth_Bps,
-                  **{key: r.makespan for key, r in zip(keys, results.values(), strict=True)})
-        pictures[label] = results["cores (invasive)"]
-    picture = draw_cores(pictures["x 50"].trace, out / "dam-break-cores.png", cores)
-    print(f"cores over time (tasks x 50): {picture}")
+    for label, factor, machine in (("as recorded", 1, model), ("compiled", 1, compiled(model)),
+                                   ("compiled", 2, compiled(model)), ("compiled", 4, compiled(model))):
+        trace = fine if factor == 1 else aggregate(fine, fine.tiling.coarsen(factor))
+        speed, task_s = (1.0, None) if label == "as recorded" else (1 / 50, 1e-6)
+        base = dict(nodes=4, network=NODE, gil="none", machine=machine, speed=speed, task_overhead_s=task_s,
+                    wake_s=task_s)
+        results = {name: replay(trace, ReplayConfig(**base, **kw)) for name, kw in setups.items()}
+        time_s = {name: r.makespan for name, r in results.items()}
+        both = min(v for k, v in time_s.items() if k.startswith("both"))
+        single = min(v for k, v in time_s.items() if k.startswith(("cores", "data")))
+        tiles = trace.tiling.ntiles // 4
+        print(f"| {label} | {tiles} | {time_s['static']:.4g} | "
+              + " | ".join(f"{v / time_s['static']:.3f}" for k, v in time_s.items() if k != "static")
+              + f" | {both / single:.3f} |")
+        bench.add(benchmark="6.3", cores=cores, tasks=label, tiles_per_rank=tiles,
+                  **{f"{key.replace('/', '_')}_s": v for key, v in time_s.items()})
+        pictures[(label, tiles)] = results["cores"]
+    print("ratios: time / static; best both / best single < 1 is where moving cores and data beats either alone")
+    cores_run = pictures[("compiled", 64)]
+    path = draw_ranks(cores_run.trace, cores_run.makespan, cores, out / "dam-break-cores.png")
+    print(f"cores over time (compiled, 64 tiles per rank; sim-K is rank K): {path}")
 
 
-def draw_cores(trace: Trace, path: Path, pool: int) -> Path:
-    """The stacked cores of every rank over modeled time (Fig. 8)."""
-    from shoal.report.canvas import new_figure, node_colors, save_figure
+def draw_ranks(trace: Trace, makespan: float, pool: int, path: Path) -> Path:
+    """The stacked cores of every rank of an invasive replay over modeled time (Fig. 8), drawn
+    by the study's picture."""
+    from shoal.study import PolicyRun, StudySimulation, draw_cores
 
+    starts = np.concatenate(([0.0], np.asarray(trace.step_end)[:-1]))
     cores = trace.cores_per_step()
-    ends = np.asarray(trace.step_end)
-    fig = new_figure(8, 3.5)
-    ax = fig.add_subplot()
-    colours = node_colors(cores.shape[1])
-    ax.stackplot(np.concatenate(([0.0], ends)), *np.vstack((cores[:1], cores)).T, step="pre",
-                 labels=[f"rank {r}" for r in range(cores.shape[1])],
-                 colors=[colours(r) for r in range(cores.shape[1])])
-    ax.set(xlabel="modeled time (s)", ylabel="cores", ylim=(0, pool), title="cores per rank (invasive replay)")
-    ax.legend(loc="upper right", fontsize="small")
-    return save_figure(fig, path)
+    ranks = [StudySimulation(r, 0.0, path.parent, start=0.0, end=makespan, exit=0,
+                             cores=[(float(t), int(c)) for t, c in zip(starts, cores[:, r], strict=True)])
+             for r in range(cores.shape[1])]
+    return draw_cores([PolicyRun("invasive", ranks)], pool, path)
 
 
 def study(bench: Benchmark, out: Path) -> None:
