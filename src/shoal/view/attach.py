@@ -72,11 +72,10 @@ def start_viewer(timeout: float = START_TIMEOUT_S) -> AttachedViewer | None:
     threading.Thread(target=_read_lines, args=(process.stdout, lines), name="shoal-view-stdout", daemon=True).start()
     try:
         line = lines.get(timeout=timeout)
+        why = "it exited" if line is None else f"it printed {line.strip()!r}"  # None: its output ended
     except queue.Empty:
-        line = None
+        line, why = None, f"no URL within {timeout:g} s"
     if line is None or not line.startswith(PREFIX):
-        why = f"it printed {line.strip()!r}" if line else "it exited" if process.poll() is not None else \
-            f"no URL within {timeout:g} s"
         AttachedViewer(process, folder, "").close(timeout=0)
         logger.warning("live view: the viewer did not start (%s): the run goes on unviewed", why)
         return None
