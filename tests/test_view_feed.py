@@ -190,11 +190,11 @@ def test_a_viewer_that_leaves_is_reconnected_and_sent_everything_again(sock, tmp
 
 def test_a_viewer_that_asks_to_stop_leaves_a_resumable_run(sock, tmp_path):
     viewer = FakeViewer(sock, mode="stop")
-    args = dict(steps=40, tiles=16, nodes=2, set=SMALL)
+    args = dict(steps=60, tiles=16, nodes=2, set=SMALL)
     rec = run_scenario("synthetic-hotspot", **args, out=tmp_path / "run", view=sock,
                        on_step=lambda k: time.sleep(0.02))  # the stop arrives long before the end
     viewer.close()
-    assert rec.stopped_at is not None and rec.stopped_at < 40
+    assert rec.stopped_at is not None and rec.stopped_at < 60
     assert any((tmp_path / "run" / "state").glob("checkpoint-*"))
     end = viewer.connections[0][-1][0]
     assert end["type"] == "end" and end["status"] == "stopped" and end["step"] == rec.stopped_at
