@@ -249,12 +249,18 @@ class ViewFeed:
                 send(sock, message)
             if frame is not None:
                 tic = time.perf_counter()
-                message = frame_message(*frame, sent=sent, dropped=dropped)
+                try:
+                    message = frame_message(*frame, sent=sent, dropped=dropped)
+                except Exception as exc:  # a frame the view cannot carry never stops the run
+                    logger.warning("live view: the frame of step %d was not sent (%s)", frame[1], exc)
+                    message = None
                 self.encode_s = time.perf_counter() - tic
-                send(sock, message)
+                if message is not None:
+                    send(sock, message)
                 with self._cond:
                     if self._sending and not self._final:
-                        self.sent += 1
+                        self.sent += message is not None
+                        self.dropped += message is None
                     self._sending = False
                     self._cond.notify_all()
             if end is not None:
