@@ -78,45 +78,47 @@ def main(args: argparse.Namespace) -> int:
 
 
 async def _serve(root: Path, feed: Path, host: str, port: int, playback: str | None, attach: bool) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # from here on, a signal stops the viewer cleanly
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        return await _serve_until(stop, root, feed, host, port, playback, attach)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+async def _serve_until(stop: asyncio.Event, root: Path, feed: Path, host: str, port: int, playback: str | None,
+                       attach: bool) -> int:
     from aiohttp import web
 
     from .server import Viewer, make_app, url_host
 
     viewer = Viewer(root, feed, host, playback=playback, attach=attach)
-    try:
-        await viewer.listen()
-    except OSError as exc:
-        raise ShoalError(f"cannot listen for runs at {feed}: {exc.strerror}") from None
     runner = web.AppRunner(make_app(viewer), access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
     try:
-        await site.start()
-    except OSError as exc:
-        await viewer.close()
-        await runner.cleanup()
-        raise ShoalError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
-    bound = site._server.sockets[0].getsockname()[1]
-    query = f"?token={viewer.token}" + (f"&run={playback}" if playback else "")
-    print(f"shoal view: http://{url_host(host)}:{bound}/{query}", flush=True)
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    waits = [asyncio.create_task(stop.wait())]
-    if attach:
-        waits.append(asyncio.create_task(viewer.finished()))
-    try:
+        try:
+            await viewer.listen()
+        except OSError as exc:
+            raise ShoalError(f"cannot listen for runs at {feed}: {exc.strerror}") from None
+        try:
+            await web.TCPSite(runner, host, port).start()
+        except OSError as exc:
+            raise ShoalError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+        query = f"?token={viewer.token}" + (f"&run={playback}" if playback else "")
+        print(f"shoal view: http://{url_host(host)}:{runner.addresses[0][1]}/{query}", flush=True)
+        waits = [asyncio.create_task(stop.wait())]
+        if attach:
+            waits.append(asyncio.create_task(viewer.finished()))
         done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         if attach and waits[1] in done:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), ATTACH_GRACE_S)  # the pages get the end
-    finally:
         for task in waits:
             task.cancel()
+    finally:
         await viewer.close()
         await runner.cleanup()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
     return 0

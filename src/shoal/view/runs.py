@@ -35,15 +35,15 @@ STOP_GRACE_S = 10.0
 
 
 def toml_value(value) -> str:
-    """``value`` as TOML text (what ``--set key=TEXT`` reads back to the same value); ``""``
-    for ``None``, which TOML cannot spell."""
+    """``value`` as one line of TOML text (what ``--set key=TEXT`` reads back to the same
+    value); ``""`` for ``None``, which TOML cannot spell."""
     if value is None:
         return ""
-    text = tomli_w.dumps({"v": value}).strip()
-    if not text.startswith("v = "):  # a table: spell it inline
-        inner = ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items())
-        return "{" + inner + "}"
-    return text[4:]
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
+    return tomli_w.dumps({"v": value}).strip()[4:]
 
 
 def scenario_params(scenario) -> dict[str, str]:
