@@ -384,7 +384,17 @@ class Built:
 
     def end_view(self, status: str, message: str | None = None, summary: dict | None = None) -> None:
         """Tell the live viewer (if any, and only once) how the run ended, and log the frames
-        it was sent and those dropped."""
+        it was sent and those dropped.
+
+        Parameters
+        ----------
+        status : {"finished", "stopped", "failed"}
+            How the run ended.
+        message : str, optional
+            The one-line error of a failed run.
+        summary : dict, optional
+            The run's summary.json, when it was written.
+        """
         view, self.view = self.view, None
         if view is None or view.feed is None:
             return

@@ -18,6 +18,7 @@ from matplotlib.animation import FFMpegWriter, PillowWriter
 from scipy.interpolate import griddata
 from scipy.spatial import cKDTree
 
+from ..errors import ShoalError
 from .canvas import new_figure, save_figure
 from .vtk import write_series
 
@@ -65,7 +66,9 @@ def global_ranges(frames: list[dict], pressure_top: float | None = None) -> dict
     return out
 
 
-def _axes_limits(frames):
+def axes_limits(frames):
+    """Axes limits (lower corner, upper corner) that hold every particle of every frame, padded
+    by 2%: particles move, so an animation's axes must not follow each frame."""
     x = np.concatenate([f["x"] for f in frames])
     pad = 0.02 * np.ptp(x, axis=0)
     return x.min(axis=0) - pad, x.max(axis=0) + pad
@@ -82,7 +85,7 @@ def draw_frame(app, frame, scale, limits, ax):
 
 
 def frame_pngs(app, frames, out: Path, ranges, every=1) -> list[Path]:
-    limits = _axes_limits(frames)
+    limits = axes_limits(frames)
     paths = []
     fig = new_figure(8, 5)
     ax = fig.add_subplot()
@@ -111,10 +114,11 @@ def ffmpeg() -> str | None:
 
 
 def animation(app, frames, folder: Path, scale, limits=None, label: str = "",
-              width_px: int = MOVIE_WIDTH_PX) -> Path:
+              width_px: int = MOVIE_WIDTH_PX, fmt: str | None = None) -> Path:
     """Every frame drawn by the app on one colour ``scale``, ``width_px`` wide:
-    ``animation.mp4`` (H.264) when ffmpeg is at hand, else ``animation.gif``. ``limits``
-    fixes the axes (particles move; default: what the first frame's picture spans)."""
+    ``animation.mp4`` (H.264) when ffmpeg is at hand, else ``animation.gif``; ``fmt`` ("gif" or
+    "mp4") chooses instead. ``limits`` fixes the axes (particles move; default: what the first
+    frame's picture spans)."""
     width_in, dpi = 10.0, width_px / 10.0
     fig = new_figure(width_in, 6.0)
     ax = fig.add_subplot()
@@ -124,7 +128,9 @@ def animation(app, frames, folder: Path, scale, limits=None, label: str = "",
     fig.set_size_inches(width_in, height_px / dpi)
     fig.colorbar(sc, ax=ax, label=label)
     exe = ffmpeg()
-    if exe is not None:
+    if fmt == "mp4" and exe is None:
+        raise ShoalError("an MP4 needs ffmpeg, which is not installed here (pip install imageio-ffmpeg)")
+    if exe is not None and fmt != "gif":
         path, writer = folder / "animation.mp4", FFMpegWriter(fps=MOVIE_FPS, codec="libx264",
                                                               extra_args=["-pix_fmt", "yuv420p"])
     else:
@@ -197,7 +203,7 @@ def report_particles(run: Path, config: dict, app) -> list[Path]:
     paths = frame_pngs(app, frames, out, ranges, every=max(1, len(frames) // 12))
     paths.append(contour_views(frames[-1], run / "contours-final.png", ranges, 1.5 * dx))
     paths.append(contour_views(frames[len(frames) // 2], run / "contours-middle.png", ranges, 1.5 * dx))
-    paths.append(animation(app, frames, run, ranges["speed"], _axes_limits(frames), QUANTITIES["speed"]))
+    paths.append(animation(app, frames, run, ranges["speed"], axes_limits(frames), QUANTITIES["speed"]))
     paths.append(write_series(run))  # frames/series.pvd: ParaView opens it with physical time
     blocks = params.get("fluid", [])
     if params.get("layout") == "tank" and len(blocks) == 1 and blocks[0][0] == 0 and blocks[0][1] == 0:

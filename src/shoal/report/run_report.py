@@ -49,7 +49,7 @@ def app_frames(app, run: Path) -> list[Path]:
     if "x" not in frames[0][1]:
         frames += [(p.with_name(p.stem.replace("state", "frame") + ".png"), _load(p))  # already frames
                    for p in sorted((run / "frames").glob("state-*.npz"))]
-    scale = _common_scale([f for _, f in frames])
+    scale = common_scale([f for _, f in frames])
     paths = []
     for path, frame in frames:
         fig = new_figure(7, 5)
@@ -63,7 +63,7 @@ def app_frames(app, run: Path) -> list[Path]:
     return paths
 
 
-def _common_scale(frames: list[dict]) -> tuple[float, float] | None:
+def common_scale(frames: list[dict]) -> tuple[float, float] | None:
     """The range of what the default picture colours by, over every frame."""
     from .drawing import frame_values
 

@@ -3,13 +3,11 @@
 frame's own.
 
 The drawing and the writing are :func:`shoal.report.particles.animation`'s, the same movie
-``shoal report`` makes: MP4 when ffmpeg is at hand, else GIF. A GIF asked for where ffmpeg
-is at hand is that MP4 converted by ffmpeg, frame for frame.
+``shoal report`` makes, in the format asked for (MP4 needs ffmpeg).
 """
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -46,16 +44,13 @@ def export(run: Playback, fmt: str, scale: str, folder: Path) -> Path:
         For an unknown format or scale, MP4 without ffmpeg, a run without frames, or one whose
         app cannot be rebuilt from its configuration.
     """
-    from ..report.particles import _axes_limits, animation, ffmpeg
-    from ..report.run_report import _common_scale, app_of_run
+    from ..report.particles import animation, axes_limits
+    from ..report.run_report import app_of_run, common_scale
 
     if fmt not in FORMATS:
         raise ShoalError(f"unknown format {fmt!r}; formats: {', '.join(FORMATS)}")
     if scale not in SCALES:
         raise ShoalError(f"unknown scale {scale!r}; scales: {', '.join(SCALES)}")
-    exe = ffmpeg()
-    if fmt == "mp4" and exe is None:
-        raise ShoalError("MP4 needs ffmpeg, which is not installed here: export a GIF (or pip install imageio-ffmpeg)")
     frames = [arrays for _, arrays in run.frames()]
     if not frames:
         raise ShoalError("the run wrote no frames (run it with run.frame_every)")
@@ -63,13 +58,5 @@ def export(run: Playback, fmt: str, scale: str, folder: Path) -> Path:
     if app is None:
         raise ShoalError("the run's app cannot be rebuilt from its config.toml")
     out = Path(tempfile.mkdtemp(prefix="export-", dir=folder))
-    limits = _axes_limits(frames) if "x" in frames[0] else None  # particles move: fix the axes
-    path = animation(app, frames, out, _common_scale(frames) if scale == "run" else None, limits)
-    if path.suffix == f".{fmt}":
-        return path
-    gif = path.with_suffix(".gif")
-    done = subprocess.run([exe, "-v", "error", "-y", "-i", str(path), "-vf",
-                           "split[a][b];[a]palettegen[p];[b][p]paletteuse", str(gif)], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise ShoalError(f"ffmpeg could not make the GIF: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
-    return gif
+    limits = axes_limits(frames) if "x" in frames[0] else None  # particles move: fix the axes
+    return animation(app, frames, out, common_scale(frames) if scale == "run" else None, limits, fmt=fmt)
