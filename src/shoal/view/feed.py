@@ -53,7 +53,7 @@ QUEUE = 2
 RETRY_S = 1.0
 #: Seconds a finishing run waits for its last frames, and then for its ``end``, to go out.
 FINISH_WAIT_S = 2.0
-#: Frames over the run when neither ``--view-every`` nor ``run.frame_every`` says.
+#: Frames over the run on the default schedule (fewer when they would cost too much).
 FRAMES_PER_RUN = 100
 #: At most this share of the run's wall time goes into the view's frames on their default
 #: schedule (gathering the state on the run's thread, encoding it on the feed's): a frame due
@@ -62,9 +62,12 @@ FRAME_SHARE = 0.03
 
 
 def default_every(steps: int, frame_every: int = 0) -> int:
-    """Steps between the view's frames: the run's ``frame_every`` when set, else about
-    :data:`FRAMES_PER_RUN` frames over ``steps`` steps (at least one step apart)."""
-    return frame_every if frame_every else max(1, steps // FRAMES_PER_RUN)
+    """Steps between the view's frames: about :data:`FRAMES_PER_RUN` frames over ``steps``
+    steps (at least one step apart), or the run's ``frame_every`` when that is more often (a
+    frame written to disk is gathered anyway). A run's frames on disk are often sparse (every
+    200 steps of a dam break): a view that waited for them would show a handful."""
+    every = max(1, steps // FRAMES_PER_RUN)
+    return min(every, frame_every) if frame_every else every
 
 
 # ----- the socket ---------------------------------------------------------------------------------
@@ -301,7 +304,9 @@ def hello_message(sim: Simulation, sc: Scenario, folder: Path, every: int) -> by
     run = {"scenario": sc.name, "app": sc.app, "folder": str(Path(folder).resolve()), "first_step": sim.step_count,
            "steps": sc.run.steps, "nodes": cluster.nodes, "cores": list(cluster.cores), "tiles": tiling.ntiles,
            "grid": list(tiling.grid), "extent": None, "ranks": sim.team.size, "pid": os.getpid()}
-    return encode("hello", {"run": run, "params": sc.to_dict(), "view_every": every},
+    from .runs import scenario_params
+
+    return encode("hello", {"run": run, "params": sc.to_dict(), "settings": scenario_params(sc), "view_every": every},
                   {"tile_lo": tiling.lo[:, :2], "tile_hi": tiling.hi[:, :2]})
 
 

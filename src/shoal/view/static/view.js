@@ -402,6 +402,8 @@ function onMessage(msg) {
     case "hello":   // a run (re)starts: the viewer then sends all its loads and placements again
       live = newSource();
       live.hello = helloOf(msg);
+      live.settings = h.settings;
+      showRunParams(h.run.scenario, h.settings);
       if (mode === "live") { follow = probe = null; }
       break;
     case "frame":
@@ -500,6 +502,7 @@ async function loadScenarios() {
   scenarios = await (await api("/api/scenarios")).json();
   $("scenario").replaceChildren(...scenarios.map((s) => new Option(`${s.name} (${s.app})`, s.name)));
   fillParams({});
+  if (live.hello) showRunParams(live.hello.run.scenario, live.settings);  // a run said hello first
 }
 
 /** TOML text on one line (an input holds one): "[\n  256,\n  256,\n]" becomes "[256, 256]". */
@@ -523,6 +526,15 @@ function fillParams(values) {
     return tr;
   });
   $("params").tBodies[0].replaceChildren(...rows);
+}
+
+/** Until the user picks a scenario or edits a value, the table shows the running run's own
+ *  scenario and values (`settings`: every `--set` key as TOML text), its changes marked. */
+let paramsTouched = false;
+function showRunParams(scenario, settings) {
+  if (paramsTouched || !settings || !scenarios.some((s) => s.name === scenario)) return;
+  $("scenario").value = scenario;
+  fillParams(settings);
 }
 
 /** The parameters whose value differs from the scenario's: what a run or a saved set overrides. */
@@ -652,7 +664,8 @@ function leavePlayback() {
 }
 
 // ----- wiring --------------------------------------------------------------------------------------------
-$("scenario").addEventListener("change", () => fillParams({}));
+$("scenario").addEventListener("change", () => { paramsTouched = true; fillParams({}); });
+$("params").addEventListener("input", () => { paramsTouched = true; });
 $("start").addEventListener("click", () => guarded(start));
 $("stop").addEventListener("click", () => guarded(() => api("/api/stop", {method: "POST"})));
 $("save-params").addEventListener("click", () => guarded(saveParams));
