@@ -145,8 +145,8 @@ def test_a_frame_written_to_disk_is_the_frame_sent(sock, tmp_path):
     run_scenario("synthetic-hotspot", steps=6, tiles=16, nodes=2, set=[*SMALL, "run.frame_every=3"],
                  out=tmp_path / "run", view=sock)
     viewer.close()
-    frames = viewer.messages("frame")
-    assert [h["step"] for h, _ in frames] == [0, 3, 6]  # the view's default: the run's frame_every
+    frames = [(h, a) for h, a in viewer.messages("frame") if h["step"] % 3 == 0]
+    assert [h["step"] for h, _ in frames] == [0, 3, 6]  # a frame on disk always goes out (others may be skipped)
     for h, a in frames:
         with np.load(tmp_path / "run" / "frames" / f"state-{h['step']:06d}.npz") as disk:
             np.testing.assert_array_equal(a["grid:u"], disk["u"].astype(np.float32))
