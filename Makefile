@@ -55,6 +55,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/swe.py
 	$(BIN)/python bench/swe_adaptive.py
 	$(BIN)/python bench/seismic.py
+	$(BIN)/python bench/invasive.py
+	$(BIN)/python bench/view.py
 
 clean:
 	rm -rf $(VENV) runs site .pytest_cache
