@@ -115,3 +115,19 @@ def test_grids_are_strided_to_the_budget_and_3d_grids_become_middle_slices():
     assert arrays["grid:cube[z]"].shape == np.ones((8, 6))[::stride, ::stride].shape
     assert arrays["grid:cube[y]"].shape == np.ones((8, 4))[::stride, ::stride].shape
     assert fields["extras"] == ["receivers"]  # a list of vectors, not a grid
+
+
+def test_an_apps_layout_marks_its_named_grids_and_only_those():
+    frame = {"vz_section": np.ones((8, 6)), "other": np.ones((8, 6)), "cube": np.ones((8, 6, 5))}
+    fields, _ = live_frame(frame, 0, 0.0, layout={"vz_section": ("down", "signed"), "cube": ("signed",)})
+    flags = {g["name"]: (g["down"], g["signed"]) for g in fields["grids"]}
+    assert flags == {"vz_section": (True, True), "other": (False, False), "cube[z]": (False, False),
+                     "cube[y]": (False, False)}
+
+
+def test_every_registered_layout_names_grids_its_app_draws():
+    from shoal.apps import all_apps
+
+    for spec in all_apps().values():
+        for name, hints in spec.layout.items():
+            assert set(hints) <= {"down", "signed"}, (spec.name, name)

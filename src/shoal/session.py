@@ -540,7 +540,8 @@ def _live_view(sim: Simulation, sc: Scenario, path: Path, socket: str, every: in
 
     share = None if every else FRAME_SHARE  # an interval asked for is kept; the default one bounds the cost
     every = every or default_every(sc.run.steps, sc.run.frame_every)
-    feed = ViewFeed(socket, hello_message(sim, sc, path, every), sim.request_stop) if sim.team.is_root else None
+    feed = (ViewFeed(socket, hello_message(sim, sc, path, every), sim.request_stop, get_app(sc.app).layout)
+            if sim.team.is_root else None)
     return LiveView(sim, every, feed, share)
 
 

@@ -36,6 +36,10 @@ class AppSpec:
         ``memory(params) -> int``: the bytes the app's state will take, estimated from the
         parameters alone, before anything is allocated. A run refuses to start when this exceeds
         what the machine has (``--allow-large`` overrides).
+    layout : dict, optional
+        How the live view draws some of the app's frame grids, by array name: ``"down"`` when
+        the grid's second index grows downwards (depth), ``"signed"`` for a field drawn on a
+        diverging scale symmetric about zero (a wavefield, a surface elevation).
     """
 
     name: str
@@ -44,6 +48,7 @@ class AppSpec:
     summary: str
     tiny: dict = field(default_factory=dict)
     memory: Callable[[Any], int] | None = None
+    layout: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def tiny_app(self, steps: int = 4):
         """The app with its tiny parameter set."""

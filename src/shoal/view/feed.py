@@ -82,10 +82,12 @@ class ViewFeed:
         The run's ``hello`` message (:func:`hello_message`), sent first on every connection.
     on_stop : callable
         Called (from the feed's thread) when the viewer sends ``stop``.
+    layout : dict, optional
+        The app's hints for drawing its grids (:attr:`shoal.apps.AppSpec.layout`).
     """
 
-    def __init__(self, path: str | Path, hello: bytes, on_stop: Callable[[], None]):
-        self.path, self.hello, self.on_stop = str(path), hello, on_stop
+    def __init__(self, path: str | Path, hello: bytes, on_stop: Callable[[], None], layout: dict | None = None):
+        self.path, self.hello, self.on_stop, self.layout = str(path), hello, on_stop, layout
         self.sent = 0  # frames the viewer was sent whole
         self.encode_s = 0.0  # seconds the last frame took to encode
         self.dropped = 0  # frames replaced by newer ones before they went out
@@ -107,7 +109,17 @@ class ViewFeed:
     # ----- what the run thread calls (never blocks on the viewer) ------------------------------
     def put_frame(self, frame: dict[str, np.ndarray], step: int, time_s: float) -> None:
         """Queue an app frame (arrays the run no longer writes to) for the viewer, dropping the
-        oldest queued one when :data:`QUEUE` are waiting; encoded on the feed's thread."""
+        oldest queued one when :data:`QUEUE` are waiting; encoded on the feed's thread.
+
+        Parameters
+        ----------
+        frame : dict of str to ndarray
+            What the app's ``frame()`` returned.
+        step : int
+            The step it shows.
+        time_s : float
+            Its simulated time (s).
+        """
         with self._cond:
             if self._final:
                 return
@@ -118,8 +130,19 @@ class ViewFeed:
             self._cond.notify_all()
 
     def put_loads(self, first: int, load: np.ndarray, step_time: np.ndarray, lifs: np.ndarray) -> None:
-        """Log consecutive steps' rows from step ``first``: busy seconds per node (k x nodes),
-        wall seconds and LIF of each step."""
+        """Log consecutive steps' rows, never dropped.
+
+        Parameters
+        ----------
+        first : int
+            The step of row 0.
+        load : ndarray
+            Busy seconds of each node in each step (k x nodes).
+        step_time : ndarray
+            Wall seconds of each step (k).
+        lifs : ndarray
+            Load-imbalance factor of each step (k).
+        """
         with self._cond:
             for k in range(len(load)):
                 self._loads.append((first + k, np.asarray(load[k], np.float32), float(step_time[k]), float(lifs[k])))
@@ -253,7 +276,7 @@ class ViewFeed:
             if frame is not None:
                 tic = time.perf_counter()
                 try:
-                    message = frame_message(*frame, sent=sent, dropped=dropped)
+                    message = frame_message(*frame, layout=self.layout, sent=sent, dropped=dropped)
                 except Exception as exc:  # a frame the view cannot carry never stops the run
                     logger.warning("live view: the frame of step %d was not sent (%s)", frame[1], exc)
                     message = None
@@ -291,15 +314,29 @@ def loads_message(rows: list[tuple[int, np.ndarray, float, float]]) -> bytes:
 
 
 def placement_message(step: int, owner: np.ndarray, cores, previous: np.ndarray | None, reason: str) -> bytes:
-    """The ``placement`` message of the owners and worker threads that hold from ``step``
-    (``previous``: the owners before, to count the tiles that moved)."""
+    """The ``placement`` message of the owners and worker threads that hold from ``step``.
+
+    Parameters
+    ----------
+    step : int
+        The first step they hold for.
+    owner : ndarray
+        The node of every tile.
+    cores : sequence of int
+        Worker threads per node.
+    previous : ndarray or None
+        The owners before (to count the tiles that moved); ``None`` for the first placement.
+    reason : {"initial", "balance", "resize"}
+        Why the placement changed.
+    """
     migrated = 0 if previous is None else int(np.count_nonzero(np.asarray(owner) != np.asarray(previous)))
     return encode("placement", {"step": int(step), "migrated": migrated, "reason": reason},
                   {"owner": np.asarray(owner, np.int32), "cores": np.asarray(cores, np.int32)})
 
 
 def hello_message(sim: Simulation, sc: Scenario, folder: Path, every: int) -> bytes:
-    """The ``hello`` of the run of scenario ``sc`` simulated by ``sim`` into ``folder``."""
+    """The ``hello`` of the run of scenario ``sc`` simulated by ``sim`` into ``folder``, which
+    sends a frame every ``every`` steps."""
     tiling, cluster = sim.tiling, sim.cluster
     run = {"scenario": sc.name, "app": sc.app, "folder": str(Path(folder).resolve()), "first_step": sim.step_count,
            "steps": sc.run.steps, "nodes": cluster.nodes, "cores": list(cluster.cores), "tiles": tiling.ntiles,

@@ -57,7 +57,7 @@ def kept_particles(ids: np.ndarray, keep: int) -> np.ndarray:
 
 
 def live_frame(frame: dict[str, np.ndarray], step: int, time: float, budget: int = MAX_BYTES,
-               max_points: int = MAX_POINTS) -> tuple[dict, dict[str, np.ndarray]]:
+               max_points: int = MAX_POINTS, layout: dict | None = None) -> tuple[dict, dict[str, np.ndarray]]:
     """The header fields and arrays of the ``frame`` message for an app's frame arrays.
 
     Parameters
@@ -70,13 +70,16 @@ def live_frame(frame: dict[str, np.ndarray], step: int, time: float, budget: int
         Bytes the arrays should stay under.
     max_points : int
         The most particles to send.
+    layout : dict, optional
+        The app's hints for its grids (:attr:`shoal.apps.AppSpec.layout`): a 2D grid named
+        there gets ``"down"`` and ``"signed"`` flags.
 
     Returns
     -------
     fields : dict
         ``step``, ``time``, ``points`` (particles in the run, or ``None``), ``kept`` (particles
         sent), ``colourings`` (``[{"name", "unit"}]``, each sent as array ``point:<name>``),
-        ``grids`` (``[{"name", "of", "shape", "stride", "axis"}]``, each sent as array
+        ``grids`` (``[{"name", "of", "shape", "stride", "axis", "down", "signed"}]``, each sent as array
         ``grid:<name>``), ``extras`` (names, sent as ``extra:<name>``) and ``meta`` (the app's
         scalars by name).
     arrays : dict of str to ndarray
@@ -89,7 +92,7 @@ def live_frame(frame: dict[str, np.ndarray], step: int, time: float, budget: int
     if "x" in frame:
         used |= _particles(frame, fields, arrays, budget, max_points)
     left = max(budget - sum(a.size * 4 for a in arrays.values()), budget // 4)
-    _grids(frame, used, fields, arrays, left)
+    _grids(frame, used, fields, arrays, left, layout or {})
     for name, a in frame.items():
         a = np.asarray(a)
         if name in used or name in {g["of"] for g in fields["grids"]}:
@@ -122,7 +125,7 @@ def _particles(frame, fields, arrays, budget, max_points) -> set[str]:
     return {name for name, a in frame.items() if np.ndim(a) >= 1 and len(a) == n} | {"x", "id"}
 
 
-def _grids(frame, used, fields, arrays, budget) -> None:
+def _grids(frame, used, fields, arrays, budget, layout) -> None:
     planes = []
     for name, a in frame.items():
         a = np.asarray(a)
@@ -138,13 +141,16 @@ def _grids(frame, used, fields, arrays, budget) -> None:
     total = sum(p.size * 4 for _, _, p, _ in planes)
     stride = max(1, math.ceil(math.sqrt(total / budget))) if total > budget else 1
     for label, of, plane, axis in planes:
+        hints = layout.get(of, ()) if axis is None else ()  # a 3D field's slices: drawn as they come
         fields["grids"].append({"name": label, "of": of, "shape": list(plane[::stride, ::stride].shape),
-                                "stride": stride, "axis": axis})
+                                "stride": stride, "axis": axis, "down": "down" in hints, "signed": "signed" in hints})
         arrays[f"grid:{label}"] = plane[::stride, ::stride]
 
 
-def frame_message(frame: dict[str, np.ndarray], step: int, time: float, **extra) -> bytes:
-    """The encoded ``frame`` message of an app's frame arrays (see :func:`live_frame`); ``extra``
-    fields join the header (a run adds how many frames it dropped so far)."""
-    fields, arrays = live_frame(frame, step, time)
+def frame_message(frame: dict[str, np.ndarray], step: int, time: float, layout: dict | None = None,
+                  **extra) -> bytes:
+    """The encoded ``frame`` message of an app's frame arrays ``frame`` of ``step``, at simulated
+    ``time`` (see :func:`live_frame`, which ``layout`` is passed to); ``extra`` fields join the
+    header (a run adds how many frames it dropped so far)."""
+    fields, arrays = live_frame(frame, step, time, layout=layout)
     return encode("frame", {**fields, **extra}, arrays)

@@ -75,6 +75,15 @@ class Playback:
         return Trace.read(self.path / "trace.h5")
 
     @cached_property
+    def layout(self) -> dict:
+        """The app's hints for drawing its grids (:attr:`shoal.apps.AppSpec.layout`); none for
+        an app this shoal does not know."""
+        from ..apps import all_apps
+
+        spec = all_apps().get(str(self.config.get("app", {}).get("name")))
+        return spec.layout if spec is not None else {}
+
+    @cached_property
     def summary(self) -> dict | None:
         """``summary.json``, or ``None`` for a stopped run."""
         try:
@@ -97,9 +106,21 @@ class Playback:
         return out
 
     def index(self, name: str) -> dict:
-        """The playback index: ``name``, ``hello`` (:meth:`run`), the steps of the frames on disk
-        and the status."""
-        return {"name": name, "hello": self.run(), "frames": sorted(self.frame_paths), "status": self.status}
+        """The playback index: ``name``, ``hello`` (:meth:`run`), the steps of the frames on disk,
+        the status and the ``settings`` (:meth:`settings`)."""
+        return {"name": name, "hello": self.run(), "frames": sorted(self.frame_paths), "status": self.status,
+                "settings": self.settings()}
+
+    def settings(self) -> dict[str, str] | None:
+        """Every ``--set`` key of the run's configuration as TOML text (what the page's parameter
+        table shows); ``None`` when the configuration is not one this shoal reads."""
+        from ..config import scenario_from_dict
+        from .runs import scenario_params
+
+        try:
+            return scenario_params(scenario_from_dict(self.config, str(self.path)))
+        except ShoalError:
+            return None
 
     def listing(self, name: str) -> dict:
         """One row of the run list: ``name``, ``scenario``, ``steps``, ``status``, ``frames``."""
@@ -120,7 +141,7 @@ class Playback:
     def frame(self, step: int) -> bytes:
         """The ``frame`` message of the frame on disk at ``step``."""
         frame = self.frame_arrays(step)
-        return frame_message(frame, step, self._time(frame, step), playback=True)
+        return frame_message(frame, step, self._time(frame, step), layout=self.layout, playback=True)
 
     def frames(self):
         """Every frame on disk in step order: ``(step, arrays)``."""

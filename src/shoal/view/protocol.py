@@ -147,7 +147,8 @@ def decode(data: bytes) -> tuple[dict, dict[str, np.ndarray]]:
 
 # ----- the socket between a run and its viewer ------------------------------------------------------
 def send(sock: socket.socket, message: bytes) -> None:
-    """Write one message with its length prefix (blocks until the socket takes it all)."""
+    """Write one ``message`` with its length prefix into ``sock`` (blocks until the socket
+    takes it all)."""
     sock.sendall(struct.pack("<Q", len(message)))
     sock.sendall(message)
 
@@ -197,7 +198,7 @@ async def read(reader: asyncio.StreamReader) -> bytes | None:
 
 
 async def write(writer: asyncio.StreamWriter, message: bytes) -> None:
-    """The asyncio side of :func:`send`."""
+    """The asyncio side of :func:`send`: ``message`` into ``writer``."""
     writer.write(struct.pack("<Q", len(message)))
     writer.write(message)
     await writer.drain()

@@ -155,7 +155,8 @@ def params_from_toml(text: str) -> dict:
 
 
 def command(scenario: str, sets: list[str], folder: Path, feed: Path) -> list[str]:
-    """The ``shoal run`` command of a run started from the page."""
+    """The ``shoal run`` command of a run of ``scenario`` started from the page, with the
+    ``--set`` assignments ``sets``, into ``folder``, feeding the viewer's socket ``feed``."""
     args = [sys.executable, "-m", "shoal", "run", scenario]
     for a in sets:
         args += ["--set", a]

@@ -178,8 +178,9 @@ class Viewer:
 # ----- the guard ---------------------------------------------------------------------------------
 @web.middleware
 async def guard(request: web.Request, handler):
-    """Refuse (403, one line) a request without the token, naming another host, or sent from
-    another origin; mark every answer not to be cached, sniffed or referred."""
+    """Refuse (403, one line) a ``request`` without the token, naming another host, or sent
+    from another origin; else pass it to ``handler`` and mark its answer not to be cached,
+    sniffed or referred."""
     viewer: Viewer = request.app[VIEWER]
     sock = request.transport.get_extra_info("sockname") if request.transport is not None else None
     port = sock[1] if sock else None

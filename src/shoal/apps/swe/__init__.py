@@ -16,4 +16,4 @@ register_app(AppSpec("swe", SWEParams, SWEApp,
                      "shallow water over bathymetry on root blocks that refine where the surface moves",
                      tiny={"blocks": [9, 6], "block": 4, "extent": [360.0, 240.0], "column": [150.0, 120.0, 50.0, 2.0],
                            "max_level": 1, "regrid_every": 2, "order": 2, "threshold": 0.05},
-                     memory=swe_memory))
+                     memory=swe_memory, layout={"eta": ("signed",)}))

@@ -52,11 +52,16 @@ function download(blob, name) {
 // Viridis sampled at nine points, interpolated to 256 (perceptually ordered, readable in grey).
 const VIRIDIS = [[68, 1, 84], [72, 40, 120], [62, 73, 137], [49, 104, 142], [38, 130, 142],
                  [31, 158, 137], [53, 183, 121], [110, 206, 88], [253, 231, 37]];
-const LUT = Array.from({length: 256}, (_, k) => {
-  const t = k / 255 * (VIRIDIS.length - 1), i = Math.min(Math.floor(t), VIRIDIS.length - 2), f = t - i;
-  return VIRIDIS[i].map((c, m) => Math.round(c + f * (VIRIDIS[i + 1][m] - c)));
+// Red-blue (blue below zero, white at zero, red above) for signed fields: a wavefield, a surface.
+const RDBU = [[5, 48, 97], [33, 102, 172], [67, 147, 195], [146, 197, 222], [209, 229, 240], [247, 247, 247],
+              [253, 219, 199], [244, 165, 130], [214, 96, 77], [178, 24, 43], [103, 0, 31]];
+const sampled = (anchors) => Array.from({length: 256}, (_, k) => {
+  const t = k / 255 * (anchors.length - 1), i = Math.min(Math.floor(t), anchors.length - 2), f = t - i;
+  return anchors[i].map((c, m) => Math.round(c + f * (anchors[i + 1][m] - c)));
 });
-const LUT_CSS = LUT.map(([r, g, b]) => `rgb(${r},${g},${b})`);
+const LUT = sampled(VIRIDIS), DIVERGING = sampled(RDBU);
+const css = (lut) => lut.map(([r, g, b]) => `rgb(${r},${g},${b})`);
+const LUT_CSS = css(LUT), DIVERGING_CSS = css(DIVERGING);
 const NODE_COLOURS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
                       "#ff9da7", "#9c755f", "#bab0ac"];
 const lutIndex = (v, [lo, hi]) => Math.max(0, Math.min(255, Math.round((v - lo) / ((hi - lo) || 1) * 255)));
@@ -196,14 +201,18 @@ function gridBox(src, g, nx, ny) {
 function drawGrid(canvas, ctx, src, msg, name) {
   const g = msg.header.grids.find((q) => q.name === name), arr = msg.arrays[`grid:${name}`];
   const [nx, ny] = arr.shape, data = arr.data;
-  const range = colourRange(`grid:${name}`, data);
-  // The field as an image, [i_x, j_y] with j up; NaN (dry or outside) stays transparent.
+  let range = colourRange(`grid:${name}`, data);
+  if (g.signed) { const m = Math.max(Math.abs(range[0]), Math.abs(range[1])) || 1; range = [-m, m]; }  // white at 0
+  const lut = g.signed ? DIVERGING : LUT;
+  // The field as an image, [i_x, j_y] with j up (down for a depth axis: the app's layout says);
+  // NaN (dry or outside) stays transparent.
+  const row = (j) => g.down ? j : ny - 1 - j;
   const image = new ImageData(nx, ny);
   for (let i = 0; i < nx; i++) {
     for (let j = 0; j < ny; j++) {
       const v = data[i * ny + j];
       if (!Number.isFinite(v)) continue;
-      const [r, gr, b] = LUT[lutIndex(v, range)], o = ((ny - 1 - j) * nx + i) * 4;
+      const [r, gr, b] = lut[lutIndex(v, range)], o = (row(j) * nx + i) * 4;
       image.data[o] = r; image.data[o + 1] = gr; image.data[o + 2] = b; image.data[o + 3] = 255;
     }
   }
@@ -215,8 +224,8 @@ function drawGrid(canvas, ctx, src, msg, name) {
   ctx.drawImage(off, px0, py0, px1 - px0, py1 - py0);
   if ($("contours").checked) {
     // Cell centres in pixels: cell (i, j) spans [i, i+1] x [j, j+1] of the grid's box.
-    const cx = (i) => px0 + (i + 0.5) * (px1 - px0) / nx, cy = (j) => py1 - (j + 0.5) * (py1 - py0) / ny;
-    ctx.strokeStyle = "rgba(255,255,255,0.7)"; ctx.lineWidth = 1;
+    const cx = (i) => px0 + (i + 0.5) * (px1 - px0) / nx, cy = (j) => py0 + (row(j) + 0.5) * (py1 - py0) / ny;
+    ctx.strokeStyle = g.signed ? "rgba(40,40,40,0.5)" : "rgba(255,255,255,0.7)"; ctx.lineWidth = 1;
     ctx.beginPath();
     for (let k = 1; k <= 6; k++) {
       for (const [a, b, c, d] of contour(data, nx, ny, range[0] + k / 7 * (range[1] - range[0]))) {
@@ -227,10 +236,10 @@ function drawGrid(canvas, ctx, src, msg, name) {
   }
   if (probe && probe.grid === name) {
     ctx.strokeStyle = "#e4002b"; ctx.lineWidth = 2;
-    const [qx, qy] = [px0 + (probe.i + 0.5) * (px1 - px0) / nx, py1 - (probe.j + 0.5) * (py1 - py0) / ny];
+    const [qx, qy] = [px0 + (probe.i + 0.5) * (px1 - px0) / nx, py0 + (row(probe.j) + 0.5) * (py1 - py0) / ny];
     ctx.beginPath(); ctx.arc(qx, qy, 6, 0, 2 * Math.PI); ctx.stroke();
   }
-  colourBar(range, name);
+  colourBar(range, name, g.signed ? DIVERGING_CSS : LUT_CSS);
   drawn = {kind: "grid", tr, msg, grid: g, nx, ny, box};
 }
 
@@ -257,9 +266,9 @@ function contour(data, nx, ny, level) {
   return segments;
 }
 
-function colourBar([lo, hi], label) {
+function colourBar([lo, hi], label, colours = LUT_CSS) {
   const canvas = $("colourbar"), ctx = canvas.getContext("2d");
-  LUT_CSS.forEach((c, k) => { ctx.fillStyle = c; ctx.fillRect(k * canvas.width / 256, 0, canvas.width / 256 + 1, canvas.height); });
+  colours.forEach((c, k) => { ctx.fillStyle = c; ctx.fillRect(k * canvas.width / 256, 0, canvas.width / 256 + 1, canvas.height); });
   $("range-lo").textContent = fmt(lo);
   $("range-hi").textContent = fmt(hi);
   $("range-name").textContent = `${label} · ${$("scale").value === "run" ? "run's range" : "frame's range"}`;
@@ -483,7 +492,8 @@ async function pick(event) {
     }
   } else {
     const [wx, wy] = drawn.tr.world(px, py), [x0, x1, y0, y1] = drawn.box;
-    const i = Math.floor((wx - x0) / (x1 - x0) * drawn.nx), j = Math.floor((wy - y0) / (y1 - y0) * drawn.ny);
+    const i = Math.floor((wx - x0) / (x1 - x0) * drawn.nx), up = Math.floor((wy - y0) / (y1 - y0) * drawn.ny);
+    const j = drawn.grid.down ? drawn.ny - 1 - up : up;
     if (i < 0 || j < 0 || i >= drawn.nx || j >= drawn.ny) return redraw();
     probe = {grid: drawn.grid.name, i, j, stride: drawn.grid.stride || 1, steps: [], values: []};
     if (mode === "playback") {
@@ -502,7 +512,7 @@ async function loadScenarios() {
   scenarios = await (await api("/api/scenarios")).json();
   $("scenario").replaceChildren(...scenarios.map((s) => new Option(`${s.name} (${s.app})`, s.name)));
   fillParams({});
-  if (live.hello) showRunParams(live.hello.run.scenario, live.settings);  // a run said hello first
+  showRunParams();  // a run said hello, or a playback opened, before the scenarios came
 }
 
 /** TOML text on one line (an input holds one): "[\n  256,\n  256,\n]" becomes "[256, 256]". */
@@ -530,11 +540,12 @@ function fillParams(values) {
 
 /** Until the user picks a scenario or edits a value, the table shows the running run's own
  *  scenario and values (`settings`: every `--set` key as TOML text), its changes marked. */
-let paramsTouched = false;
+let paramsTouched = false, runParams = null;
 function showRunParams(scenario, settings) {
-  if (paramsTouched || !settings || !scenarios.some((s) => s.name === scenario)) return;
-  $("scenario").value = scenario;
-  fillParams(settings);
+  if (settings) runParams = {scenario, settings};
+  if (paramsTouched || !runParams || !scenarios.some((s) => s.name === runParams.scenario)) return;
+  $("scenario").value = runParams.scenario;
+  fillParams(runParams.settings);
 }
 
 /** The parameters whose value differs from the scenario's: what a run or a saved set overrides. */
@@ -581,6 +592,7 @@ async function openRun(name) {
   playing = false;
   const index = await (await api(`/api/runs/${encodeURIComponent(name)}`)).json();
   const run = index.hello;   // the tiles' bounds come as lists of [x, y] pairs here
+  showRunParams(run.scenario, index.settings);
   const hello = {run, lo: Int32Array.from(run.tile_lo.flat()), hi: Int32Array.from(run.tile_hi.flat())};
   playback = {...newSource(), name, frames: index.frames, k: 0, hello, cache: new Map()};
   mode = "playback";
