@@ -53,7 +53,10 @@ def check_cores(run, pool: int) -> tuple[np.ndarray, np.ndarray]:
     held, used, work = held_and_used(run.trace)
     assert (used <= held).all() and (used >= 1).all()
     assert (held.sum(axis=1) <= pool).all() and (held >= 1).all()
-    assert run.summary["invasive"]["pool"] == pool
+    saved = run.summary["invasive"]
+    assert saved["pool"] == pool
+    np.testing.assert_allclose(saved["cores_mean"], held.mean(axis=0))  # what the run's last line prints
+    assert (saved["cores_min"], saved["cores_max"]) == (held.sum(axis=1).min(), held.sum(axis=1).max())
     return held, work
 
 

@@ -104,7 +104,10 @@ def _run_viewed(args, team, sc, done: int, steps: int, view) -> int:
     s = rec.summary
     ranks = f" ({s['ranks']} MPI ranks)" if team.distributed else ""
     print(f"run folder: {rec.path}")
-    print(f"{s['steps']} steps, {s['tiles']} tiles on {s['nodes']} nodes x {s['workers']} workers{ranks} "
+    held = s.get("invasive")
+    workers = (f" holding {sum(held['cores_mean']):.1f} cores on average ({held['cores_min']}-{held['cores_max']}, "
+               f"invasive {held['policy']})" if held else f" x {s['workers']} workers")
+    print(f"{s['steps']} steps, {s['tiles']} tiles on {s['nodes']} nodes{workers}{ranks} "
           f"({s['placement']}): step {s['step_time_mean_s'] * 1e3:.2f} ms, LIF {s['lif_mean']:.3f}, "
           f"efficiency {s['efficiency']:.2f} ({s['efficiency_basis']})"
           + ("  [oversubscribed: timings not meaningful]" if s["oversubscribed"] else ""))

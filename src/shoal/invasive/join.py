@@ -327,10 +327,18 @@ class InvasiveNodes:
             invasion.retreat()
 
     def describe(self) -> dict:
-        """What the run's summary records of it."""
+        """What the run's summary records of it, with the cores its nodes held: per node on average
+        over the steps run (``cores_mean``), and the fewest and most held at once in all."""
+        history, end = self.sim.worker_history, self.sim.step_count
+        spans = [(max(0, min(nxt, end) - max(start, 0)), cores)
+                 for (start, cores), nxt in zip(history, [s for s, _ in history[1:]] + [end], strict=True)]
+        steps = sum(n for n, _ in spans) or 1
+        mean = [sum(n * c[k] for n, c in spans) / steps for k in range(len(history[-1][1]))]
+        totals = [sum(c) for n, c in spans if n] or [sum(history[-1][1])]
         return {"policy": self.manager.policy, "pool": self.pool, "oversubscribed": self.oversubscribed,
                 "invade_every": self.every, "workload": "work of the node's tiles in the last step",
-                "manager_lost": any(invasion.lost for invasion in self.invasions.values())}
+                "manager_lost": any(invasion.lost for invasion in self.invasions.values()),
+                "cores_mean": mean, "cores_min": min(totals), "cores_max": max(totals)}
 
     # ----- the pool follows the cores ----------------------------------------------------------
     def _constraints(self, node: int) -> dict:
