@@ -583,7 +583,7 @@ let playing = false;
 
 async function refreshRuns() {
   const runs = await (await api("/api/runs")).json();
-  const keep = $("runs").value;
+  const keep = playback ? playback.name : $("runs").value;
   $("runs").replaceChildren(...runs.map((r) => new Option(`${r.name} (${r.scenario}, ${r.status}, ${r.frames} frames)`, r.name)));
   if (runs.some((r) => r.name === keep)) $("runs").value = keep;
 }
@@ -596,6 +596,7 @@ async function openRun(name) {
   const hello = {run, lo: Int32Array.from(run.tile_lo.flat()), hi: Int32Array.from(run.tile_hi.flat())};
   playback = {...newSource(), name, frames: index.frames, k: 0, hello, cache: new Map()};
   mode = "playback";
+  if ([...$("runs").options].some((o) => o.value === name)) $("runs").value = name;  // the list shows what plays
   follow = probe = null;
   const binary = async (what) => {
     try { return decode(await (await api(`${runPath()}/${what}`)).arrayBuffer()); } catch { return null; }
