@@ -21,12 +21,22 @@ of the ``--repeats`` rounds measures before then after, so both see the same mac
 figure is the median of the rounds with its spread, and the ratio after / before is taken
 within each round.
 
-Run: ``python bench/executor_overhead.py [--repeats 5] [--baseline REV] [--json FILE]``.
+``--profile`` prints, before and after, where the time of a task goes instead (per task,
+1 worker, the kernel that does nothing unless said): the app's own kernel call and halo
+packing (plain loops), the executor's clock reads (calls counted in a run, each priced by a
+loop of the same call), the rest of its loop with no halo phase (the lock, the queue, the
+readiness checks, the rows), what halos add to it (message sizes, posting, each neighbour's
+readiness), the wall time per task of 2 workers on the same empty tasks (all of it holds the
+interpreter lock), and at 0.1 ms tasks the worker time 2 workers lose against 1 (2 x wall on
+2 workers - wall on 1, per task: waits for the interpreter lock and for ready tasks).
+
+Run: ``python bench/executor_overhead.py [--repeats 5] [--baseline REV] [--profile] [--json FILE]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import subprocess
@@ -38,7 +48,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-BASELINE = "aa1c2ced17c0b37795b18d4869b6e5a60e2f1d79"  # the executor before it was made leaner
+BASELINE = "82be51535ad9e082cb3f4e7f7b5ec449418116b8"  # the executor before its hot loop was trimmed
 CASES = ((0.0, 150), (0.1, 150), (1.0, 30), (10.0, 4))  # (task ms, steps); 0: a kernel that does nothing
 GRID, COUNTS = (64, 64), (8, 8)  # 64 tiles, 8 neighbours each
 
@@ -64,14 +74,14 @@ def iterations_for(seconds: float) -> int:
         iters *= 2
 
 
-def make_app(iters: int):
-    """An app of one halo phase whose kernel spins ``iters`` times (the class comes from the
-    shoal imported: the baseline's or this one's)."""
+def make_app(iters: int, halo: bool = True):
+    """An app of one phase (with a halo unless ``halo`` is False) whose kernel spins ``iters``
+    times (the class comes from the shoal imported: the baseline's or this one's)."""
     from shoal.runtime import App, Phase
 
     class HaloSpin(App):
         name = "halo-spin"
-        phases = (Phase("spin", halo=True),)
+        phases = (Phase("spin", halo=halo),)
         grid = GRID
 
         def init_tile(self, tile, tiling):
@@ -90,44 +100,108 @@ def make_app(iters: int):
     return HaloSpin()
 
 
+def plain(app, tiling, steps: int, pack: bool = False) -> float:
+    """Wall seconds of ``steps`` steps of the app's kernel (and its halo packing) in a plain loop."""
+    states = {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        for t in range(tiling.ntiles):
+            app.spin(t, states[t], {}, None, tiling)
+            if pack:
+                app.pack_halos(states[t], t, tiling)
+    return time.perf_counter() - t0
+
+
+def executor(app, tiling, steps: int, workers: int) -> float:
+    """Wall seconds of ``steps`` steps under the local executor on one node of ``workers``."""
+    from shoal.cluster import Cluster
+    from shoal.runtime import LocalExecutor
+
+    owner = np.zeros(tiling.ntiles, dtype=np.int64)
+    with LocalExecutor(app, tiling, Cluster.uniform(1, workers), owner) as ex:
+        ex.run(1)  # threads started, caches warm
+        return ex.run(steps).wall_s
+
+
 def measure() -> dict:
     """One round of every case with the shoal imported: wall seconds of the plain loop and of
     the executor on 1 and 2 workers."""
-    from shoal.cluster import Cluster
-    from shoal.runtime import LocalExecutor
     from shoal.tiling import Tiling
 
     tiling = Tiling.from_counts(GRID, COUNTS)
     spin(0.0, 1)  # compiled (or loaded from the cache) before anything is timed
-
-    def plain(app, steps, pack=False):
-        states = {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            for t in range(tiling.ntiles):
-                app.spin(t, states[t], {}, None, tiling)
-                if pack:
-                    app.pack_halos(states[t], t, tiling)
-        return time.perf_counter() - t0
-
-    def executor(app, steps, workers):
-        owner = np.zeros(tiling.ntiles, dtype=np.int64)
-        with LocalExecutor(app, tiling, Cluster.uniform(1, workers), owner) as ex:
-            ex.run(1)  # threads started, caches warm
-            return ex.run(steps).wall_s
-
     out = {}
     for ms, steps in CASES:
         app = make_app(iterations_for(ms / 1e3) if ms else 0)
-        out[str(ms)] = {"plain": plain(app, steps), "packing": plain(app, steps, pack=True),
-                        "exec1": executor(app, steps, 1), "exec2": executor(app, steps, 2)}
+        out[str(ms)] = {"plain": plain(app, tiling, steps), "packing": plain(app, tiling, steps, pack=True),
+                        "exec1": executor(app, tiling, steps, 1), "exec2": executor(app, tiling, steps, 2)}
     return out
 
 
-def baseline_round(worktree: Path) -> dict:
+CLOCKS = ("perf_counter", "perf_counter_ns", "thread_time", "thread_time_ns")
+
+
+def clock_calls(run) -> collections.Counter:
+    """How many times ``run()`` read each clock of :data:`CLOCKS` (the ``time`` module's
+    functions replaced by counting ones while it runs)."""
+    counts = collections.Counter()
+    originals = {name: getattr(time, name) for name in CLOCKS}
+
+    def counting(name, fn):
+        def read():
+            counts[name] += 1
+            return fn()
+        return read
+
+    for name, fn in originals.items():
+        setattr(time, name, counting(name, fn))
+    try:
+        run()
+    finally:
+        for name, fn in originals.items():
+            setattr(time, name, fn)
+    return counts
+
+
+def clock_price(name: str, n: int = 200_000) -> float:
+    """Seconds one call of ``time.<name>()`` takes on this thread."""
+    fn = getattr(time, name)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t0) / n
+
+
+def profile() -> dict:
+    """One round of the profile with the shoal imported: seconds per task of each part."""
+    from shoal.tiling import Tiling
+
+    tiling = Tiling.from_counts(GRID, COUNTS)
+    spin(0.0, 1)
+    steps = dict(CASES)[0.0]
+    tasks = steps * tiling.ntiles
+    empty, bare = make_app(0), make_app(0, halo=False)
+    counts = clock_calls(lambda: executor(empty, tiling, steps, 1))
+    run_clocks = counts.copy()
+    run_clocks.subtract(clock_calls(lambda: executor(empty, tiling, 1, 1)))  # the run(1) before
+    clocks = sum(n * clock_price(name) for name, n in run_clocks.items()) / tasks
+    call, packing = plain(empty, tiling, steps), plain(empty, tiling, steps, pack=True)
+    no_halo, halo = executor(bare, tiling, steps, 1), executor(empty, tiling, steps, 1)
+    two = executor(empty, tiling, steps, 2)
+    ms, busy_steps = 0.1, dict(CASES)[0.1]
+    busy = make_app(iterations_for(ms / 1e3))
+    busy1, busy2 = executor(busy, tiling, busy_steps, 1), executor(busy, tiling, busy_steps, 2)
+    return {"kernel call": call / tasks, "app packing": (packing - call) / tasks, "clock reads": clocks,
+            "loop w/o halos": (no_halo - call) / tasks - clocks, "halos": (halo - no_halo - packing + call) / tasks,
+            "1 worker total": halo / tasks, "2 workers, wall": two / tasks,
+            "lost on 2 workers @0.1ms": (2 * busy2 - busy1) / (busy_steps * tiling.ntiles),
+            "reads/task": " ".join(f"{name} {n / tasks:.1f}" for name, n in sorted(run_clocks.items()) if n)}
+
+
+def baseline_round(worktree: Path, what: str = "--measure") -> dict:
     """One round measured by the baseline's shoal, in a subprocess."""
     env = dict(os.environ, PYTHONPATH=str(worktree / "src"))
-    done = subprocess.run([sys.executable, __file__, "--measure"], env=env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, __file__, what], env=env, capture_output=True, text=True,
                           check=True)
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -141,12 +215,33 @@ def figures(r: dict, ms: float, steps: int) -> dict:
             "exec2": c["exec2"]}
 
 
+def print_profile(bench, rounds: list[tuple[dict, dict]], baseline: str) -> None:
+    """The profile's table: per part, us per task before and after (median of the rounds)."""
+    from common import Stat
+
+    print(f"where a task's time goes: us per task, empty kernel on 1 worker unless said; before = {baseline[:10]}, "
+          f"after = this tree; median of {len(rounds)} rounds ±spread")
+    print(f"{'part':28s} {'before':>14s} {'after':>14s}")
+    for part in rounds[0][1]:
+        if part == "reads/task":
+            print(f"{'clock reads per task':28s} before: {rounds[0][0][part]}; after: {rounds[0][1][part]}")
+            continue
+        before, after = Stat(tuple(b[part] for b, _ in rounds)), Stat(tuple(a[part] for _, a in rounds))
+        print(f"{part:28s} {before.show(1e6, 1):>14s} {after.show(1e6, 1):>14s}")
+        bench.add(part=part, before=before, after=after)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)  # one round, as JSON
+    ap.add_argument("--profile-round", action="store_true", help=argparse.SUPPRESS)  # one profile, as JSON
     ap.add_argument("--baseline", default=BASELINE, help=f"revision of the executor before (default {BASELINE[:10]})")
+    ap.add_argument("--profile", action="store_true", help="where a task's time goes, before and after")
     if "--measure" in sys.argv:
         print(json.dumps(measure()))
+        return
+    if "--profile-round" in sys.argv:
+        print(json.dumps(profile()))
         return
     from common import Benchmark, Stat, add_arguments
 
@@ -158,9 +253,16 @@ def main() -> None:
         subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(worktree), args.baseline], cwd=repo,
                        check=True)
         try:
-            rounds = [(baseline_round(worktree), measure()) for _ in range(max(args.repeats, 1))]
+            if args.profile:
+                rounds = [(baseline_round(worktree, "--profile-round"), profile())
+                          for _ in range(max(args.repeats, 1))]
+            else:
+                rounds = [(baseline_round(worktree), measure()) for _ in range(max(args.repeats, 1))]
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=repo, check=True)
+        if args.profile:
+            print_profile(bench, rounds, args.baseline)
+            return
         print(f"{COUNTS[0] * COUNTS[1]} tiles, 8 neighbours each (a halo every task); before = {args.baseline[:10]}, "
               f"after = this tree; median of {len(rounds)} rounds ±spread")
         print(f"{'task':>6} {'tasks':>6} {'plain ms':>11} {'1 worker ms: before':>20} {'after':>11} "
