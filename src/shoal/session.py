@@ -154,6 +154,7 @@ def run_scenario(
     cores: int | None = None,
     manager: str | Path | None = None,
     invade_every: int | None = None,
+    invade_blocking: bool = False,
     view: str | Path | None = None,
     view_every: int | None = None,
 ) -> RunRecord:
@@ -217,6 +218,9 @@ def run_scenario(
         A manager file (:func:`~shoal.invasive.join.write_manager_file`) of a running manager to join.
     invade_every : int, optional
         Steps between a node's invades (default 1).
+    invade_blocking : bool
+        Each invade waits for the manager's answer (§6.1's blocking variant) instead of
+        polling for it at the next step boundary.
     view : str or Path, optional
         A live viewer's Unix socket (``shoal view``) to feed: frames, loads, placements
         (:mod:`shoal.view.feed`; the run never waits for it). Under MPI the first process's
@@ -248,7 +252,7 @@ def run_scenario(
     if view_every is not None and view_every < 1:
         raise ShoalError(f"--view-every must be >= 1, got {view_every}")
     with resource_manager(team, invasive, cores, manager) as address:
-        built = build(plan, team, address, invade_every or 1, view, view_every)
+        built = build(plan, team, address, invade_every or 1, view, view_every, invade_blocking)
         try:
             if on_step is not None:
                 built.sim.add_measurement(lambda record: on_step(record.step))
@@ -413,12 +417,12 @@ class Built:
 
 
 def build(plan: Resolved, team: Team, manager: ManagerAddress | None = None, invade_every: int = 1,
-          view: str | None = None, view_every: int | None = None) -> Built:
+          view: str | None = None, view_every: int | None = None, invade_blocking: bool = False) -> Built:
     """The simulation of the resolved run ``plan`` on ``team``, its run folder claimed, its
     callbacks attached; under a resource manager (a
     :class:`~shoal.invasive.join.ManagerAddress`) its nodes joined, invading every
-    ``invade_every`` steps; fed to the live viewer listening on the socket ``view`` (a frame
-    every ``view_every`` steps) when given.
+    ``invade_every`` steps (waiting for each answer when ``invade_blocking``); fed to the live
+    viewer listening on the socket ``view`` (a frame every ``view_every`` steps) when given.
 
     Everything that checks the input runs before the folder is claimed; should anything after
     fail, a folder this run made is removed again.
@@ -473,7 +477,7 @@ def build(plan: Resolved, team: Team, manager: ManagerAddress | None = None, inv
             balancer.proxy = _run_proxy(sc, app, tiling, path / "proxy")
         if view is not None:
             built.view = _live_view(sim, sc, path, view, view_every)
-        invasive = _attach(sim, sc, path / "frames", manager, invade_every, built.view)
+        invasive = _attach(sim, sc, path / "frames", manager, invade_every, built.view, invade_blocking)
         built.invasive = invasive.describe if invasive is not None else None
     except BaseException:
         made = built.lock is not None and built.lock.made
@@ -546,7 +550,8 @@ def _live_view(sim: Simulation, sc: Scenario, path: Path, socket: str, every: in
 
 
 def _attach(sim: Simulation, sc: Scenario, frames: Path, manager: ManagerAddress | None = None,
-            invade_every: int = 1, view: LiveView | None = None) -> InvasiveNodes | None:
+            invade_every: int = 1, view: LiveView | None = None,
+            invade_blocking: bool = False) -> InvasiveNodes | None:
     """The run's callbacks, in the order they run at a step boundary: frames, worker resizes
     (or the nodes' invades, joined to ``manager`` here: returned), balancing, the trace's
     chunk, checkpoints (each writes the chunk up to it first), and last the live ``view``'s
@@ -562,7 +567,7 @@ def _attach(sim: Simulation, sc: Scenario, frames: Path, manager: ManagerAddress
     if manager is not None:
         from .invasive.join import join
 
-        invasive = join(sim, manager, invade_every)
+        invasive = join(sim, manager, invade_every, invade_blocking)
     if sim.balancer is not None:
         sim.schedule_balancing(until=r.steps)
     if r.checkpoint_every:

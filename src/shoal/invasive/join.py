@@ -244,6 +244,9 @@ class InvasiveNodes:
         The manager to join.
     every : int
         Steps between invades.
+    blocking : bool
+        Each invade waits for the manager's answer (§6.1's blocking variant); by default it
+        does not, and the answer is applied at a later step boundary.
 
     Attributes
     ----------
@@ -251,8 +254,8 @@ class InvasiveNodes:
         Each node's connection, by node.
     """
 
-    def __init__(self, sim: Simulation, manager: ManagerAddress, every: int = 1):
-        self.sim, self.manager, self.every = sim, manager, every
+    def __init__(self, sim: Simulation, manager: ManagerAddress, every: int = 1, blocking: bool = False):
+        self.sim, self.manager, self.every, self.blocking = sim, manager, every, blocking
         team = sim.team
         nodes = [team.rank] if team.distributed else list(range(sim.cluster.nodes))
         self.invasions = {node: Invasion(manager.address, manager.authkey, name=f"node {node}",
@@ -307,7 +310,7 @@ class InvasiveNodes:
             if self._span_work[node] > 0:
                 self._graphs[node].record(self.sim.cluster.cores[node], seconds, self._span_work[node])
             self._span_work[node] = 0.0
-            invasion.invade(blocking=False, **self._constraints(node))
+            invasion.invade(blocking=self.blocking, **self._constraints(node))
             self._fit(node, invasion.poll())
         self._record()
         self._since = time.perf_counter()
@@ -336,7 +339,8 @@ class InvasiveNodes:
         mean = [sum(n * c[k] for n, c in spans) / steps for k in range(len(history[-1][1]))]
         totals = [sum(c) for n, c in spans if n] or [sum(history[-1][1])]
         return {"policy": self.manager.policy, "pool": self.pool, "oversubscribed": self.oversubscribed,
-                "invade_every": self.every, "workload": "work of the node's tiles in the last step",
+                "invade_every": self.every, "blocking": self.blocking,
+                "workload": "work of the node's tiles in the last step",
                 "manager_lost": any(invasion.lost for invasion in self.invasions.values()),
                 "cores_mean": mean, "cores_min": min(totals), "cores_max": max(totals)}
 
@@ -368,9 +372,10 @@ class InvasiveNodes:
             sim.reconfigure(workers={node: int(c) for node, c in enumerate(counts)})
 
 
-def join(sim: Simulation, manager: ManagerAddress, every: int = 1) -> InvasiveNodes:
+def join(sim: Simulation, manager: ManagerAddress, every: int = 1, blocking: bool = False) -> InvasiveNodes:
     """Join ``sim``'s nodes in this process to ``manager`` before the first step, and have
-    them invade every ``every`` steps; they retreat when the simulation closes.
+    them invade every ``every`` steps (waiting for each answer when ``blocking``); they
+    retreat when the simulation closes.
 
     Parameters
     ----------
@@ -380,13 +385,15 @@ def join(sim: Simulation, manager: ManagerAddress, every: int = 1) -> InvasiveNo
         The manager (:func:`resource_manager`).
     every : int
         Steps between invades.
+    blocking : bool
+        Wait for the manager's answer to each invade.
 
     Returns
     -------
     InvasiveNodes
         The joined nodes.
     """
-    nodes = InvasiveNodes(sim, manager, every)
+    nodes = InvasiveNodes(sim, manager, every, blocking)
     sim.at_close(nodes.retreat)
     nodes.setup()
     sim.add_measurement(nodes.measure)
