@@ -86,10 +86,11 @@ def test_a_run_joins_a_manager_named_by_its_file(reference, tmp_path):
         path = write_manager_file(handle, tmp_path / "manager.json", "workload")
         assert read_manager_file(path).authkey == handle.authkey and oct(path.stat().st_mode & 0o777) == "0o600"
         run = run_scenario(SCENARIO, steps=STEPS, tiles=16, nodes=1, workers=2, placement="sfc", period=0,
-                           set=ADAPTIVE, out=tmp_path / "run", manager=path, invade_every=3)
+                           set=ADAPTIVE, out=tmp_path / "run", manager=path, invade_every=3, invade_blocking=True)
     assert compare_runs(reference.path, run.path).identical
     held, _ = check_cores(run, 4)
     assert (held[:, 0] == 4).all() and run.summary["invasive"]["invade_every"] == 3
+    assert run.summary["invasive"]["blocking"]  # each invade waited for its answer
 
 
 def test_a_manager_gone_before_the_run_joins_is_one_line_and_leaves_no_folder(tmp_path, capsys):
