@@ -44,9 +44,9 @@ from .workers import WorkerPool
 
 GIL_SWITCH_S = 1e-4
 PACK_FIRST_HALOS = -1  # a queue item that packs a tile's halos for the first task of a run
-# What a task row holds until a worker writes it (node and worker -1: run elsewhere, or not run).
-TASK_FILL = {"node": -1, "worker": -1, "start": 0.0, "end": 0.0, "cost": 0.0, "work": 0, "kernel": 0.0,
-             "kernel_calls": 0, "ready": 0.0}
+# The columns a worker writes for a task it ran, as one tuple, in this order.
+RAN = ("node", "worker", "start", "end", "cost", "work", "kernel", "kernel_calls")
+NOT_RUN = (-1, -1, 0.0, 0.0, 0.0, 0, 0.0, 0)  # a task row nobody here ran (run elsewhere, or not run)
 # Libraries that start threads of their own: a worker thread is one core's worth of work.
 THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
@@ -336,11 +336,19 @@ class LocalExecutor:
     def _post_halos(self, tile: int, task: int, halo_out) -> None:
         """Hand the halos that ``tile`` packed to their destinations (caller holds the lock)."""
         inbox, idle, nexts, fanout = self._inbox, self._idle, self._next, self._fanout
+        waits_token = self._token_tasks[task] and task < self._limit
         for dst, payload in halo_out:
-            got = inbox[dst].setdefault(task, {})
+            box = inbox[dst]
+            got = box.get(task)
+            if got is None:
+                box[task] = got = {}
             got[tile] = payload
-            if len(got) == fanout[dst] and idle[dst] and nexts[dst] == task:  # its last halo: a full check
-                self._try_ready(dst)
+            # Its last halo: ready unless it waits on a reduction too (as in _ready, inline).
+            if len(got) == fanout[dst] and idle[dst] and nexts[dst] == task and task < self._limit and not (
+                    waits_token and not self._tokens[dst].get(task)):
+                idle[dst] = False
+                self._ready_at[task * self._T + dst] = time.perf_counter() - self._t0
+                self._enqueue(self._owner_of[dst], dst, task)
 
     def _contribute(self, tile: int, task: int, value) -> None:
         """A tile's value for the reduction of ``task`` (caller holds the lock)."""
@@ -415,9 +423,11 @@ class LocalExecutor:
         self._step_end = np.zeros(steps)
         self._steps_done = 0
         n = steps * P * T
-        # Task rows in (step, phase, tile) order. A worker writes one element of each column per
-        # task: into lists (a NumPy element costs ten times more), made arrays when read.
-        self._rows = {name: [fill] * n for name, fill in TASK_FILL.items()}
+        # Task rows in (step, phase, tile) order: one tuple per task written by its worker (one
+        # list store; a NumPy element costs ten times more), the ready times apart (written by
+        # whoever made the task ready); made columns when read.
+        self._rows: list[tuple | None] = [None] * n
+        self._ready_at = [0.0] * n
         self._first = [None] * T  # (cost, kernel, calls) of packing each tile's first halos
         fanout = np.array([len(nb) for nb in self.neighbours], dtype=np.int64)
         self._msg_base = [0, *np.cumsum(fanout).tolist()]  # per-source row offsets
@@ -442,7 +452,9 @@ class LocalExecutor:
         T, P = self._T, len(self.phases)
         index = np.arange(rows.start, rows.stop)
         table = {"step": index // (P * T) + self.first_step, "phase": index // T % P, "tile": index % T}
-        table.update((name, column[rows]) for name, column in self._rows.items())
+        ran = [row or NOT_RUN for row in self._rows[rows]]
+        table.update(zip(RAN, zip(*ran, strict=True) if ran else [()] * len(RAN), strict=True))
+        table["ready"] = self._ready_at[rows]
         return TASKS.table(table)
 
     def _reads_halos(self, task: int) -> bool:
@@ -502,7 +514,7 @@ class LocalExecutor:
         if missing:
             return False
         self._idle[tile] = False
-        self._rows["ready"][task * self._T + tile] = time.perf_counter() - self._t0
+        self._ready_at[task * self._T + tile] = time.perf_counter() - self._t0
         return True
 
     def _try_ready(self, tile: int) -> None:
@@ -539,10 +551,7 @@ class LocalExecutor:
         inbox, tokens, token_tasks, contexts = self._inbox, self._tokens, self._token_tasks, self._contexts
         nexts, idle, fanout, left_in_step = self._next, self._idle, self._fanout, self._left_in_step
         post, contribute, pack_all = self._post_halos, self._contribute, self._pack_all
-        states, first, rows, waiting = self.states, self._first, self._rows, self._waiting
-        r_node, r_worker, r_start, r_end = rows["node"], rows["worker"], rows["start"], rows["end"]
-        r_cost, r_work, r_kernel, r_calls = rows["cost"], rows["work"], rows["kernel"], rows["kernel_calls"]
-        r_ready = rows["ready"]
+        states, first, rows, r_ready, waiting = self.states, self._first, self._rows, self._ready_at, self._waiting
         perf, cpu, clock = time.perf_counter, time.thread_time, thread_clock()
         tile = task = -1  # the task just run, booked at the next lock (none yet)
         halo_out = value = None
@@ -613,14 +622,12 @@ class LocalExecutor:
             except BaseException as exc:  # stop every worker, report from the main thread
                 self._fail(exc, tile, task)
                 return
-            row = task * T + tile
-            r_node[row], r_worker[row], r_start[row], r_end[row] = node, worker, t0 - t_run, t1 - t_run
             if task:
-                r_cost[row], r_kernel[row], r_calls[row] = c1 - c0, k1 - k0, n1 - n0
+                rows[task * T + tile] = (node, worker, t0 - t_run, t1 - t_run, c1 - c0, int(work), k1 - k0, n1 - n0)
             else:  # the first task is charged its tile's first packing too
                 cost, kernel, calls = first[tile] or (0.0, 0.0, 0)
-                r_cost[row], r_kernel[row], r_calls[row] = c1 - c0 + cost, k1 - k0 + kernel, n1 - n0 + calls
-            r_work[row] = int(work)
+                rows[tile] = (node, worker, t0 - t_run, t1 - t_run, c1 - c0 + cost, int(work), k1 - k0 + kernel,
+                              n1 - n0 + calls)
             if not reduces[phase]:
                 value = None
 
@@ -647,16 +654,16 @@ class LocalExecutor:
         Called outside the lock: only this tile's worker touches its rows and its state.
         """
         payloads = self._packers[task % len(self.phases)](state, tile, self.tiling)
-        sizes, row = self._m_bytes, task * self._per_task_msgs + self._msg_base[tile]
-        out, last, size = [], None, 0  # a None payload is 0 bytes
-        for dst in self.neighbours[tile]:
-            payload = payloads[dst]
-            if payload is not last:  # apps send one shared empty payload to most neighbours
-                last = payload
-                size = payload.nbytes if type(payload) is np.ndarray else payload_bytes(payload)
-            sizes[row] = size
-            row += 1
-            out.append((dst, payload))
+        out = [(dst, payloads[dst]) for dst in self.neighbours[tile]]
+        row = task * self._per_task_msgs + self._msg_base[tile]
+        sizes = [p.nbytes if type(p) is np.ndarray else -1 for _, p in out]
+        if -1 in sizes:  # payloads other than arrays: apps send one shared empty one to most neighbours
+            last, size = None, 0  # a None payload is 0 bytes
+            for k, (_, payload) in enumerate(out):
+                if payload is not last:
+                    last, size = payload, payload_bytes(payload)
+                sizes[k] = size
+        self._m_bytes[row:row + len(out)] = sizes
         return out
 
     def _collect(self, values: dict[int, float], task: int) -> None:
