@@ -239,6 +239,11 @@ class LocalExecutor:
         if states is None:
             states = {t: self.app.init_tile(t, self.tiling) for t in range(T)}
         self._setup(steps, states, first_step)
+        # A finished step wakes this thread only when it has steps to report (then a stop asked
+        # from a step's callback is heard at once); each wake takes the interpreter lock from a
+        # worker, which costs it several microseconds a task on short steps. Without one, this
+        # thread looks at ``stop`` every few tens of milliseconds.
+        self._wake_per_step = on_step is not None
         # Workers hand the GIL to each other between kernels; a short switch interval keeps a
         # worker from waiting up to CPython's default 5 ms for it.
         switch = sys.getswitchinterval()
@@ -698,7 +703,8 @@ class LocalExecutor:
         """Step ``s`` has no task left here (caller holds the lock)."""
         self._step_end[s] = time.perf_counter() - self._t0
         self._steps_done += 1
-        self._progress.set()
+        if self._wake_per_step:
+            self._progress.set()
         if self._steps_done == self._limit // len(self.phases):
             self._all_done()
 
