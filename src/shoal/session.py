@@ -55,7 +55,7 @@ from .cluster import Cluster
 from .config import Scenario, load_scenario, scenario_from_dict
 from .errors import ShoalError
 from .files import save_npz, write_json, write_text
-from .log import FILE_ONLY, run_log
+from .log import FILE_ONLY, announce_compilation, run_log
 from .placement import Balancer, PlacementPolicy, get_policy, policy_params
 from .placement.registry import check_owner
 from .records import BALANCE, MESSAGES, TASKS
@@ -442,6 +442,8 @@ def build(plan: Resolved, team: Team, manager: ManagerAddress | None = None, inv
     own = plan.resume is not None and path.resolve() == plan.resume.resolve()
     _on_root(team, lambda: check_folder(path, own))
 
+    if team.is_root:  # only once the input is known good: bad input stays one line
+        announce_compilation()
     app.prepare(tiling)
     states = None
     if checkpoint:
