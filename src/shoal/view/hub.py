@@ -26,7 +26,11 @@ class PageQueue:
     ones dropped and counted), every other message kept in order."""
 
     def __init__(self):
-        self._items: deque[tuple[bool | None, bytes]] = deque()  # (a frame? None: a status, message)
+        # (kind, box): kind True for a frame, None for a status, False otherwise; box holds the
+        # message, or None once dropped. A frame is dropped by emptying its box, so a page that
+        # stops reading costs the feed no scan of its backlog.
+        self._items: deque[tuple[bool | None, list]] = deque()
+        self._frames: deque[list] = deque()  # the boxes of the frames still waiting, oldest first
         self._ready = asyncio.Event()
         self.dropped = 0
         self.closed = False
@@ -34,23 +38,32 @@ class PageQueue:
     def put(self, message: bytes, frame: bool = False, status: bool = False) -> None:
         """Queue ``message`` (never waits); ``frame``: it may be dropped for a newer frame;
         ``status``: it replaces a status still waiting (a status is a snapshot: the newest says all)."""
-        if status:
-            self._items = deque(item for item in self._items if item[0] is not None)
-        if frame and sum(1 for is_frame, _ in self._items if is_frame) >= PAGE_FRAMES:
-            oldest = next(k for k, (is_frame, _) in enumerate(self._items) if is_frame)
-            del self._items[oldest]
-            self.dropped += 1
-        self._items.append((None if status else frame, message))
+        if status:  # rare (a run starts or ends, an error): a pass over the backlog is fine
+            for kind, box in self._items:
+                if kind is None:
+                    box[0] = None
+        box = [message]
+        if frame:
+            if len(self._frames) >= PAGE_FRAMES:
+                self._frames.popleft()[0] = None
+                self.dropped += 1
+            self._frames.append(box)
+        self._items.append((None if status else frame, box))
         self._ready.set()
 
     async def get(self) -> bytes | None:
         """The next message, waiting for one; ``None`` once the queue is closed."""
-        while not self._items:
-            if self.closed:
-                return None
-            self._ready.clear()
-            await self._ready.wait()
-        return self._items.popleft()[1]
+        while True:
+            while not self._items:
+                if self.closed:
+                    return None
+                self._ready.clear()
+                await self._ready.wait()
+            kind, box = self._items.popleft()
+            if kind and self._frames and self._frames[0] is box:
+                self._frames.popleft()
+            if box[0] is not None:
+                return box[0]
 
     def close(self) -> None:
         """Wake the reader with ``None``: the page goes away."""
