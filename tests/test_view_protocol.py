@@ -125,9 +125,16 @@ def test_an_apps_layout_marks_its_named_grids_and_only_those():
                      "cube[y]": (False, False)}
 
 
+def test_an_apps_traces_travel_as_extras_named_in_the_header():
+    frame = {"seismograms": np.ones((3, 5, 3)), "seismogram_times": np.arange(5.0), "receivers": np.ones((3, 3))}
+    fields, arrays = live_frame(frame, 0, 0.0, layout={"seismograms": ("traces",)})
+    assert fields["traces"] == ["seismograms"]
+    assert arrays["extra:seismograms"].shape == (3, 5, 3) and arrays["extra:seismogram_times"].shape == (5,)
+
+
 def test_every_registered_layout_names_grids_its_app_draws():
     from shoal.apps import all_apps
 
     for spec in all_apps().values():
         for name, hints in spec.layout.items():
-            assert set(hints) <= {"down", "signed"}, (spec.name, name)
+            assert set(hints) <= {"down", "signed", "traces"}, (spec.name, name)

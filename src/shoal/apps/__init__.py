@@ -39,7 +39,9 @@ class AppSpec:
     layout : dict, optional
         How the live view draws some of the app's frame grids, by array name: ``"down"`` when
         the grid's second index grows downwards (depth), ``"signed"`` for a field drawn on a
-        diverging scale symmetric about zero (a wavefield, a surface elevation).
+        diverging scale symmetric about zero (a wavefield, a surface elevation), ``"traces"`` for
+        a small array of time series (stations x times [x components]) drawn as wiggles against
+        the frame's 1D array of the same number of times.
     """
 
     name: str

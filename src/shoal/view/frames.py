@@ -80,13 +80,14 @@ def live_frame(frame: dict[str, np.ndarray], step: int, time: float, budget: int
         ``step``, ``time``, ``points`` (particles in the run, or ``None``), ``kept`` (particles
         sent), ``colourings`` (``[{"name", "unit"}]``, each sent as array ``point:<name>``),
         ``grids`` (``[{"name", "of", "shape", "stride", "axis", "down", "signed"}]``, each sent as array
-        ``grid:<name>``), ``extras`` (names, sent as ``extra:<name>``) and ``meta`` (the app's
-        scalars by name).
+        ``grid:<name>``), ``extras`` (names, sent as ``extra:<name>``), ``traces`` (the extras
+        the app's layout calls ``"traces"``: time series, one row per station) and ``meta`` (the
+        app's scalars by name).
     arrays : dict of str to ndarray
         The arrays, keyed as the fields say.
     """
     fields: dict = {"step": int(step), "time": float(time), "points": None, "kept": 0, "colourings": [],
-                    "grids": [], "extras": [], "meta": {}}
+                    "grids": [], "extras": [], "traces": [], "meta": {}}
     arrays: dict[str, np.ndarray] = {}
     used = set()
     if "x" in frame:
@@ -102,6 +103,8 @@ def live_frame(frame: dict[str, np.ndarray], step: int, time: float, budget: int
         elif 0 < a.size <= MAX_EXTRA_ELEMENTS and a.dtype.kind in "biuf":
             fields["extras"].append(name)
             arrays[f"extra:{name}"] = a
+            if "traces" in (layout or {}).get(name, ()):
+                fields["traces"].append(name)
     return fields, arrays
 
 

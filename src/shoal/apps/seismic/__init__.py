@@ -17,4 +17,5 @@ register_app(AppSpec("seismic", SeismicParams, SeismicApp,
                      tiny={"cells": [20, 16, 12], "spacing": 100.0, "absorbing": 3, "source_at": [1000.0, 800.0, 600.0],
                            "f0": 2.0, "receivers": [[600.0, 800.0, 0.0]]},
                      memory=seismic_memory,
-                     layout={"vz_section": ("down", "signed"), "speed_section": ("down",), "vz_surface": ("signed",)}))
+                     layout={"vz_section": ("down", "signed"), "speed_section": ("down",), "vz_surface": ("signed",),
+                             "seismograms": ("traces",)}))

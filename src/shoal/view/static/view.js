@@ -11,6 +11,7 @@
 //   runs, open, live, scrub, play, frame-pick, export-gif, export-mp4   playback
 //   probe         a followed particle's path / a probed point's value over time
 //   step-time, lif, tiles, migrated            the rest of the load panel
+//   traces        an app's time series (a seismic app's seismograms), when its frames have some
 
 const TOKEN = new URLSearchParams(location.search).get("token") || "";
 const $ = (id) => document.getElementById(id);
@@ -305,6 +306,36 @@ function drawProbe() {
   }
 }
 
+/** An app's time series (stations x times [x components]: the last component, the vertical one
+ *  of a seismogram) as wiggles, one row per station, against the frame's 1D array of as many times,
+ *  all on one amplitude scale so stations compare. */
+function drawTraces() {
+  const msg = source() && source().frame, canvas = $("traces"), ctx = canvas.getContext("2d");
+  const name = msg && msg.header.traces && msg.header.traces[0], a = name && msg.arrays[`extra:${name}`];
+  canvas.hidden = $("traces-title").hidden = !a;
+  if (!a) return;
+  ctx.clearRect(0, 0, canvas.width, canvas.height);
+  const [n, t] = a.shape, c = a.shape.length > 2 ? a.shape[2] : 1;
+  const times = Object.entries(msg.arrays).find(([k, v]) => k.startsWith("extra:") && v.shape.length === 1 && v.shape[0] === t);
+  const x = (k) => times ? times[1].data[k] : k, [x0, x1] = [x(0), x(Math.max(t - 1, 1))];
+  let top = 0;
+  for (let i = 0; i < a.data.length; i += c) top = Math.max(top, Math.abs(a.data[i + c - 1]) || 0);
+  const pad = 6, rowH = (canvas.height - 2 * pad) / Math.max(n, 1), w = canvas.width - 2 * pad;
+  ctx.strokeStyle = "#333"; ctx.lineWidth = 1;
+  for (let s = 0; s < n; s++) {
+    const mid = pad + (s + 0.5) * rowH;
+    ctx.beginPath();
+    for (let k = 0; k < t; k++) {
+      const v = a.data[(s * t + k) * c + c - 1] / (top || 1);
+      const px = pad + (x(k) - x0) / ((x1 - x0) || 1) * w, py = mid - 0.45 * rowH * v;
+      k ? ctx.lineTo(px, py) : ctx.moveTo(px, py);
+    }
+    ctx.stroke();
+  }
+  $("traces-title").textContent = `${name}: ${n} stations, last component, up to t = ${fmt(x(t - 1))} s ` +
+    `(one scale, ±${fmt(top)})`;
+}
+
 // ----- the load panel --------------------------------------------------------------------------------
 function addLoads(src, msg) {
   const {header: h, arrays: a} = msg, [k, nodes] = a.load.shape;
@@ -385,7 +416,7 @@ function redraw() {
   pending = true;
   requestAnimationFrame(() => {
     pending = false;
-    drawFrame(); drawLoads(); drawTiles(); drawProbe(); showStatus();
+    drawFrame(); drawTraces(); drawLoads(); drawTiles(); drawProbe(); showStatus();
     $("rescale").disabled = !(mode === "playback" || live.ended);
   });
 }
