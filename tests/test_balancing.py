@@ -187,10 +187,14 @@ def test_a_replay_of_the_barrier_trace_predicts_greedy_phase_fastest():
                   messages={k: [] for k in ("step", "phase", "src", "dst", "bytes")}, phases=["a", "b"],
                   tiling=BARRIER_TILING, cluster=Cluster.uniform(2, 1), placement_steps=np.array([0]),
                   placement_owners=ROWS[None, :], step_end=np.arange(1, S + 1) * 0.024, barrier_phases=[True, True])
-    spans = {name: replay(trace, ReplayConfig(nodes=2, cores=1, placement=name, period=2, initial="strips")).makespan
-             for name in ("none", "greedy", "refine", "greedy-phase")}
-    # (each balancing step adds the policy's own planning time: a few percent at most here)
+    spans = {}
+    for name in ("none", "greedy", "refine", "greedy-phase"):
+        r = replay(trace, ReplayConfig(nodes=2, cores=1, placement=name, period=2, initial="strips"))
+        # each balancing step adds the policy's own planning time, measured on this (busy) host: not the model's
+        planned = float(np.sum(r.trace.balance["plan_s"])) if r.trace.balance is not None else 0.0
+        spans[name] = r.makespan - planned
+    # no tile moves, so no barrier between nodes is paid beyond the restart: within 1% of 12 steps of 24 ms
     for name in ("none", "greedy", "refine"):
-        assert spans[name] == pytest.approx(S * 0.024, rel=0.03), name
+        assert spans[name] == pytest.approx(S * 0.024, rel=0.01), name
     # greedy-phase fixes the barriers after the first period: 2 steps of 24 ms, then 10 of 16
-    assert spans["greedy-phase"] == pytest.approx(2 * 0.024 + 10 * 0.016, rel=0.03)
+    assert spans["greedy-phase"] == pytest.approx(2 * 0.024 + 10 * 0.016, rel=0.01)
