@@ -30,6 +30,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,7 @@ from .timing import thread_clock
 from .workers import WorkerPool
 
 GIL_SWITCH_S = 1e-4
+NBYTES = attrgetter("nbytes")  # a halo payload's size, when it is an array
 PACK_FIRST_HALOS = -1  # a queue item that packs a tile's halos for the first task of a run
 # The columns a worker writes for a task it ran, as one tuple, in this order.
 RAN = ("node", "worker", "start", "end", "cost", "work", "kernel", "kernel_calls")
@@ -338,11 +340,12 @@ class LocalExecutor:
     def _wall(self) -> float:
         return time.perf_counter() - self._t0
 
-    def _post_halos(self, tile: int, task: int, halo_out) -> None:
-        """Hand the halos that ``tile`` packed to their destinations (caller holds the lock)."""
+    def _post_halos(self, tile: int, task: int, payloads: list) -> None:
+        """Hand the halos that ``tile`` packed (one per neighbour, in its neighbour order) to
+        their destinations (caller holds the lock)."""
         inbox, idle, nexts, fanout = self._inbox, self._idle, self._next, self._fanout
         waits_token = self._token_tasks[task] and task < self._limit
-        for dst, payload in halo_out:
+        for dst, payload in zip(self.neighbours[tile], payloads, strict=False):  # one per neighbour: built so
             box = inbox[dst]
             got = box.get(task)
             if got is None:
@@ -653,18 +656,21 @@ class LocalExecutor:
             self._try_ready(tile)
         return True
 
-    def _pack_all(self, tile: int, task: int, state):
-        """Pack ``tile``'s halos for its neighbours' task ``task``; record the message sizes.
+    def _pack_all(self, tile: int, task: int, state) -> list:
+        """Pack ``tile``'s halos for its neighbours' task ``task``, one payload per neighbour in
+        its neighbour order; record the message sizes.
 
         Called outside the lock: only this tile's worker touches its rows and its state.
         """
         payloads = self._packers[task % len(self.phases)](state, tile, self.tiling)
-        out = [(dst, payloads[dst]) for dst in self.neighbours[tile]]
+        # Loops in C (map), not comprehensions: this runs for every task and every neighbour.
+        out = list(map(payloads.__getitem__, self.neighbours[tile]))
         row = task * self._per_task_msgs + self._msg_base[tile]
-        sizes = [p.nbytes if type(p) is np.ndarray else -1 for _, p in out]
-        if -1 in sizes:  # payloads other than arrays: apps send one shared empty one to most neighbours
-            last, size = None, 0  # a None payload is 0 bytes
-            for k, (_, payload) in enumerate(out):
+        try:  # arrays (anything with ``nbytes``)
+            sizes = list(map(NBYTES, out))
+        except AttributeError:  # other payloads: apps send one shared empty one to most neighbours
+            sizes, last, size = [0] * len(out), None, 0  # a None payload is 0 bytes
+            for k, payload in enumerate(out):
                 if payload is not last:
                     last, size = payload, payload_bytes(payload)
                 sizes[k] = size

@@ -420,9 +420,9 @@ class MPIExecutor(LocalExecutor):
     def _wall(self) -> float:
         return self.team.max(time.perf_counter() - self._t0)
 
-    def _post_halos(self, tile, task, halo_out) -> None:
+    def _post_halos(self, tile, task, payloads) -> None:
         remote: dict[int, list] = {}
-        for dst, payload in halo_out:
+        for dst, payload in zip(self.neighbours[tile], payloads, strict=True):
             if self._here[dst]:
                 self._inbox[dst].setdefault(task, {})[tile] = payload
             else:
@@ -431,7 +431,7 @@ class MPIExecutor(LocalExecutor):
             self._outbox.append((rank, HALO, ((task, tile, *(d for d, _ in items)), [p for _, p in items])))
         if remote:
             self._wake.set()
-        for dst, _ in halo_out:
+        for dst in self.neighbours[tile]:
             self._try_ready(dst)
 
     def _contribute(self, tile, task, value) -> None:
