@@ -30,7 +30,13 @@ readiness), the wall time per task of 2 workers on the same empty tasks (all of 
 interpreter lock), and at 0.1 ms tasks the worker time 2 workers lose against 1 (2 x wall on
 2 workers - wall on 1, per task: waits for the interpreter lock and for ready tasks).
 
-Run: ``python bench/executor_overhead.py [--repeats 5] [--baseline REV] [--profile] [--json FILE]``.
+``--instructions`` counts instead of timing (needs Valgrind, Debian's ``valgrind``): the
+machine instructions per task, in user space, of the same parts, before and after, each run
+under Callgrind with counting switched on only around the measured loop and taken as the
+difference between runs of N and 2N steps. The counts do not move with the host's load, so a
+change of a few percent shows; they are blind to system calls (the clock reads) and to waits.
+
+Run: ``python bench/executor_overhead.py [--repeats 5] [--baseline REV] [--profile | --instructions] [--json FILE]``.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import argparse
 import collections
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -198,6 +205,77 @@ def profile() -> dict:
             "reads/task": " ".join(f"{name} {n / tasks:.1f}" for name, n in sorted(run_clocks.items()) if n)}
 
 
+COUNTED = ("kernel call", "app packing", "executor, no halo", "executor, halo")  # the parts counted
+COUNT_STEPS = 10  # counted runs have this many steps and twice as many; the difference is per task
+
+
+def counted_loop(part: str, steps: int) -> None:
+    """Run ``steps`` steps of ``part`` (one of :data:`COUNTED`, empty kernel, 1 worker) with
+    Callgrind's counting on around it only (this process runs under Callgrind)."""
+    from shoal.cluster import Cluster
+    from shoal.runtime import LocalExecutor
+    from shoal.tiling import Tiling
+
+    tiling = Tiling.from_counts(GRID, COUNTS)
+    spin(0.0, 1)
+
+    def counting(on: bool) -> None:
+        subprocess.run(["callgrind_control", "--instr=" + ("on" if on else "off"), str(os.getpid())],
+                       capture_output=True, check=True)
+
+    if part in ("kernel call", "app packing"):
+        app = make_app(0)
+        plain(app, tiling, 2, pack=part == "app packing")  # warm
+        counting(True)
+        plain(app, tiling, steps, pack=part == "app packing")
+        counting(False)
+        return
+    app = make_app(0, halo=part == "executor, halo")
+    with LocalExecutor(app, tiling, Cluster.uniform(1, 1), np.zeros(tiling.ntiles, dtype=np.int64)) as ex:
+        ex.run(2)
+        counting(True)
+        ex.run(steps)
+        counting(False)
+
+
+def count_instructions(part: str, steps: int, src: Path | None) -> int:
+    """User-space instructions Callgrind counted in :func:`counted_loop` (shoal from ``src``,
+    else the one this script imports)."""
+    env = dict(os.environ, **({"PYTHONPATH": str(src)} if src else {}))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+                        sys.executable, __file__, "--count-loop", part, str(steps)], env=env,
+                       capture_output=True, check=True)
+        totals = [line for line in out.read_text().splitlines() if line.startswith("totals:")]
+    return int(totals[0].split()[1])
+
+
+def instructions(src: Path | None) -> dict[str, float]:
+    """Instructions per task of every part of :data:`COUNTED` (and the executor's own: the
+    halo run less the app's call and packing)."""
+    import concurrent.futures
+
+    jobs = [(part, n) for part in COUNTED for n in (COUNT_STEPS, 2 * COUNT_STEPS)]
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        got = dict(zip(jobs, pool.map(lambda job: count_instructions(*job, src), jobs), strict=True))
+    tasks = COUNT_STEPS * COUNTS[0] * COUNTS[1]
+    per = {part: (got[(part, 2 * COUNT_STEPS)] - got[(part, COUNT_STEPS)]) / tasks for part in COUNTED}
+    per["executor's own, halo"] = per["executor, halo"] - per["app packing"]
+    per["executor's own, no halo"] = per["executor, no halo"] - per["kernel call"]
+    return per
+
+
+def print_instructions(bench, before: dict, after: dict, baseline: str) -> None:
+    """The instruction counts' table: per part, before, after and their ratio."""
+    print(f"instructions per task (Callgrind, user space), empty kernel on 1 worker; before = {baseline[:10]}, "
+          f"after = this tree")
+    print(f"{'part':28s} {'before':>10s} {'after':>10s} {'ratio':>6s}")
+    for part in before:
+        print(f"{part:28s} {before[part]:>10.0f} {after[part]:>10.0f} {after[part] / before[part]:>6.2f}")
+        bench.add(part=part, before_instructions=before[part], after_instructions=after[part])
+
+
 def baseline_round(worktree: Path, what: str = "--measure") -> dict:
     """One round measured by the baseline's shoal, in a subprocess."""
     env = dict(os.environ, PYTHONPATH=str(worktree / "src"))
@@ -237,6 +315,11 @@ def main() -> None:
     ap.add_argument("--profile-round", action="store_true", help=argparse.SUPPRESS)  # one profile, as JSON
     ap.add_argument("--baseline", default=BASELINE, help=f"revision of the executor before (default {BASELINE[:10]})")
     ap.add_argument("--profile", action="store_true", help="where a task's time goes, before and after")
+    ap.add_argument("--instructions", action="store_true",
+                    help="instructions per task of each part, before and after (needs valgrind)")
+    if "--count-loop" in sys.argv:  # under Callgrind: one counted loop
+        counted_loop(sys.argv[-2], int(sys.argv[-1]))
+        return
     if "--measure" in sys.argv:
         print(json.dumps(measure()))
         return
@@ -247,12 +330,17 @@ def main() -> None:
 
     add_arguments(ap)
     args = ap.parse_args()
+    if args.instructions and not (shutil.which("valgrind") and shutil.which("callgrind_control")):
+        sys.exit("executor_overhead: --instructions needs Valgrind (Debian: apt-get install valgrind)")
     repo = Path(__file__).resolve().parents[1]
     with Benchmark("executor_overhead", args) as bench, tempfile.TemporaryDirectory() as tmp:
         worktree = Path(tmp) / "baseline"
         subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(worktree), args.baseline], cwd=repo,
                        check=True)
         try:
+            if args.instructions:  # deterministic: one round
+                print_instructions(bench, instructions(worktree / "src"), instructions(None), args.baseline)
+                return
             if args.profile:
                 rounds = [(baseline_round(worktree, "--profile-round"), profile())
                           for _ in range(max(args.repeats, 1))]
