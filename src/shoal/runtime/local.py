@@ -43,7 +43,12 @@ from .app import App, StepContext, payload_bytes, reduce_in_order
 from .timing import thread_clock
 from .workers import WorkerPool
 
-GIL_SWITCH_S = 1e-4
+# How long a thread that wants the interpreter lock waits before it forces the holder to let go.
+# Workers hand the lock to each other at every kernel call anyway; forcing it sooner only adds
+# hand-overs (each costs system calls): 1 ms ran the 2D dam break at 256 tiles on 1 x 2 6-15%
+# faster than 0.1 ms, in every one of 14 alternating rounds, and CPython's default 5 ms could
+# leave a worker back from its kernel idle that long behind another's Python.
+GIL_SWITCH_S = 1e-3
 NBYTES = attrgetter("nbytes")  # a halo payload's size, when it is an array
 PACK_FIRST_HALOS = -1  # a queue item that packs a tile's halos for the first task of a run
 # The columns a worker writes for a task it ran, as one tuple, in this order.
@@ -246,8 +251,7 @@ class LocalExecutor:
         # worker, which costs it several microseconds a task on short steps. Without one, this
         # thread looks at ``stop`` every few tens of milliseconds.
         self._wake_per_step = on_step is not None
-        # Workers hand the GIL to each other between kernels; a short switch interval keeps a
-        # worker from waiting up to CPython's default 5 ms for it.
+        # Workers hand the GIL to each other between kernels (see GIL_SWITCH_S).
         switch = sys.getswitchinterval()
         sys.setswitchinterval(GIL_SWITCH_S)
         # Cyclic garbage collection would stop whichever task happens to trigger it for
