@@ -23,11 +23,15 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
+import os
 import re
 import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +93,28 @@ def add_arguments(ap: argparse.ArgumentParser, repeats: int = REPEATS) -> None:
     """The protocol's flags: ``--repeats N`` and ``--json FILE``."""
     ap.add_argument("--repeats", type=int, default=repeats, help=f"repeats of each measurement (default {repeats})")
     ap.add_argument("--json", type=Path, metavar="FILE", help="write the rows and the provenance to FILE")
+
+
+@contextlib.contextmanager
+def baseline_tree(revision: str) -> Iterator[Path]:
+    """A temporary ``git worktree`` of the project at ``revision`` (removed on exit): the
+    shoal of a "before" measured in the same run as this tree's "after"."""
+    repo = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "baseline"
+        subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(tree), revision], cwd=repo, check=True)
+        try:
+            yield tree
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=repo, check=True)
+
+
+def run_with(tree: Path, script: str, *args: str):
+    """Run the benchmark ``script`` with ``args`` in a subprocess that imports shoal from
+    ``tree`` (see :func:`baseline_tree`); its last line of output, read as JSON."""
+    env = dict(os.environ, PYTHONPATH=str(tree / "src"))
+    done = subprocess.run([sys.executable, script, *args], env=env, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 class Benchmark:

@@ -276,14 +276,6 @@ def print_instructions(bench, before: dict, after: dict, baseline: str) -> None:
         bench.add(part=part, before_instructions=before[part], after_instructions=after[part])
 
 
-def baseline_round(worktree: Path, what: str = "--measure") -> dict:
-    """One round measured by the baseline's shoal, in a subprocess."""
-    env = dict(os.environ, PYTHONPATH=str(worktree / "src"))
-    done = subprocess.run([sys.executable, __file__, what], env=env, capture_output=True, text=True,
-                          check=True)
-    return json.loads(done.stdout.splitlines()[-1])
-
-
 def figures(r: dict, ms: float, steps: int) -> dict:
     """Overhead per task (s) and 2-worker efficiency of one round's case."""
     c = r[str(ms)]
@@ -326,28 +318,20 @@ def main() -> None:
     if "--profile-round" in sys.argv:
         print(json.dumps(profile()))
         return
-    from common import Benchmark, Stat, add_arguments
+    from common import Benchmark, Stat, add_arguments, baseline_tree, run_with
 
     add_arguments(ap)
     args = ap.parse_args()
     if args.instructions and not (shutil.which("valgrind") and shutil.which("callgrind_control")):
         sys.exit("executor_overhead: --instructions needs Valgrind (Debian: apt-get install valgrind)")
-    repo = Path(__file__).resolve().parents[1]
-    with Benchmark("executor_overhead", args) as bench, tempfile.TemporaryDirectory() as tmp:
-        worktree = Path(tmp) / "baseline"
-        subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(worktree), args.baseline], cwd=repo,
-                       check=True)
-        try:
-            if args.instructions:  # deterministic: one round
-                print_instructions(bench, instructions(worktree / "src"), instructions(None), args.baseline)
-                return
-            if args.profile:
-                rounds = [(baseline_round(worktree, "--profile-round"), profile())
-                          for _ in range(max(args.repeats, 1))]
-            else:
-                rounds = [(baseline_round(worktree), measure()) for _ in range(max(args.repeats, 1))]
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=repo, check=True)
+    with Benchmark("executor_overhead", args) as bench, baseline_tree(args.baseline) as worktree:
+        if args.instructions:  # deterministic: one round
+            print_instructions(bench, instructions(worktree / "src"), instructions(None), args.baseline)
+            return
+        if args.profile:
+            rounds = [(run_with(worktree, __file__, "--profile-round"), profile()) for _ in range(max(args.repeats, 1))]
+        else:
+            rounds = [(run_with(worktree, __file__, "--measure"), measure()) for _ in range(max(args.repeats, 1))]
         if args.profile:
             print_profile(bench, rounds, args.baseline)
             return

@@ -10,17 +10,22 @@ with ``--app sph3d`` (30k particles).
 
 Every figure is the median of ``--repeats`` runs (default 5) with its spread.
 
+``--baseline REV`` measures the step time of shoal at revision ``REV`` too (checked out in a
+temporary ``git worktree``, run in a subprocess), before this tree's in every round, and
+prints before, after and their ratio (the median of each round's).
+
 Run: ``python bench/small_tiles.py [--app sph2d|sph3d] [--tiles 256] [--workers 1] [--steps 40]
-[--repeats 5] [--json FILE]``.
+[--baseline REV] [--repeats 5] [--json FILE]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 
 import numpy as np
 
-from common import Benchmark, add_arguments, repeat
+from common import Benchmark, Stat, add_arguments, baseline_tree, repeat, run_with
 from shoal.apps import get_app
 from shoal.cluster import Cluster
 from shoal.placement import get_policy
@@ -57,19 +62,43 @@ def measure(app, tiling: Tiling, workers: int, steps: int) -> dict[str, float]:
     return out
 
 
+def compare(bench, args, app, tiling: Tiling) -> None:
+    """Step time before (shoal at ``args.baseline``) and after (this tree), alternating."""
+    flags = ["--app", args.app, "--tiles", str(args.tiles), "--workers", str(args.workers), "--steps",
+             str(args.steps), "--step-only"]
+    rounds = []
+    with baseline_tree(args.baseline) as tree:
+        for _ in range(max(args.repeats, 1)):
+            rounds.append((run_with(tree, __file__, *flags), measure(app, tiling, args.workers, args.steps)["step_s"]))
+    before, after = Stat(tuple(b for b, _ in rounds)), Stat(tuple(a for _, a in rounds))
+    ratio = Stat(tuple(a / b for b, a in rounds))
+    print(f"{args.app}, {args.tiles} tiles, 1 node x {args.workers} workers, {args.steps} steps (steps {SKIP}+ "
+          f"counted); before = {args.baseline[:10]}, after = this tree; median of {len(rounds)} rounds ±spread")
+    print(f"step ms: before {before.show(1e3, 1)}, after {after.show(1e3, 1)}, after / before {ratio.show(1, 2)}")
+    bench.add(baseline=args.baseline, before_step_s=before, after_step_s=after, ratio=ratio)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--app", choices=sorted(PARAMS), default="sph2d")
     ap.add_argument("--tiles", type=int, default=256)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--baseline", metavar="REV", help="also the step time of shoal at this revision")
+    ap.add_argument("--step-only", action="store_true", help=argparse.SUPPRESS)  # one run's step time, as JSON
     add_arguments(ap)
     args = ap.parse_args()
     spec = get_app(args.app)
     app = spec.build(spec.params(**PARAMS[args.app]), args.steps)
     tiling = Tiling.from_count(app.grid, args.tiles)
     app.prepare(tiling)
+    if args.step_only:
+        print(json.dumps(measure(app, tiling, args.workers, args.steps)["step_s"]))
+        return
     with Benchmark("small_tiles", args) as bench:
+        if args.baseline:
+            compare(bench, args, app, tiling)
+            return
         stats = repeat(lambda: measure(app, tiling, args.workers, args.steps), args.repeats)
         print(f"{args.app}, {args.tiles} tiles, 1 node x {args.workers} workers, {args.steps} steps "
               f"(steps {SKIP}+ counted)")
