@@ -14,6 +14,16 @@ loop does not do; a second plain loop that also packs gives the executor's own s
 
     executor's own per task = (executor 1 worker wall - plain loop with packing wall) / tasks
 
+What no executor in one interpreter can beat: two threads that each run half of the tiles'
+kernels and packing, with no scheduling and no dependencies (the ceiling; without the
+packing, the host's and the interpreter's floor for bare kernels):
+
+    ceiling (2 threads) = plain loop wall / (2 x two such threads wall)
+
+The workers share the interpreter lock, and a thread that wants it while the other holds it
+sleeps until it is handed over; the table's header says what one such wake-up costs on this
+host (two threads on two cores handing a semaphore back and forth, half the round trip).
+
 "Before" is the executor of revision ``--baseline`` (default: the one before the executor
 was made leaner), measured by this same script in a subprocess that imports shoal from a
 temporary ``git worktree`` of that revision; "after" is the shoal this script imports. Each
@@ -119,6 +129,65 @@ def plain(app, tiling, steps: int, pack: bool = False) -> float:
     return time.perf_counter() - t0
 
 
+def ideal_threads(app, tiling, steps: int, pack: bool) -> float:
+    """Wall seconds of ``steps`` steps on two threads that each run every other tile's kernel
+    (and its halo packing) in a plain loop: an executor sharing the interpreter at no cost."""
+    import threading
+
+    states = {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
+
+    def half(first: int) -> None:
+        for _ in range(steps):
+            for t in range(first, tiling.ntiles, 2):
+                app.spin(t, states[t], {}, None, tiling)
+                if pack:
+                    app.pack_halos(states[t], t, tiling)
+
+    threads = [threading.Thread(target=half, args=(k,)) for k in range(2)]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-3)  # as the executor sets it
+    t0 = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.perf_counter() - t0
+    sys.setswitchinterval(switch)
+    return wall
+
+
+def wakeup_s(rounds: int = 5000) -> float:
+    """Seconds a thread sleeping on a semaphore takes to run again once another thread, on
+    the other core where it can pin them, releases it (half of a round trip)."""
+    import threading
+
+    a, b = threading.Semaphore(0), threading.Semaphore(0)
+    pin = getattr(os, "sched_setaffinity", None)
+    cpus = sorted(os.sched_getaffinity(0)) if pin else []
+
+    def pong() -> None:
+        if len(cpus) > 1:
+            pin(0, {cpus[1]})
+        for _ in range(rounds):
+            a.acquire()
+            b.release()
+
+    th = threading.Thread(target=pong)
+    before = os.sched_getaffinity(0) if pin else None
+    if len(cpus) > 1:
+        pin(0, {cpus[0]})
+    th.start()
+    t0 = time.perf_counter()
+    for _ in range(rounds):
+        a.release()
+        b.acquire()
+    elapsed = time.perf_counter() - t0
+    th.join()
+    if before is not None:
+        pin(0, before)
+    return elapsed / (2 * rounds)
+
+
 def executor(app, tiling, steps: int, workers: int) -> float:
     """Wall seconds of ``steps`` steps under the local executor on one node of ``workers``."""
     from shoal.cluster import Cluster
@@ -141,7 +210,10 @@ def measure() -> dict:
     for ms, steps in CASES:
         app = make_app(iterations_for(ms / 1e3) if ms else 0)
         out[str(ms)] = {"plain": plain(app, tiling, steps), "packing": plain(app, tiling, steps, pack=True),
-                        "exec1": executor(app, tiling, steps, 1), "exec2": executor(app, tiling, steps, 2)}
+                        "exec1": executor(app, tiling, steps, 1), "exec2": executor(app, tiling, steps, 2),
+                        "ideal": ideal_threads(app, tiling, steps, pack=True),
+                        "bare": ideal_threads(app, tiling, steps, pack=False)}
+    out["wakeup"] = wakeup_s()
     return out
 
 
@@ -280,9 +352,12 @@ def figures(r: dict, ms: float, steps: int) -> dict:
     """Overhead per task (s) and 2-worker efficiency of one round's case."""
     c = r[str(ms)]
     tasks = steps * COUNTS[0] * COUNTS[1]
-    return {"overhead": (c["exec1"] - c["plain"]) / tasks, "own": (c["exec1"] - c["packing"]) / tasks,
-            "efficiency": c["plain"] / (2 * c["exec2"]), "plain": c["plain"], "exec1": c["exec1"],
-            "exec2": c["exec2"]}
+    fig = {"overhead": (c["exec1"] - c["plain"]) / tasks, "own": (c["exec1"] - c["packing"]) / tasks,
+           "efficiency": c["plain"] / (2 * c["exec2"]), "plain": c["plain"], "exec1": c["exec1"],
+           "exec2": c["exec2"]}
+    if "ideal" in c:  # measured by this tree's script (a round of an older one has none)
+        fig.update(ceiling=c["plain"] / (2 * c["ideal"]), floor=c["plain"] / (2 * c["bare"]))
+    return fig
 
 
 def print_profile(bench, rounds: list[tuple[dict, dict]], baseline: str) -> None:
@@ -335,11 +410,14 @@ def main() -> None:
         if args.profile:
             print_profile(bench, rounds, args.baseline)
             return
+        wake = Stat(tuple(a["wakeup"] for _, a in rounds))
         print(f"{COUNTS[0] * COUNTS[1]} tiles, 8 neighbours each (a halo every task); before = {args.baseline[:10]}, "
-              f"after = this tree; median of {len(rounds)} rounds ±spread")
+              f"after = this tree; median of {len(rounds)} rounds ±spread; a sleeping thread wakes on the other core "
+              f"in {wake.show(1e6, 1)} us on this host")
         print(f"{'task':>6} {'tasks':>6} {'plain ms':>11} {'1 worker ms: before':>20} {'after':>11} "
               f"{'overhead us/task: before':>25} {'after':>10} {'ratio':>5} {'own us/task: before':>20} "
-              f"{'after':>10} {'ratio':>5} {'efficiency 2w: before':>22} {'after':>10}")
+              f"{'after':>10} {'ratio':>5} {'efficiency 2w: before':>22} {'after':>10} "
+              f"{'ceiling: 2 threads':>19} {'bare kernels':>13}")
         for ms, steps in CASES:
             per_round = []
             for b, a in rounds:
@@ -355,8 +433,10 @@ def main() -> None:
                   f"{stats['overhead_before'].show(1e6, 1):>25} {stats['overhead_after'].show(1e6, 1):>10} "
                   f"{stats['ratio'].median:>5.2f} {stats['own_before'].show(1e6, 1):>20} "
                   f"{stats['own_after'].show(1e6, 1):>10} {stats['own_ratio'].median:>5.2f} "
-                  f"{stats['efficiency_before'].show(1, 2):>22} {stats['efficiency_after'].show(1, 2):>10}")
+                  f"{stats['efficiency_before'].show(1, 2):>22} {stats['efficiency_after'].show(1, 2):>10} "
+                  f"{stats['ceiling_after'].show(1, 2):>19} {stats['floor_after'].show(1, 2):>13}")
             bench.add(task_ms=ms, tasks=steps * COUNTS[0] * COUNTS[1], **stats)
+        bench.add(wakeup_s=wake)
 
 
 if __name__ == "__main__":
