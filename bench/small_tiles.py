@@ -3,7 +3,9 @@
 The 2D dam break at ``app.dx = 0.005`` (about 80k particles) on many tiles (default 256,
 about 300 particles a tile) spends much of each task in Python around the kernels. For every
 phase this prints, per task: the CPU time (``cost``), the part of it in compiled kernels
-(``kernel``) and the rest (Python, holding the interpreter lock), the work in the phase's
+(``kernel``) and the rest (Python, holding the interpreter lock), the time the task spent off
+any CPU (``waiting``: its wall time less its CPU time, mostly waiting for the interpreter lock
+that another worker holds; on 1 worker about nothing), the work in the phase's
 declared unit, and the fit of cost = rate x work + overhead over the run's tasks (R^2, the
 rate and the fixed overhead per task); then the mean step time. The same for the 3D dam break
 with ``--app sph3d`` (30k particles).
@@ -56,7 +58,9 @@ def measure(app, tiling: Tiling, workers: int, steps: int) -> dict[str, float]:
         rows = (t["phase"] == k) & (t["step"] >= SKIP)
         cost, kernel, work = t["cost"][rows], t["kernel"][rows], t["work"][rows]
         r2, rate, overhead = fit(work, cost)
+        waiting = np.maximum(t["end"][rows] - t["start"][rows] - cost, 0.0)
         out |= {f"{phase.name}.cost": cost.mean(), f"{phase.name}.kernel": kernel.mean(),
+                f"{phase.name}.waiting": waiting.mean(),
                 f"{phase.name}.work": work.mean(), f"{phase.name}.r2": r2, f"{phase.name}.rate": rate,
                 f"{phase.name}.overhead": overhead}
     return out
@@ -102,13 +106,14 @@ def main() -> None:
         stats = repeat(lambda: measure(app, tiling, args.workers, args.steps), args.repeats)
         print(f"{args.app}, {args.tiles} tiles, 1 node x {args.workers} workers, {args.steps} steps "
               f"(steps {SKIP}+ counted)")
-        print(f"{'phase':9s} {'unit':15s} {'cost us':>14s} {'kernel us':>14s} {'python us':>10s} {'work':>10s} "
-              f"{'R^2':>6s} {'ns/unit':>9s} {'fixed us':>9s}")
+        print(f"{'phase':9s} {'unit':15s} {'cost us':>14s} {'kernel us':>14s} {'python us':>10s} "
+              f"{'waiting us':>14s} {'work':>10s} {'R^2':>6s} {'ns/unit':>9s} {'fixed us':>9s}")
         for phase in app.phases:
             s = {k.split(".", 1)[1]: v for k, v in stats.items() if k.startswith(phase.name + ".")}
             python = s["cost"].median - s["kernel"].median
             print(f"{phase.name:9s} {phase.work:15s} {s['cost'].show(1e6, 1):>14s} {s['kernel'].show(1e6, 1):>14s} "
-                  f"{python * 1e6:10.1f} {s['work'].median:10.0f} {s['r2'].median:6.3f} {s['rate'].median * 1e9:9.2f} "
+                  f"{python * 1e6:10.1f} {s['waiting'].show(1e6, 1):>14s} {s['work'].median:10.0f} "
+                  f"{s['r2'].median:6.3f} {s['rate'].median * 1e9:9.2f} "
                   f"{s['overhead'].median * 1e6:9.1f}")
             bench.add(phase=phase.name, unit=phase.work, **s)
         print(f"step {stats['step_s'].show(1e3)} ms")
