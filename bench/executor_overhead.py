@@ -117,15 +117,20 @@ def make_app(iters: int, halo: bool = True):
     return HaloSpin()
 
 
+def loop(app, tiling, states: dict, tiles: range, steps: int, pack: bool) -> None:
+    """``steps`` steps of the app's kernel (and its halo packing) on ``tiles``, in a plain loop."""
+    for _ in range(steps):
+        for t in tiles:
+            app.spin(t, states[t], {}, None, tiling)
+            if pack:
+                app.pack_halos(states[t], t, tiling)
+
+
 def plain(app, tiling, steps: int, pack: bool = False) -> float:
     """Wall seconds of ``steps`` steps of the app's kernel (and its halo packing) in a plain loop."""
     states = {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
     t0 = time.perf_counter()
-    for _ in range(steps):
-        for t in range(tiling.ntiles):
-            app.spin(t, states[t], {}, None, tiling)
-            if pack:
-                app.pack_halos(states[t], t, tiling)
+    loop(app, tiling, states, range(tiling.ntiles), steps, pack)
     return time.perf_counter() - t0
 
 
@@ -134,26 +139,22 @@ def ideal_threads(app, tiling, steps: int, pack: bool) -> float:
     (and its halo packing) in a plain loop: an executor sharing the interpreter at no cost."""
     import threading
 
+    from shoal.runtime import local
+
     states = {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
-
-    def half(first: int) -> None:
-        for _ in range(steps):
-            for t in range(first, tiling.ntiles, 2):
-                app.spin(t, states[t], {}, None, tiling)
-                if pack:
-                    app.pack_halos(states[t], t, tiling)
-
-    threads = [threading.Thread(target=half, args=(k,)) for k in range(2)]
+    threads = [threading.Thread(target=loop, args=(app, tiling, states, range(k, tiling.ntiles, 2), steps, pack))
+               for k in range(2)]
     switch = sys.getswitchinterval()
-    sys.setswitchinterval(1e-3)  # as the executor sets it
-    t0 = time.perf_counter()
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    wall = time.perf_counter() - t0
-    sys.setswitchinterval(switch)
-    return wall
+    sys.setswitchinterval(getattr(local, "GIL_SWITCH_S", switch))  # as the executor sets it (older ones did not)
+    try:
+        t0 = time.perf_counter()
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        return time.perf_counter() - t0
+    finally:
+        sys.setswitchinterval(switch)
 
 
 def wakeup_s(rounds: int = 5000) -> float:
