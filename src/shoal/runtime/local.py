@@ -21,6 +21,7 @@ already in.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import os
@@ -68,6 +69,24 @@ def configure_worker_thread() -> None:
         numba.set_num_threads(1)
     except (ImportError, ValueError, RuntimeError):
         pass
+
+
+@contextlib.contextmanager
+def as_worker_thread():
+    """Inside the block the calling thread runs its Numba parallel regions on one thread, as a
+    worker thread does (for a thread that is its node's worker for a run); as before after it."""
+    try:
+        import numba
+
+        before = numba.get_num_threads()
+    except (ImportError, ValueError, RuntimeError):
+        before = None
+    configure_worker_thread()
+    try:
+        yield
+    finally:
+        if before is not None:
+            numba.set_num_threads(before)
 
 
 def worker_thread_settings() -> dict:
@@ -264,8 +283,9 @@ class LocalExecutor:
             with self._lock:
                 self._deliver_initial_halos()
             for node, pool in self._pools.items():
-                pool.start(lambda w, node=node: self._guarded(node, w))
-                started.append(pool)
+                if node != self._inline:
+                    pool.start(lambda w, node=node: self._guarded(node, w))
+                    started.append(pool)
             reported = self._wait(on_step, stop)
         except BaseException:
             with self._lock:  # an error here (a callback, a second Ctrl-C): workers end their task and go
@@ -347,14 +367,20 @@ class LocalExecutor:
     def _post_halos(self, tile: int, task: int, payloads: list) -> None:
         """Hand the halos that ``tile`` packed (one per neighbour, in its neighbour order) to
         their destinations (caller holds the lock)."""
+        self._deliver(tile, task, self.neighbours[tile], payloads)
+
+    def _deliver(self, src: int, task: int, dsts: list, payloads: list) -> None:
+        """Put the halos that ``src`` packed for task ``task`` of the tiles ``dsts`` (tiles
+        here, one payload each, in order) in their inboxes, and queue each tile whose last
+        halo this was (caller holds the lock)."""
         inbox, idle, nexts, fanout = self._inbox, self._idle, self._next, self._fanout
         waits_token = self._token_tasks[task] and task < self._limit
-        for dst, payload in zip(self.neighbours[tile], payloads):  # noqa: B905 (a keyword costs a parse per task)
+        for dst, payload in zip(dsts, payloads):  # noqa: B905 (a keyword costs a parse per task)
             box = inbox[dst]
             got = box.get(task)
             if got is None:
                 box[task] = got = {}
-            got[tile] = payload
+            got[src] = payload
             # Its last halo: ready unless it waits on a reduction too (as in _ready, inline).
             if len(got) == fanout[dst] and idle[dst] and nexts[dst] == task and task < self._limit and not (
                     waits_token and not self._tokens[dst].get(task)):
@@ -372,6 +398,10 @@ class LocalExecutor:
 
     def _worker_started(self) -> None:
         """Called by every worker thread before it takes its first task of a run."""
+
+    def _wait_for_work(self) -> None:
+        """The inline worker's wait for a queued task or the run's end (lock not held)."""
+        raise NotImplementedError("only a node whose worker moves messages runs inline")
 
     def _stop(self) -> None:
         self._finished.set()
@@ -404,6 +434,10 @@ class LocalExecutor:
         T, P = self.tiling.ntiles, len(self.phases)
         self._T = T
         self.steps, self.first_step, self.states = steps, first_step, states
+        # A node whose one worker is the calling thread, which moves messages between tasks
+        # (``_pump``, outside the lock) and while the queue is empty (``_wait_for_work``): the MPI
+        # executor's rank of one worker. The local executor's nodes all have their threads.
+        self._inline, self._pump = None, None
         self._lock = threading.Lock()
         self._conds = {node: threading.Condition(self._lock) for node in self._pools}
         self._queues = {node: deque() for node in self._pools}
@@ -565,6 +599,7 @@ class LocalExecutor:
         post, contribute, pack_all = self._post_halos, self._contribute, self._pack_all
         states, first, rows, r_ready, waiting = self.states, self._first, self._rows, self._ready_at, self._waiting
         perf, cpu, clock = time.perf_counter, time.thread_time, thread_clock()
+        pump = self._pump if node == self._inline else None
         tile = task = -1  # the task just run, booked at the next lock (none yet)
         halo_out = value = None
         while True:
@@ -595,6 +630,13 @@ class LocalExecutor:
                         task, own = nxt, True
                 if not own:
                     while not queue and not finished.is_set():
+                        if pump is not None:  # the only worker here: wait by moving messages
+                            lock.release()
+                            try:
+                                self._wait_for_work()
+                            finally:
+                                lock.acquire()
+                            continue
                         waiting[node] += 1
                         cond.wait()
                         waiting[node] -= 1
@@ -611,6 +653,8 @@ class LocalExecutor:
                     ctx = contexts.get(task)
                     if ctx is None:
                         ctx = self._context(task)
+            if pump is not None:
+                pump()  # the halos just posted leave before this task runs
             state = states[tile]
             if task == PACK_FIRST_HALOS:
                 if not self._pack_first_halos(tile, state):

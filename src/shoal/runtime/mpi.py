@@ -4,6 +4,10 @@ Every rank runs the local executor's dependency bookkeeping for its own tiles. I
 thread is the only one that calls MPI (``MPI_THREAD_FUNNELED``): it posts a non-blocking send
 as soon as a worker has packed halos for a tile on another rank, receives whatever has
 arrived, and hands it to the waiting tile, while the workers compute other ready tiles. A
+rank of one worker has no second thread: its main thread is the worker, and moves messages
+before each task and while it waits for one (two threads on one core would hand the
+interpreter lock back and forth, each time paying a wake-up; on tasks of 0.1 ms that cost more
+than the tasks' own bookkeeping). A
 reduction gathers every tile's value on every rank (one message per rank and task) and
 combines them in tile-id order, so its result is the same on every rank and for every rank
 count.
@@ -50,7 +54,7 @@ from mpi4py import MPI  # noqa: E402  (the thread level must be set before MPI s
 
 from ..errors import ShoalError  # noqa: E402
 from ..records import MESSAGES, TASKS  # noqa: E402
-from .local import ExecutionResult, LocalExecutor, sum_present  # noqa: E402
+from .local import ExecutionResult, LocalExecutor, as_worker_thread, sum_present  # noqa: E402
 from .packing import LAYOUT, flatten, unflatten  # noqa: E402
 from .team import Team  # noqa: E402
 
@@ -58,6 +62,7 @@ HALO, REDUCE, AGREE, GATHER, MIGRATE, CONTROL = 1, 2, 3, 4, 5, 6  # message tags
 ASK, FREEZE, FRONTIER, LIMIT, DONE = range(5)  # CONTROL messages of a stop (and a rank's end of a run)
 WORKER_NICENESS = 5  # nice value of worker threads (Linux sets it per thread)
 NAP_MIN_S, NAP_MAX_S = 5e-5, 1e-3  # how long an idle main thread sleeps between polls
+SPIN_S = 5e-5  # how long a rank's only worker, out of tasks, polls for messages before it naps
 
 
 def wait_quietly(request: MPI.Request) -> None:
@@ -404,8 +409,15 @@ class MPIExecutor(LocalExecutor):
         self._frozen = False  # this rank stopped at its frontier and waits for rank 0's limit
         self._answers: dict[int, int] | None = None  # rank 0, while negotiating a stop: steps per rank
         self._left: dict[int, int] = {}  # rank 0: the ranks that have left this run, and their steps
+        self._status = MPI.Status()
+        self._split = self._split_neighbours()
+        pool = self._pools[self.rank]
+        if pool.size == 1 and not pool.pinned:  # one worker: the main thread is it (see _run_inline)
+            self._inline, self._pump = self.rank, self._between_tasks
 
     def _worker_started(self) -> None:
+        if self._inline is not None:
+            return  # the worker is this rank's main thread, which moves the messages too
         # Workers yield to the main thread when it wakes: halos then leave sooner instead of
         # waiting for a worker's time slice to end on a node whose cores are all busy.
         try:
@@ -421,18 +433,36 @@ class MPIExecutor(LocalExecutor):
         return self.team.max(time.perf_counter() - self._t0)
 
     def _post_halos(self, tile, task, payloads) -> None:
-        remote: dict[int, list] = {}
-        for dst, payload in zip(self.neighbours[tile], payloads, strict=True):
-            if self._here[dst]:
-                self._inbox[dst].setdefault(task, {})[tile] = payload
-            else:
-                remote.setdefault(int(self.owner[dst]), []).append((dst, payload))
-        for rank, items in remote.items():  # routing: the task, this tile, each payload's tile
-            self._outbox.append((rank, HALO, ((task, tile, *(d for d, _ in items)), [p for _, p in items])))
-        if remote:
+        split = self._split[tile]
+        if split is None:  # every neighbour is here
+            self._deliver(tile, task, self.neighbours[tile], payloads)
+            return
+        here, there = split
+        for rank, dsts, picks in there:  # routing: the task, this tile, each payload's tile
+            self._outbox.append((rank, HALO, ((task, tile, *dsts), [payloads[k] for k in picks])))
+        if self._inline is None:
             self._wake.set()
-        for dst in self.neighbours[tile]:
-            self._try_ready(dst)
+        if here:
+            self._deliver(tile, task, [self.neighbours[tile][k] for k in here], [payloads[k] for k in here])
+
+    def _split_neighbours(self) -> list:
+        """Per tile here with a neighbour on another rank: (the indices of its neighbours here,
+        [(rank, those neighbours there, their indices), ...]); ``None`` where all are here."""
+        split = [None] * self.tiling.ntiles
+        for tile in np.flatnonzero(self._here):
+            nb = self.neighbours[tile]
+            ranks = [int(self.owner[d]) for d in nb]
+            if all(r == self.rank for r in ranks):
+                continue
+            there = {}
+            for k, (d, r) in enumerate(zip(nb, ranks, strict=True)):
+                if r != self.rank:
+                    there.setdefault(r, ([], []))
+                    there[r][0].append(d)
+                    there[r][1].append(k)
+            split[tile] = ([k for k, r in enumerate(ranks) if r == self.rank],
+                           [(r, tuple(d), p) for r, (d, p) in there.items()])
+        return split
 
     def _contribute(self, tile, task, value) -> None:
         mine = self._mine.setdefault(task, {})
@@ -458,10 +488,9 @@ class MPIExecutor(LocalExecutor):
     def _receive(self, tag: int, ints: list[int], values: list) -> None:
         if tag == HALO:
             task, src, dsts = ints[0], ints[1], ints[2:]
-            for dst, payload in zip(dsts, values, strict=True):
-                self._inbox[dst].setdefault(task, {})[src] = payload
-            for dst in dsts:
-                self._try_ready(dst)
+            if len(dsts) != len(values) or not all(self._here[d] for d in dsts):
+                raise ShoalError(f"rank {self.rank} received halos for tiles it does not hold: {dsts}")
+            self._deliver(src, task, dsts, values)
         elif tag == REDUCE:
             task, tiles = ints[0], ints[1:]
             self._collect(dict(zip(tiles, values, strict=True)), task)
@@ -477,68 +506,113 @@ class MPIExecutor(LocalExecutor):
         return ready
 
     def _wait(self, on_step, stop) -> int:
-        """The communication loop: send, receive, report, until this rank has nothing left."""
-        comm, status = self.comm, MPI.Status()
+        """Move messages and report steps until this rank has nothing left: on a thread of
+        its own, or between the tasks of the one worker, which is then this thread."""
+        self._on_step, self._stop_asked, self._reported = on_step, stop, 0
+        if self._inline is not None:
+            return self._run_inline()
         cpu0 = time.thread_time()
         try:
-            return self._communicate(on_step, comm, status, stop)
+            nap = NAP_MIN_S
+            while True:
+                self._wake.clear()
+                moved = self._exchange()
+                if self._leave():
+                    return self._reported
+                if moved:
+                    nap = NAP_MIN_S
+                    continue
+                self._wake.wait(nap)
+                # Poll often while a worker here waits for work (what it needs may be arriving);
+                # back off while every worker is busy.
+                nap = NAP_MIN_S if self._waiting[self.rank] else min(2 * nap, NAP_MAX_S)
         finally:
             self._comm_cpu = time.thread_time() - cpu0
 
-    def _communicate(self, on_step, comm, status, stop) -> int:
-        sending = self._sending
-        reported, nap = 0, NAP_MIN_S
+    def _run_inline(self) -> int:
+        """This thread is the rank's one worker: it runs the tasks and, between them, moves
+        messages (no second thread takes the interpreter lock from it, and no halo waits for
+        a thread to wake). Its time in :meth:`_between_tasks` is the communication's CPU."""
+        with as_worker_thread():
+            self._guarded(self.rank, 0)
+        return self._reported
+
+    def _between_tasks(self) -> None:
+        t0 = time.perf_counter()
+        self._exchange()
+        self._comm_cpu += time.perf_counter() - t0
+
+    def _wait_for_work(self) -> None:
+        """No task is queued: move messages until one is, or the run is over. Poll without
+        sleeping for a moment (a halo is usually on its way), then in short naps."""
+        perf, queue, finished = time.perf_counter, self._queues[self.rank], self._finished
+        since = perf()
         while True:
-            self._wake.clear()
-            if stop is not None and stop.is_set() and not self._asked:
-                self._asked = True
-                if self.team.is_root:
-                    self._negotiate()
-                else:
-                    self._control(0, ASK)
+            t0 = perf()
+            if self._exchange():
+                self._comm_cpu += perf() - t0
+            elif perf() - since > SPIN_S:
+                time.sleep(NAP_MIN_S)
+            if self._leave() or queue or finished.is_set():
+                return
+
+    def _exchange(self) -> int:
+        """One pass of the communication: pass on a stop request, send what workers posted,
+        receive what has arrived, report finished steps. How many messages it moved."""
+        comm, status, sending, stop = self.comm, self._status, self._sending, self._stop_asked
+        if stop is not None and stop.is_set() and not self._asked:
+            self._asked = True
+            if self.team.is_root:
+                self._negotiate()
+            else:
+                self._control(0, ASK)
+        out = []
+        if self._outbox or self._held:
             with self._lock:
                 out, self._outbox = self._outbox, []
                 if not self.overlap:
                     out = self._release(out)
-            for rank, tag, (ints, values) in out:
-                sending.extend(self.team.post(values, rank, tag, ints))
+        for rank, tag, (ints, values) in out:
+            sending.extend(self.team.post(values, rank, tag, ints))
+            self._comm_count += len(values) if tag == HALO else 0
+        received = 0
+        while (incoming := comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)) is not None:
+            source, tag = status.Get_source(), status.Get_tag()
+            ints, values = self.team.receive(incoming, status)
+            if tag == CONTROL:
+                self._on_control(source, *ints)
+            else:
                 self._comm_count += len(values) if tag == HALO else 0
-            received = 0
-            while (incoming := comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)) is not None:
-                source, tag = status.Get_source(), status.Get_tag()
-                ints, values = self.team.receive(incoming, status)
-                if tag == CONTROL:
-                    self._on_control(source, *ints)
-                else:
-                    self._comm_count += len(values) if tag == HALO else 0
-                    with self._lock:
-                        self._receive(tag, ints, values)
-                received += 1
+                with self._lock:
+                    self._receive(tag, ints, values)
+            received += 1
+        if sending:
             sending[:] = [r for r in sending if not r.Test()]
-            self.team.step = self.first_step + self._steps_done
-            reported = self._report(on_step, reported)
-            if self._error is not None:
-                return reported
+        self.team.step = self.first_step + self._steps_done
+        self._reported = self._report(self._on_step, self._reported)
+        return len(out) + received
+
+    def _leave(self) -> bool:
+        """Whether this rank's part of the run is over (it failed, or every rank is done here,
+        as rank 0 learns; another rank tells rank 0 it is done); if so the run is stopped."""
+        if self._error is not None:
+            return True
+        if self._finished.is_set():
+            return True
+        with self._lock:
+            finished = (self._local_done and self._reductions_left == 0 and not self._outbox and not self._sending
+                        and not self._held and not self._frozen)
+        if finished and self.team.is_root and self._answers is None and len(self._left) == self.team.size - 1:
             with self._lock:
-                finished = (self._local_done and self._reductions_left == 0 and not self._outbox and not sending
-                            and not self._held and not self._frozen)
-            if finished and self.team.is_root and self._answers is None and len(self._left) == self.team.size - 1:
-                with self._lock:
-                    self._stop()
-                return reported
-            if finished and not self.team.is_root:
-                self._control(0, DONE, self._limit // len(self.phases))
-                self.team._complete(sending)
-                with self._lock:
-                    self._stop()
-                return reported
-            if out or received:
-                nap = NAP_MIN_S
-                continue
-            self._wake.wait(nap)
-            # Poll often while a worker here waits for work (what it needs may be arriving);
-            # back off while every worker is busy.
-            nap = NAP_MIN_S if self._waiting[self.rank] else min(2 * nap, NAP_MAX_S)
+                self._stop()
+            return True
+        if finished and not self.team.is_root:
+            self._control(0, DONE, self._limit // len(self.phases))
+            self.team._complete(self._sending)
+            with self._lock:
+                self._stop()
+            return True
+        return False
 
     # ----- stopping at a step boundary every rank agrees on --------------------------------
     def _control(self, rank: int, kind: int, value: int = 0) -> None:

@@ -53,6 +53,11 @@ class WorkerPool:
         """Threads that serve runs: the size the pool was made with or last resized to."""
         return self._target
 
+    @property
+    def pinned(self) -> bool:
+        """Whether the threads run on CPUs given by :meth:`pin`."""
+        return self._cpus is not None
+
     def resize(self, size: int) -> None:
         """Run ``size`` threads from the next :meth:`start` on (only between runs)."""
         if size < 1:
