@@ -20,6 +20,12 @@ packing, the host's and the interpreter's floor for bare kernels):
 
     ceiling (2 threads) = plain loop wall / (2 x two such threads wall)
 
+The same cases of 0.1 and 1 ms also run on 2 MPI ranks of 1 worker each (``mpiexec -n 2``,
+each rank holding half of the tiles, the halos between the halves sent between processes):
+workers that share no interpreter lock, at the price of a message per boundary tile and task:
+
+    efficiency (2 ranks x 1) = plain loop wall / (2 x MPI wall)
+
 The workers share the interpreter lock, and a thread that wants it while the other holds it
 sleeps until it is handed over; the table's header says what one such wake-up costs on this
 host (two threads on two cores handing a semaphore back and forth, half the round trip).
@@ -53,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib.util
 import json
 import os
 import shutil
@@ -198,6 +205,49 @@ def executor(app, tiling, steps: int, workers: int) -> float:
     with LocalExecutor(app, tiling, Cluster.uniform(1, workers), owner) as ex:
         ex.run(1)  # threads started, caches warm
         return ex.run(steps).wall_s
+
+
+MPI_CASES = (0.1, 1.0)  # task ms of the cases also run on 2 ranks x 1 worker under mpiexec
+
+
+def mpi_round(ms: float) -> float | None:
+    """Under ``mpiexec -n 2``: wall seconds of the case's steps on 2 ranks of 1 worker, each
+    rank holding half of the tiles (rows of them); rank 0 returns it, the other ``None``."""
+    from shoal.cluster import Cluster
+    from shoal.runtime.mpi import MPITeam
+    from shoal.tiling import Tiling
+
+    team = MPITeam()
+    tiling = Tiling.from_counts(GRID, COUNTS)
+    spin(0.0, 1)
+    app = make_app(iterations_for(ms / 1e3))
+    owner = (np.arange(tiling.ntiles) * 2 // tiling.ntiles).astype(np.int64)
+    mine = {int(t): app.init_tile(int(t), tiling) for t in np.flatnonzero(owner == team.rank)}
+    ex = team.executor(app, tiling, Cluster.uniform(2, 1), owner)
+    try:
+        ex.run(1, states=dict(mine))  # threads started, caches warm
+        wall = ex.run(dict(CASES)[ms], states=dict(mine)).wall_s
+    finally:
+        ex.close()
+    return wall if team.is_root else None
+
+
+def measure_mpi(src: Path | None) -> dict[str, float] | None:
+    """Wall seconds of every case of :data:`MPI_CASES` on 2 ranks x 1 worker (shoal from
+    ``src``, else the one this script imports); ``None`` without mpi4py and ``mpiexec``."""
+    mpiexec = Path(sys.executable).parent / "mpiexec"
+    if not mpiexec.exists() or importlib.util.find_spec("mpi4py") is None:
+        return None
+    from shoal.runtime.team import ONE_HOST_OPEN_MPI
+
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **ONE_HOST_OPEN_MPI,
+               **({"PYTHONPATH": str(src)} if src else {}))
+    out = {}
+    for ms in MPI_CASES:
+        done = subprocess.run([str(mpiexec), "--oversubscribe", "-n", "2", sys.executable, __file__, "--mpi-round",
+                               str(ms)], env=env, capture_output=True, text=True, check=True)
+        out[str(ms)] = json.loads(done.stdout.splitlines()[-1])
+    return out
 
 
 def measure(ceiling: bool = True) -> dict:
@@ -361,6 +411,8 @@ def figures(r: dict, ms: float, steps: int) -> dict:
            "exec2": c["exec2"]}
     if "ideal" in c:  # this tree's rounds only
         fig.update(ceiling=c["plain"] / (2 * c["ideal"]), floor=c["plain"] / (2 * c["bare"]))
+    if r.get("mpi") and str(ms) in r["mpi"]:
+        fig["mpi"] = c["plain"] / (2 * r["mpi"][str(ms)])
     return fig
 
 
@@ -391,6 +443,11 @@ def main() -> None:
     if "--count-loop" in sys.argv:  # under Callgrind: one counted loop
         counted_loop(sys.argv[-2], int(sys.argv[-1]))
         return
+    if "--mpi-round" in sys.argv:  # under mpiexec: rank 0 prints the wall time
+        wall = mpi_round(float(sys.argv[-1]))
+        if wall is not None:
+            print(json.dumps(wall))
+        return
     if "--measure" in sys.argv:
         print(json.dumps(measure(ceiling=False)))  # a baseline's round: its executor only
         return
@@ -410,7 +467,11 @@ def main() -> None:
         if args.profile:
             rounds = [(run_with(worktree, __file__, "--profile-round"), profile()) for _ in range(max(args.repeats, 1))]
         else:
-            rounds = [(run_with(worktree, __file__, "--measure"), measure()) for _ in range(max(args.repeats, 1))]
+            rounds = []
+            for _ in range(max(args.repeats, 1)):
+                before, after = run_with(worktree, __file__, "--measure"), measure()
+                before["mpi"], after["mpi"] = measure_mpi(worktree / "src"), measure_mpi(None)
+                rounds.append((before, after))
         if args.profile:
             print_profile(bench, rounds, args.baseline)
             return
@@ -421,7 +482,7 @@ def main() -> None:
         print(f"{'task':>6} {'tasks':>6} {'plain ms':>11} {'1 worker ms: before':>20} {'after':>11} "
               f"{'overhead us/task: before':>25} {'after':>10} {'ratio':>5} {'own us/task: before':>20} "
               f"{'after':>10} {'ratio':>5} {'efficiency 2w: before':>22} {'after':>10} "
-              f"{'ceiling: 2 threads':>19} {'bare kernels':>13}")
+              f"{'ceiling: 2 threads':>19} {'bare kernels':>13} {'efficiency 2 ranks x 1: before':>31} {'after':>10}")
         for ms, steps in CASES:
             per_round = []
             for b, a in rounds:
@@ -438,7 +499,9 @@ def main() -> None:
                   f"{stats['ratio'].median:>5.2f} {stats['own_before'].show(1e6, 1):>20} "
                   f"{stats['own_after'].show(1e6, 1):>10} {stats['own_ratio'].median:>5.2f} "
                   f"{stats['efficiency_before'].show(1, 2):>22} {stats['efficiency_after'].show(1, 2):>10} "
-                  f"{stats['ceiling_after'].show(1, 2):>19} {stats['floor_after'].show(1, 2):>13}")
+                  f"{stats['ceiling_after'].show(1, 2):>19} {stats['floor_after'].show(1, 2):>13} "
+                  f"{stats['mpi_before'].show(1, 2) if 'mpi_before' in stats else '-':>31} "
+                  f"{stats['mpi_after'].show(1, 2) if 'mpi_after' in stats else '-':>10}")
             bench.add(task_ms=ms, tasks=steps * COUNTS[0] * COUNTS[1], **stats)
         bench.add(wakeup_s=wake)
 

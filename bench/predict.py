@@ -12,7 +12,7 @@ Cases: the 2D dam break at ``app.dx=0.005`` (about 80k particles) with 16, 64 an
 1 x 1, 1 x 2 and 2 x 1 in-process nodes; the synthetic hot spot on the same three; both on
 2 x 1 under ``mpiexec``.
 
-Run: ``python bench/predict.py [--repeats 5] [--steps 40] [--quick] [--json FILE]``.
+Run: ``python bench/predict.py [--repeats 5] [--steps 40] [--quick] [--mpi] [--json FILE]``.
 """
 
 from __future__ import annotations
@@ -40,13 +40,14 @@ NETWORK = Network(latency_s=5e-6, bandwidth_Bps=1.25e9, overhead_s=1e-6)  # shoa
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", **ONE_HOST_OPEN_MPI}
 
 
-def cases(quick: bool) -> list[dict]:
-    """Every (scenario, tiles, nodes, workers, ranks) to record."""
+def cases(quick: bool, mpi: bool = False) -> list[dict]:
+    """Every (scenario, tiles, nodes, workers, ranks) to record (``mpi``: the cases under
+    ``mpiexec`` only)."""
     out = [dict(scenario=SPH, tiles=t, nodes=n, workers=w, ranks=1) for t in (16, 64, 256) for n, w in SHAPES]
     out += [dict(scenario=SYNTHETIC, tiles=64, nodes=n, workers=w, ranks=1) for n, w in SHAPES]
     out += [dict(scenario=SPH, tiles=64, nodes=2, workers=1, ranks=2),
             dict(scenario=SYNTHETIC, tiles=64, nodes=2, workers=1, ranks=2)]
-    return [c for c in out if c["tiles"] == 64] if quick else out
+    return [c for c in out if (c["tiles"] == 64 or not quick) and (c["ranks"] > 1 or not mpi)]
 
 
 def record(case: dict, steps: int, out: Path) -> float:
@@ -78,12 +79,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--quick", action="store_true", help="only the 64-tile cases")
+    ap.add_argument("--mpi", action="store_true", help="only the cases under mpiexec")
     add_arguments(ap)
     args = ap.parse_args()
     errors = []
     with Benchmark("predict", args) as bench, tempfile.TemporaryDirectory() as tmp:
         print(f"{'case':<34} {'measured ms':>16} {'predicted ms':>16} {'error':>7}  lock interval (ms)")
-        for k, case in enumerate(cases(args.quick)):
+        for k, case in enumerate(cases(args.quick, args.mpi)):
             measured, predicted, interval = [], [], None
             label = (f"{case['scenario'][0]} {case['tiles']} tiles {case['nodes']}x{case['workers']}"
                      + (" mpi" if case["ranks"] > 1 else ""))

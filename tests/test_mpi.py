@@ -2,6 +2,7 @@
 ranks with dynamic balancing on, one merged trace, clean stops when a rank fails or dies, and
 resuming on another number of ranks."""
 
+import json
 import os
 import re
 import signal
@@ -469,3 +470,74 @@ def test_messages_are_buffers_never_unpickled_and_stay_on_loopback(ranks, refere
     assert done.returncode == 0, done.stderr
     assert compare_runs(references["synthetic"].path, out).identical
     assert open_run(out).trace.balance["moved"].sum() > 0  # tile states travelled too
+
+
+THREADS_SCRIPT = """
+import json
+import threading
+import numpy as np
+from shoal.cluster import Cluster
+from shoal.runtime import App, LocalExecutor, Phase
+from shoal.runtime.team import current_team
+from shoal.tiling import Tiling
+
+on_main = []  # per task run in this process: whether the main thread ran it
+
+
+class Smooth(App):
+    name = "smooth-probe"
+    phases = (Phase("measure", reduction="max"), Phase("smooth", halo=True))
+    grid = (12, 12)
+
+    def init_tile(self, tile, tiling):
+        return np.array([float(tile * tile % 7)])
+
+    def pack_halos(self, state, src, tiling):
+        return {d: state.copy() for d in tiling.neighbours[src].tolist()}
+
+    def smooth(self, tile, state, halos, ctx, tiling):
+        on_main.append(threading.current_thread() is threading.main_thread())
+        state[0] = 0.5 * state[0] + 0.5 * sum(halos[s][0] for s in sorted(halos)) / len(halos) + ctx.reduced["measure"]
+        return 1
+
+    def measure(self, tile, state, halos, ctx, tiling):
+        return 1, float(state[0]) * 1e-3
+
+    def gather(self, states, tiling):
+        return {}
+
+
+team = current_team()
+app, tiling = Smooth(), Tiling.from_count((12, 12), 16)
+owner = np.arange(16) * team.size // 16
+ex = team.executor(app, tiling, Cluster.uniform(team.size, 1), owner)
+states = {int(t): app.init_tile(int(t), tiling) for t in np.flatnonzero(owner == team.rank)}
+seen, step = [], 0
+for workers in (1, 2, 1):  # the rank's worker: its main thread, then two threads, then the main thread again
+    ex.reconfigure(cores={team.rank: workers})
+    on_main.clear()
+    result = ex.run(4, states=states, first_step=step)
+    states, step = result.states, step + 4
+    seen.append((workers, len(on_main), sum(on_main)))
+ex.close()
+with LocalExecutor(app, tiling, Cluster.uniform(1, 1), np.zeros(16, int)) as serial:
+    reference = serial.run(12).states
+same = all(np.array_equal(states[t], reference[t]) for t in states)
+print("result", json.dumps({"rank": team.rank, "seen": seen, "same": same}), flush=True)
+"""
+
+
+@pytest.mark.mpi(ranks=(2,))
+def test_a_rank_of_one_worker_runs_its_tasks_on_the_main_thread(ranks, tmp_path):
+    """One worker per rank: the main thread runs the tasks and moves the messages between
+    them (no second thread); with two, worker threads do; bitwise the serial state either way."""
+    script = tmp_path / "threads.py"
+    script.write_text(THREADS_SCRIPT)
+    done = subprocess.run(mpi_python(ranks, script), capture_output=True, text=True, timeout=240, env=mpi_env())
+    assert done.returncode == 0, done.stderr
+    results = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("result ")]
+    assert sorted(r["rank"] for r in results) == list(range(ranks)), done.stdout
+    tasks = 4 * (16 // ranks)  # 4 steps of the smoothing phase on each of this rank's tiles
+    for r in results:
+        assert r["seen"] == [[1, tasks, tasks], [2, tasks, 0], [1, tasks, tasks]], r
+        assert r["same"], r

@@ -15,6 +15,7 @@ array per entry and tile; :func:`from_columns` splits them back.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ import numpy as np
 from ..errors import ShoalError
 
 LAYOUT = "__layout__"  # the key of the layout in a flattened state
+_to_json = json.JSONEncoder(separators=(",", ":")).encode  # made once: json.dumps makes one per call
 SCALARS = {bool: "bool", int: "int", float: "float", str: "str"}
 
 
@@ -31,7 +33,7 @@ def flatten(value: Any) -> dict[str, np.ndarray]:
     """``{path: array}`` of every array and scalar in ``value``, plus its layout under ``__layout__``."""
     arrays: dict[str, np.ndarray] = {}
     layout = _flatten(value, "", arrays)
-    arrays[LAYOUT] = np.frombuffer(json.dumps(layout, separators=(",", ":")).encode(), dtype=np.uint8)
+    arrays[LAYOUT] = np.frombuffer(_to_json(layout).encode(), dtype=np.uint8)
     return arrays
 
 
@@ -39,11 +41,16 @@ def unflatten(arrays: dict[str, np.ndarray]) -> Any:
     """The structure :func:`flatten` was given (arrays are the stored ones, not copies)."""
     if LAYOUT not in arrays:
         raise ShoalError("a packed tile state has no layout")
+    return _unflatten(_layout(bytes(np.asarray(arrays[LAYOUT], dtype=np.uint8))), "", arrays)
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout(text: bytes) -> Any:
+    """A layout read from its JSON (read only: messages repeat the same few layouts)."""
     try:
-        layout = json.loads(bytes(np.asarray(arrays[LAYOUT], dtype=np.uint8)).decode())
+        return json.loads(text.decode())
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ShoalError(f"a packed tile state has a damaged layout: {exc}") from None
-    return _unflatten(layout, "", arrays)
 
 
 def _flatten(value: Any, path: str, out: dict) -> Any:
