@@ -96,6 +96,7 @@ ALIGN = 16  # the largest alignment a NumPy dtype needs
 INLINE_BYTES = 1 << 15  # arrays up to this size travel in the first buffer (one message for a halo)
 PART_BYTES = 1 << 30  # longest MPI message (counts are C ints): longer arrays go as several, in order
 _to_json = json.JSONEncoder(separators=(",", ":")).encode
+PADDING = [bytes(n) for n in range(ALIGN)]
 
 
 def _aligned(n: int) -> int:
@@ -144,7 +145,7 @@ def encode(value: Any, ints=()) -> tuple[bytes, list[np.ndarray]]:
     at = len(lead) + len(header) + len(layout)
     for c in inline:
         if c.nbytes:
-            parts += [bytes(_aligned(at) - at), _bytes_of(c)]
+            parts += [PADDING[_aligned(at) - at], c]  # joined through its buffer: no view made
             at = _aligned(at) + c.nbytes
     return b"".join(parts), large
 
@@ -444,6 +445,16 @@ class MPIExecutor(LocalExecutor):
             self._wake.set()
         if here:
             self._deliver(tile, task, [self.neighbours[tile][k] for k in here], [payloads[k] for k in here])
+
+    def _enqueue(self, node: int, tile: int, task: int) -> None:
+        if self._split[tile] is None:
+            super()._enqueue(node, tile, task)
+            return
+        # A tile with neighbours on other ranks goes first: its halos then leave while this
+        # rank computes its inner tiles, and the other ranks wait less for them.
+        self._queues[node].appendleft((tile, task))
+        if self._waiting[node]:
+            self._wake_one(node)
 
     def _split_neighbours(self) -> list:
         """Per tile here with a neighbour on another rank: (the indices of its neighbours here,
