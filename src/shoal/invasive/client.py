@@ -19,7 +19,8 @@ the client acknowledge, and only then may the manager hand those cores to someon
 need no callback: the application grows its pool to :attr:`Invasion.cores` when it likes.
 
 Each rank's MPI message thread is not a worker: it holds no core of the manager's
-distribution and runs unpinned, like the manager itself (§5.5).
+distribution and runs unpinned, like the manager itself (§5.5). (A rank of one worker has no
+such thread: its main thread is the worker, but only while that worker is not pinned.)
 
 If the manager dies, the application keeps the cores it holds and finishes with them: the
 next call says so once (a warning) and every later call returns the same cores; nothing

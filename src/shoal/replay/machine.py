@@ -18,7 +18,7 @@ Beside the rates, the executor's own constants, measured from the run's columns:
 - ``handoff_s``: where threads share one interpreter lock, a task's wall time exceeds its CPU
   time by about ``handoff_s`` per lock-free call (each call lets go of the lock; taking it back
   waits for the other threads);
-- ``message_cpu_s``: CPU seconds of the message thread per payload between processes (MPI);
+- ``message_cpu_s``: CPU seconds spent moving messages per payload between processes (MPI);
 - ``lock``: whether the run's nodes shared one interpreter lock (``shared``: the local
   executor) or had one each (``process``: one per MPI rank), with ``lock_threads``, the
   threads that shared it.

@@ -136,8 +136,9 @@ class ExecutionResult:
         Whether the run had more worker threads than the machine has cores (its times then
         measure the machine's scheduler as much as the app).
     comm_cpu_s, comm_messages : ndarray, optional
-        Per node, where a communication thread moves messages between processes (MPI): its CPU
-        seconds, and how many tile-to-tile payloads it sent or received.
+        Per node, where messages move between processes (MPI): the CPU seconds spent moving
+        them (the communication thread's, or the one worker's between its tasks), and how
+        many tile-to-tile payloads were sent or received.
     """
 
     states: dict[int, Any]
@@ -149,8 +150,8 @@ class ExecutionResult:
     wall_s: float
     step_end: np.ndarray
     oversubscribed: bool
-    # Per node, where a communication thread moves messages between processes (MPI): its CPU
-    # seconds, and how many tile-to-tile payloads it sent or received.
+    # Per node, where messages move between processes (MPI): the CPU seconds spent moving them,
+    # and how many tile-to-tile payloads were sent or received.
     comm_cpu_s: np.ndarray | None = None
     comm_messages: np.ndarray | None = None
 

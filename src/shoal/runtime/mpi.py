@@ -384,7 +384,8 @@ class MPIExecutor(LocalExecutor):
     def run(self, *args, **kwargs) -> ExecutionResult:
         self._run_id += 1
         result = super().run(*args, **kwargs)
-        # What the communication thread cost: the replay charges it per message.
+        # What moving messages cost (a thread of its own, or between tasks): the replay charges
+        # it per message.
         result.comm_cpu_s = np.zeros(self.cluster.nodes)
         result.comm_messages = np.zeros(self.cluster.nodes, np.int64)
         result.comm_cpu_s[self.rank], result.comm_messages[self.rank] = self._comm_cpu, self._comm_count
