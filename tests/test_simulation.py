@@ -20,7 +20,7 @@ from shoal.compare import compare_runs
 from shoal.errors import ShoalError
 from shoal.placement import get_policy
 from shoal.replay import ReplayConfig, replay
-from shoal.runtime import At, Every, Simulation
+from shoal.runtime import App, At, Every, Phase, Simulation
 from shoal.session import run_scenario
 from shoal.tiling import Tiling
 
@@ -44,6 +44,47 @@ def test_a_loop_of_single_steps_equals_one_run(name):
     assert loop.time == pytest.approx(one.time) and loop.time > 0
     assert len(loop.parts) == 6 and len(one.parts) == 1  # no callback: the run was one executor run
     for sim in (one, loop):
+        sim.close()
+
+
+class LastPhaseBarrier(App):
+    """A step whose first phase reads the barrier its last phase reduced the step before."""
+
+    name = "last-phase-barrier"
+    phases = (Phase("smooth", halo=True), Phase("measure", reduction="max"))
+    grid = (8, 8)
+
+    def init_tile(self, tile, tiling):
+        return np.array([float(tile % 5)])
+
+    def pack_halos(self, state, src, tiling):
+        return {d: state.copy() for d in tiling.neighbours[src].tolist()}
+
+    def smooth(self, tile, state, halos, ctx, tiling):
+        last = ctx.reduced["measure"] if ctx.step > 0 else 0.0  # a KeyError if a run start lost it
+        state[0] = 0.5 * state[0] + 0.1 * sum(halos[s][0] for s in sorted(halos)) + last
+        return 1
+
+    def measure(self, tile, state, halos, ctx, tiling):
+        return 1, float(state[0]) * 1e-3
+
+    def gather(self, states, tiling):
+        return {"v": np.array([states[t][0] for t in sorted(states)])}
+
+
+@pytest.mark.parametrize("chunks", [(8,), (1, 7), (3, 5), (4, 1, 3)])
+def test_a_first_phase_reads_the_last_phases_barrier_across_run_boundaries(chunks):
+    """Runs split where a balancing step or a resume would split them: the first phase still
+    reads the barrier of the step before, and the state is bitwise that of one run."""
+    app, tiling = LastPhaseBarrier(), Tiling.from_count((8, 8), 4)
+    one = Simulation(app, tiling, Cluster.uniform(1, 1), np.zeros(4, int))
+    one.run(8)
+    split = Simulation(app, tiling, Cluster.uniform(1, 2), np.zeros(4, int))
+    for n in chunks:
+        split.run(n)
+    assert_same_state(one.gather(), split.gather())
+    assert one.reduced == split.reduced and set(one.reduced) == {(7, "measure")}
+    for sim in (one, split):
         sim.close()
 
 

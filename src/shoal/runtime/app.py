@@ -117,7 +117,9 @@ class StepContext:
         The step the task belongs to, counted from the run's step 0.
     reduced : dict of str to float
         The global values a task may read, by the name of the phase that reduced them: the
-        previous phase's reduction of this step, or a lagged one of the step before.
+        previous phase's reduction (for a step's first phase, the last phase's of the step
+        before; none at step 0), or a lagged one of the step before. The same values whether
+        or not the run stopped in between (to balance, or to resume from a checkpoint).
     """
 
     step: int

@@ -256,12 +256,17 @@ class LocalExecutor:
         every tile's :meth:`~shoal.runtime.app.App.init_tile`), at step ``first_step``.
         ``reduced_before`` holds the reductions of earlier steps, by (step, phase name): a
         lagged reduction's value from the step before ``first_step`` is read from there (at
-        step 0 from the app's ``initial_reductions()``). Once ``stop`` is set the run ends at
+        step 0 from the app's ``initial_reductions()``), and so are the barriers' values of that
+        step, which the first phase reads as it would in a run that had not stopped. Once ``stop`` is set the run ends at
         the next step boundary every tile can reach; the result says how many steps ran.
         """
         if steps <= 0:
             raise ShoalError(f"steps must be positive, got {steps}")
         self._reduced_before = self._lagged_start(first_step, reduced_before or {})
+        # The barriers' latest values: what a task reads of them (see _context) does not depend
+        # on where runs begin and end (a balancing step, a resume).
+        self._barriers_before = {p.name: float(reduced_before[(first_step - 1, p.name)]) for p in self.phases
+                                 if p.barrier and (first_step - 1, p.name) in (reduced_before or {})}
         T = self.tiling.ntiles
         if states is None:
             states = {t: self.app.init_tile(t, self.tiling) for t in range(T)}
@@ -463,7 +468,7 @@ class LocalExecutor:
         self._values: dict[int, list] = {}
         self._missing: dict[int, int] = {}  # per reduction, the tiles whose value has not come
         self._reduced: dict[tuple[int, str], float] = dict(self._reduced_before)
-        self._ctx_reduced: dict[str, float] = {}
+        self._ctx_reduced: dict[str, float] = dict(self._barriers_before)
         self._contexts: dict[int, StepContext] = {}  # per task index: every tile reads the same
         self._lagged = [(i, p.name) for i, p in enumerate(self.phases) if p.lagged]
         self._left_in_step = [P * int(here.sum())] * steps  # tasks here not yet done, per step
