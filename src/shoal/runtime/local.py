@@ -257,8 +257,9 @@ class LocalExecutor:
         ``reduced_before`` holds the reductions of earlier steps, by (step, phase name): a
         lagged reduction's value from the step before ``first_step`` is read from there (at
         step 0 from the app's ``initial_reductions()``), and so are the barriers' values of that
-        step, which the first phase reads as it would in a run that had not stopped. Once ``stop`` is set the run ends at
-        the next step boundary every tile can reach; the result says how many steps ran.
+        step, which the first phase reads as it would in a run that had not stopped. Once
+        ``stop`` is set the run ends at the next step boundary every tile can reach; the result
+        says how many steps ran.
         """
         if steps <= 0:
             raise ShoalError(f"steps must be positive, got {steps}")
@@ -441,8 +442,9 @@ class LocalExecutor:
         self._T = T
         self.steps, self.first_step, self.states = steps, first_step, states
         # A node whose one worker is the calling thread, which moves messages between tasks
-        # (``_pump``, outside the lock) and while the queue is empty (``_wait_for_work``): the MPI
-        # executor's rank of one worker. The local executor's nodes all have their threads.
+        # (``_pump``, outside the lock, before each task) and while the queue
+        # is empty (``_wait_for_work``): the MPI executor's rank of one worker. The local
+        # executor's nodes all have their threads.
         self._inline, self._pump = None, None
         self._lock = threading.Lock()
         self._conds = {node: threading.Condition(self._lock) for node in self._pools}
