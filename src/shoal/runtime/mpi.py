@@ -605,8 +605,9 @@ class MPIExecutor(LocalExecutor):
         return len(out) + received
 
     def _leave(self) -> bool:
-        """Whether this rank's part of the run is over (it failed, or every rank is done here,
-        as rank 0 learns; another rank tells rank 0 it is done); if so the run is stopped."""
+        """Whether this rank's part of the run is over, and if so stop it here: the rank
+        failed; or, on rank 0, every rank has finished; or, on another rank, it has finished
+        and has told rank 0 so."""
         if self._error is not None:
             return True
         if self._finished.is_set():
