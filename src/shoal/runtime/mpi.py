@@ -97,10 +97,7 @@ INLINE_BYTES = 1 << 15  # arrays up to this size travel in the first buffer (one
 PART_BYTES = 1 << 30  # longest MPI message (counts are C ints): longer arrays go as several, in order
 _to_json = json.JSONEncoder(separators=(",", ":")).encode
 PADDING = [bytes(n) for n in range(ALIGN)]
-
-
-def _aligned(n: int) -> int:
-    return -(-n // ALIGN) * ALIGN
+_dtype_names: dict[np.dtype, str] = {}  # each dtype's ``str``, as headers name it
 
 
 def _bytes_of(a: np.ndarray) -> np.ndarray:
@@ -121,7 +118,9 @@ def _entries(header: bytes) -> tuple:
         dtype, shape = np.dtype(str(dtype)), tuple(int(n) for n in shape)
         if dtype.hasobject or min(shape, default=0) < 0:
             raise ValueError(f"entry {path!r} has dtype {dtype} and shape {shape}")
-        entries.append((str(path), dtype, shape[::-1] if fortran else shape, bool(fortran), bool(small)))
+        n = math.prod(shape)
+        entries.append((str(path), dtype, shape[::-1] if fortran else shape, bool(fortran), bool(small), n,
+                        n * dtype.itemsize))
     return tuple(entries)
 
 
@@ -132,12 +131,17 @@ def encode(value: Any, ints=()) -> tuple[bytes, list[np.ndarray]]:
     layout = arrays.pop(LAYOUT)
     entries, inline, large = [], [], []
     for path, a in arrays.items():
-        if a.dtype.fields is not None or a.dtype.subdtype is not None:
+        dtype = a.dtype
+        if dtype.kind == "V" and (dtype.fields is not None or dtype.subdtype is not None):
             raise ShoalError(f"message entry {path or '/'} has a structured dtype: send plain arrays")
-        fortran = a.ndim > 1 and a.flags.f_contiguous and not a.flags.c_contiguous  # kept as it was
-        c = a.T if fortran else a if a.flags.c_contiguous else a.copy()
+        if a.flags.c_contiguous:
+            c, fortran = a, False
+        else:  # a Fortran-ordered array is kept as it was; anything else is copied
+            fortran = a.ndim > 1 and a.flags.f_contiguous
+            c = a.T if fortran else a.copy()
         small = c.nbytes <= INLINE_BYTES
-        entries.append((path, a.dtype.str, a.shape, fortran, small))
+        name = _dtype_names.get(dtype) or _dtype_names.setdefault(dtype, dtype.str)  # .str is slow to make
+        entries.append((path, name, a.shape, fortran, small))
         (inline if small else large).append(c)
     header = _header(tuple(entries))
     lead = PREFIX.pack(MAGIC, len(ints), len(header), len(layout)) + struct.pack(f"<{len(ints)}q", *ints)
@@ -145,8 +149,9 @@ def encode(value: Any, ints=()) -> tuple[bytes, list[np.ndarray]]:
     at = len(lead) + len(header) + len(layout)
     for c in inline:
         if c.nbytes:
-            parts += [PADDING[_aligned(at) - at], c]  # joined through its buffer: no view made
-            at = _aligned(at) + c.nbytes
+            pad = -at % ALIGN
+            parts += [PADDING[pad], c]  # joined through its buffer: no view made
+            at += pad + c.nbytes
     return b"".join(parts), large
 
 
@@ -162,16 +167,18 @@ def decode(first: np.ndarray, take_array) -> tuple[list[int], Any]:
         at = PREFIX.size + 8 * count
         arrays = {LAYOUT: first[at + length:at + length + layout]}
         entries, at = _entries(bytes(first[at:at + length])), at + length + layout
-        for path, dtype, stored, fortran, small in entries:
-            n = math.prod(stored)
+        for path, dtype, stored, fortran, small, n, nbytes in entries:
             if not small:
                 a = np.empty(stored, dtype)
                 take_array(_bytes_of(a))
-            elif n * dtype.itemsize == 0:
+            elif nbytes == 0:
                 a = np.empty(stored, dtype)
             else:
-                a = np.frombuffer(first, dtype, n, _aligned(at)).reshape(stored)
-                at = _aligned(at) + n * dtype.itemsize
+                at += -at % ALIGN
+                a = np.frombuffer(first, dtype, n, at)
+                if len(stored) != 1:
+                    a = a.reshape(stored)
+                at += nbytes
             arrays[path] = a.T if fortran else a
     except (UnicodeDecodeError, ValueError, TypeError, struct.error) as exc:
         raise ShoalError(f"an MPI message is damaged: {exc}") from None
