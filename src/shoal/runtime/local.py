@@ -406,10 +406,6 @@ class LocalExecutor:
     def _worker_started(self) -> None:
         """Called by every worker thread before it takes its first task of a run."""
 
-    def _wait_for_work(self) -> None:
-        """The inline worker's wait for a queued task or the run's end (lock not held)."""
-        raise NotImplementedError("only a node whose worker moves messages runs inline")
-
     def _stop(self) -> None:
         self._finished.set()
         self._progress.set()
@@ -442,10 +438,10 @@ class LocalExecutor:
         self._T = T
         self.steps, self.first_step, self.states = steps, first_step, states
         # A node whose one worker is the calling thread, which moves messages between tasks
-        # (``_pump``, outside the lock, before each task) and while the queue
-        # is empty (``_wait_for_work``): the MPI executor's rank of one worker. The local
-        # executor's nodes all have their threads.
-        self._inline, self._pump = None, None
+        # (``_pump()``, outside the lock, before each task) and while the queue is empty
+        # (``_idle_wait()``, lock not held, returns once a task is queued or the run is over):
+        # the MPI executor's rank of one worker. The local executor's nodes all have threads.
+        self._inline = self._pump = self._idle_wait = None
         self._lock = threading.Lock()
         self._conds = {node: threading.Condition(self._lock) for node in self._pools}
         self._queues = {node: deque() for node in self._pools}
@@ -607,7 +603,7 @@ class LocalExecutor:
         post, contribute, pack_all = self._post_halos, self._contribute, self._pack_all
         states, first, rows, r_ready, waiting = self.states, self._first, self._rows, self._ready_at, self._waiting
         perf, cpu, clock = time.perf_counter, time.thread_time, thread_clock()
-        pump = self._pump if node == self._inline else None
+        pump, idle_wait = (self._pump, self._idle_wait) if node == self._inline else (None, None)
         tile = task = -1  # the task just run, booked at the next lock (none yet)
         halo_out = value = None
         while True:
@@ -641,7 +637,7 @@ class LocalExecutor:
                         if pump is not None:  # the only worker here: wait by moving messages
                             lock.release()
                             try:
-                                self._wait_for_work()
+                                idle_wait()
                             finally:
                                 lock.acquire()
                             continue

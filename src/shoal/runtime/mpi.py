@@ -422,7 +422,7 @@ class MPIExecutor(LocalExecutor):
         self._split = self._split_neighbours()
         pool = self._pools[self.rank]
         if pool.size == 1 and not pool.pinned:  # one worker: the main thread is it (see _run_inline)
-            self._inline, self._pump = self.rank, self._between_tasks
+            self._inline, self._pump, self._idle_wait = self.rank, self._between_tasks, self._wait_for_work
 
     def _worker_started(self) -> None:
         if self._inline is not None:
