@@ -17,8 +17,8 @@ What a policy sees:
 - ``background`` per node: seconds per step its cores spent on work no tile owns. In an MPI
   run that is the CPU time the rank spent moving messages (its message thread's, measured
   with ``thread_time`` over the period, or, with one worker, the time its main thread spent on
-  them between tasks); in one process there is none; in a replay it is the message CPU time the model
-  charged on that node. Charm++ calls it the processors' background load.
+  them between tasks); in one process there is none; in a replay it is the message CPU time
+  the model charged on that node. Charm++ calls it the processors' background load.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ from mpi4py import MPI  # noqa: E402  (the thread level must be set before MPI s
 from ..errors import ShoalError  # noqa: E402
 from ..records import MESSAGES, TASKS  # noqa: E402
 from .local import ExecutionResult, LocalExecutor, as_worker_thread, sum_present  # noqa: E402
-from .packing import LAYOUT, flatten, unflatten  # noqa: E402
+from .packing import LAYOUT, compact_json, flatten, unflatten  # noqa: E402
 from .team import Team  # noqa: E402
 
 HALO, REDUCE, AGREE, GATHER, MIGRATE, CONTROL = 1, 2, 3, 4, 5, 6  # message tags
@@ -95,7 +95,6 @@ MAGIC = int.from_bytes(b"shoalmsg", "little")
 ALIGN = 16  # the largest alignment a NumPy dtype needs
 INLINE_BYTES = 1 << 15  # arrays up to this size travel in the first buffer (one message for a halo)
 PART_BYTES = 1 << 30  # longest MPI message (counts are C ints): longer arrays go as several, in order
-_to_json = json.JSONEncoder(separators=(",", ":")).encode
 PADDING = [bytes(n) for n in range(ALIGN)]
 _dtype_names: dict[np.dtype, str] = {}  # each dtype's ``str``, as headers name it
 
@@ -107,7 +106,7 @@ def _bytes_of(a: np.ndarray) -> np.ndarray:
 
 @functools.lru_cache(maxsize=4096)
 def _header(entries: tuple) -> bytes:
-    return _to_json(entries).encode()
+    return compact_json(entries).encode()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -455,14 +454,12 @@ class MPIExecutor(LocalExecutor):
             self._deliver(tile, task, [self.neighbours[tile][k] for k in here], [payloads[k] for k in here])
 
     def _enqueue(self, node: int, tile: int, task: int) -> None:
-        if self._split[tile] is None:
-            super()._enqueue(node, tile, task)
-            return
-        # A tile with neighbours on other ranks goes first: its halos then leave while this
-        # rank computes its inner tiles, and the other ranks wait less for them.
-        self._queues[node].appendleft((tile, task))
-        if self._waiting[node]:
-            self._wake_one(node)
+        super()._enqueue(node, tile, task)
+        if self._split[tile] is not None:
+            # A tile with neighbours on other ranks goes first (the lock is held: the task just
+            # queued is still last): its halos then leave while this rank computes its inner
+            # tiles, and the other ranks wait less for them.
+            self._queues[node].rotate(1)
 
     def _split_neighbours(self) -> list:
         """Per tile here with a neighbour on another rank: (the indices of its neighbours here,
@@ -615,9 +612,7 @@ class MPIExecutor(LocalExecutor):
         """Whether this rank's part of the run is over, and if so stop it here: the rank
         failed; or, on rank 0, every rank has finished; or, on another rank, it has finished
         and has told rank 0 so."""
-        if self._error is not None:
-            return True
-        if self._finished.is_set():
+        if self._error is not None or self._finished.is_set():
             return True
         with self._lock:
             finished = (self._local_done and self._reductions_left == 0 and not self._outbox and not self._sending

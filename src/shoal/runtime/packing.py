@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import ShoalError
 
 LAYOUT = "__layout__"  # the key of the layout in a flattened state
-_to_json = json.JSONEncoder(separators=(",", ":")).encode  # made once: json.dumps makes one per call
+compact_json = json.JSONEncoder(separators=(",", ":")).encode  # made once: json.dumps makes one per call
 SCALARS = {bool: "bool", int: "int", float: "float", str: "str"}
 
 
@@ -33,7 +33,7 @@ def flatten(value: Any) -> dict[str, np.ndarray]:
     """``{path: array}`` of every array and scalar in ``value``, plus its layout under ``__layout__``."""
     arrays: dict[str, np.ndarray] = {}
     layout = _flatten(value, "", arrays)
-    arrays[LAYOUT] = np.frombuffer(_to_json(layout).encode(), dtype=np.uint8)
+    arrays[LAYOUT] = np.frombuffer(compact_json(layout).encode(), dtype=np.uint8)
     return arrays
 
 
