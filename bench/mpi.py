@@ -11,8 +11,8 @@
    until the rank finishes the phase (``run.overlap=false``).
 4. ``shoal replay`` of each 2-rank trace on a model of this machine (ping-pong latency and
    bandwidth, the executor's calibrated per-task overhead, one interpreter lock per rank)
-   against the measured step time: without and with the communication thread's CPU time per
-   message, which the run measures and the trace records.
+   against the measured step time: without and with the time per message the workers spent
+   moving messages, which the run measures and the trace records.
 
 Run: ``python bench/mpi.py [--repeats 5] [--json FILE]`` (it starts ``mpiexec`` itself, on this
 host's shared memory and loopback only; as root it sets ``OMPI_ALLOW_RUN_AS_ROOT``);
@@ -99,13 +99,9 @@ def raw_round_trip(comm, rank: int, payload: np.ndarray, buf: np.ndarray) -> Non
 
 
 def _busy_worker(stop) -> None:
-    """A worker thread as in a run: compiled kernels without the GIL, at the workers' nice value."""
-    import threading
-
+    """A worker thread as in a run: compiled kernels without the GIL."""
     from shoal.replay.calibrate import spin
-    from shoal.runtime.mpi import WORKER_NICENESS
 
-    os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICENESS)
     while not stop.is_set():
         spin(0.0, 20000)
 
@@ -113,7 +109,7 @@ def _busy_worker(stop) -> None:
 def pingpong(loaded: bool, repeats: int) -> None:
     """Rank 0 and 1 bounce messages; rank 0 prints one JSON line per payload with each of the
     ``repeats`` half round trips per path. ``loaded``: while a worker thread computes on each
-    rank, as during a run, so the main thread competes for a core."""
+    rank, as during a run, so the thread moving messages competes for a core."""
     import threading
 
     from mpi4py import MPI
@@ -207,7 +203,7 @@ def payload_costs(repeats: int) -> tuple[list[dict], dict]:
 
 CONFIGS = [("local 1x2", None, 2, ()), ("1 rank x 2", 1, 2, ()), ("2 ranks x 1", 2, 1, ()),
            ("2 ranks x 1, no overlap", 2, 1, ("--set", "run.overlap=false"))]
-MODELS = {"no message CPU": 0.0, "message CPU": None}  # None: the message thread's CPU time as the trace measured it
+MODELS = {"no message CPU": 0.0, "message CPU": None}  # None: the time per message the trace measured
 
 
 def one_round(argv: list[str], folder: Path, model: dict) -> dict:

@@ -57,8 +57,8 @@ def _check_merged_trace(trace: Trace, reference: Trace, ranks: int) -> None:
     assert np.all(trace.tasks["end"] >= trace.tasks["start"]) and np.all(trace.tasks["cost"] >= 0)
     # Halo payloads do not depend on where tiles live: the same messages as the local run's.
     assert np.array_equal(_messages(trace), _messages(reference))
-    # Each rank's communication thread counted every payload between ranks once at each end
-    # and measured its CPU time: what the replay charges per message.
+    # Each rank's workers counted every payload between ranks once at each end
+    # and measured the time they spent on them: what the replay charges per message.
     m = trace.messages
     at = np.stack([trace.owner_at(int(s)) for s in m["step"]])
     rows = np.arange(len(at))
@@ -478,10 +478,20 @@ import threading
 import numpy as np
 from shoal.cluster import Cluster
 from shoal.runtime import App, LocalExecutor, Phase
+from shoal.runtime.mpi import MPIExecutor
 from shoal.runtime.team import current_team
 from shoal.tiling import Tiling
 
 on_main = []  # per task run in this process: whether the main thread ran it
+movers = []  # per pass moving messages: the name of the thread that made it
+
+
+def exchange(self, _pass=MPIExecutor._exchange):
+    movers.append(threading.current_thread().name)
+    return _pass(self)
+
+
+MPIExecutor._exchange = exchange
 
 
 class Smooth(App):
@@ -512,25 +522,29 @@ app, tiling = Smooth(), Tiling.from_count((12, 12), 16)
 owner = np.arange(16) * team.size // 16
 ex = team.executor(app, tiling, Cluster.uniform(team.size, 1), owner)
 states = {int(t): app.init_tile(int(t), tiling) for t in np.flatnonzero(owner == team.rank)}
-seen, step = [], 0
+seen, threads, step = [], [], 0
 for workers in (1, 2, 1):  # the rank's worker: its main thread, then two threads, then the main thread again
     ex.reconfigure(cores={team.rank: workers})
     on_main.clear()
+    movers.clear()
     result = ex.run(4, states=states, first_step=step)
     states, step = result.states, step + 4
     seen.append((workers, len(on_main), sum(on_main)))
+    threads.append(sorted(set(movers)))
 ex.close()
 with LocalExecutor(app, tiling, Cluster.uniform(1, 1), np.zeros(16, int)) as serial:
     reference = serial.run(12).states
 same = all(np.array_equal(states[t], reference[t]) for t in states)
-print("result", json.dumps({"rank": team.rank, "seen": seen, "same": same}), flush=True)
+print("result", json.dumps({"rank": team.rank, "seen": seen, "threads": threads, "same": same,
+                            "main": threading.main_thread().name}), flush=True)
 """
 
 
 @pytest.mark.mpi(ranks=(2,))
 def test_a_rank_of_one_worker_runs_its_tasks_on_the_main_thread(ranks, tmp_path):
     """One worker per rank: the main thread runs the tasks and moves the messages between
-    them (no second thread); with two, worker threads do; bitwise the serial state either way."""
+    them (no second thread); with two, the worker threads do both, and no other thread moves
+    messages; bitwise the serial state either way."""
     script = tmp_path / "threads.py"
     script.write_text(THREADS_SCRIPT)
     done = subprocess.run(mpi_python(ranks, script), capture_output=True, text=True, timeout=240, env=mpi_env())
@@ -540,4 +554,7 @@ def test_a_rank_of_one_worker_runs_its_tasks_on_the_main_thread(ranks, tmp_path)
     tasks = 4 * (16 // ranks)  # 4 steps of the smoothing phase on each of this rank's tiles
     for r in results:
         assert r["seen"] == [[1, tasks, tasks], [2, tasks, 0], [1, tasks, tasks]], r
+        one, two, again = r["threads"]
+        assert one == again == [r["main"]], r
+        assert two and set(two) <= {f"shoal-node{r['rank']}-w{k}" for k in range(2)}, r
         assert r["same"], r

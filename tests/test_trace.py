@@ -77,7 +77,7 @@ def test_not_a_trace_is_refused(tmp_path):
 
 
 def test_communication_is_kept_and_gives_the_cpu_time_per_message(run, tmp_path):
-    # A run in one process has no communication thread: nothing to charge.
+    # A run in one process moves no messages: nothing to charge.
     assert run.trace.communication is None and run.trace.message_cpu_s == 0.0
     a = run.trace
     a.communication = {"cpu_s": np.array([0.3, 0.1]), "messages": np.array([1000, 1000])}

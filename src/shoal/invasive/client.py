@@ -18,9 +18,9 @@ the threads of the other cores have let them go (they block, they do not spin); 
 the client acknowledge, and only then may the manager hand those cores to someone else. Grants
 need no callback: the application grows its pool to :attr:`Invasion.cores` when it likes.
 
-Each rank's MPI message thread is not a worker: it holds no core of the manager's
-distribution and runs unpinned, like the manager itself (§5.5). (A rank of one worker has no
-such thread: its main thread is the worker, but only while that worker is not pinned.)
+A rank's MPI messages are moved by its workers between their tasks, on the cores the
+manager's distribution gave them: no thread outside the distribution polls for them. The
+rank's main thread only reports steps (or, while its one worker is not pinned, is that worker).
 
 If the manager dies, the application keeps the cores it holds and finishes with them: the
 next call says so once (a warning) and every later call returns the same cores; nothing

@@ -15,9 +15,8 @@ What a policy sees:
 - ``barrier``: which phases end in a barrier (a reduction that is not lagged), so a policy can
   balance the phases a barrier separates instead of their sum;
 - ``background`` per node: seconds per step its cores spent on work no tile owns. In an MPI
-  run that is the CPU time the rank spent moving messages (its message thread's, measured
-  with ``thread_time`` over the period, or, with one worker, the time its main thread spent on
-  them between tasks); in one process there is none; in a replay it is the message CPU time
+  run that is the time the rank's workers spent moving messages (before their tasks and
+  while waiting for one); in one process there is none; in a replay it is the message CPU time
   the model charged on that node. Charm++ calls it the processors' background load.
 """
 

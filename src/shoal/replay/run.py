@@ -73,8 +73,9 @@ class ReplayConfig:
     lock_model: str = "waits"
     handoff_threads: int | None = None  # threads that shared the lock where handoff_s was measured (None: the model's)
     # CPU seconds per tile-to-tile payload sent or received between nodes, charged to the
-    # producing and the reading task (the communication thread competes for the node's cores
-    # and, in Python, for its interpreter lock). None: as measured by the trace's run.
+    # producing and the reading task (the workers move the messages between their tasks, on
+    # the node's cores and, in Python, holding its interpreter lock). None: as measured by the
+    # trace's run.
     message_cpu_s: float | None = None
     balance: dict = field(default_factory=dict)
     mpi_reference: bool = False

@@ -136,9 +136,9 @@ class ExecutionResult:
         Whether the run had more worker threads than the machine has cores (its times then
         measure the machine's scheduler as much as the app).
     comm_cpu_s, comm_messages : ndarray, optional
-        Per node, where messages move between processes (MPI): the CPU seconds spent moving
-        them (the communication thread's, or the one worker's between its tasks), and how
-        many tile-to-tile payloads were sent or received.
+        Per node, where messages move between processes (MPI): the seconds its workers spent
+        moving them (before tasks and while waiting for one), and how many tile-to-tile
+        payloads were sent or received.
     """
 
     states: dict[int, Any]
@@ -403,9 +403,6 @@ class LocalExecutor:
         """Every task of this process is done."""
         self._stop()
 
-    def _worker_started(self) -> None:
-        """Called by every worker thread before it takes its first task of a run."""
-
     def _stop(self) -> None:
         self._finished.set()
         self._progress.set()
@@ -437,11 +434,13 @@ class LocalExecutor:
         T, P = self.tiling.ntiles, len(self.phases)
         self._T = T
         self.steps, self.first_step, self.states = steps, first_step, states
-        # A node whose one worker is the calling thread, which moves messages between tasks
-        # (``_pump()``, outside the lock, before each task) and while the queue is empty
-        # (``_idle_wait()``, lock not held, returns once a task is queued or the run is over):
-        # the MPI executor's rank of one worker. The local executor's nodes all have threads.
+        # Workers that move messages themselves (the MPI executor's; the local executor has
+        # none to move): ``_pump()`` before each task, outside the lock, and, while the queue is
+        # empty, ``_idle_wait()`` by one idle worker at a time (lock not held; it returns once
+        # a task is queued or the run is over) while the others sleep. ``_inline``: the node
+        # whose one worker is the calling thread (a rank of one worker), else None.
         self._inline = self._pump = self._idle_wait = None
+        self._pumping = False  # an idle worker is in _idle_wait
         self._lock = threading.Lock()
         self._conds = {node: threading.Condition(self._lock) for node in self._pools}
         self._queues = {node: deque() for node in self._pools}
@@ -595,7 +594,6 @@ class LocalExecutor:
 
     def _worker(self, node: int, worker: int) -> None:
         queue, cond, lock, finished = self._queues[node], self._conds[node], self._lock, self._finished
-        self._worker_started()
         P, T, ntasks, t_run = len(self.phases), self._T, self._ntasks, self._t0
         tiling, runners, reduces, halo_tasks = self.tiling, self._runners, self._reduces, self._halo_tasks
         inbox, tokens, token_tasks, contexts = self._inbox, self._tokens, self._token_tasks, self._contexts
@@ -603,7 +601,7 @@ class LocalExecutor:
         post, contribute, pack_all = self._post_halos, self._contribute, self._pack_all
         states, first, rows, r_ready, waiting = self.states, self._first, self._rows, self._ready_at, self._waiting
         perf, cpu, clock = time.perf_counter, time.thread_time, thread_clock()
-        pump, idle_wait = (self._pump, self._idle_wait) if node == self._inline else (None, None)
+        pump, idle_wait = self._pump, self._idle_wait
         tile = task = -1  # the task just run, booked at the next lock (none yet)
         halo_out = value = None
         while True:
@@ -634,12 +632,14 @@ class LocalExecutor:
                         task, own = nxt, True
                 if not own:
                     while not queue and not finished.is_set():
-                        if pump is not None:  # the only worker here: wait by moving messages
+                        if pump is not None and not self._pumping:  # wait by moving messages
+                            self._pumping = True
                             lock.release()
                             try:
                                 idle_wait()
                             finally:
                                 lock.acquire()
+                                self._pumping = False
                             continue
                         waiting[node] += 1
                         cond.wait()
@@ -650,6 +650,10 @@ class LocalExecutor:
                     tile, task = queue.popleft()
                     if queue and waiting[node]:
                         self._wake_one(node)
+                    if pump is not None and not self._pumping and waiting[node] > self._woken[node]:
+                        # A worker sleeps and none is moving messages: wake one to do it.
+                        self._woken[node] += 1
+                        cond.notify()
                 if task != PACK_FIRST_HALOS:
                     halos = inbox[tile].pop(task, None) or {}
                     if token_tasks[task]:

@@ -1,21 +1,23 @@
 """The MPI executor: one rank per node, a pool of worker threads in each.
 
-Every rank runs the local executor's dependency bookkeeping for its own tiles. Its main
-thread is the only one that calls MPI (``MPI_THREAD_FUNNELED``): it posts a non-blocking send
-as soon as a worker has packed halos for a tile on another rank, receives whatever has
-arrived, and hands it to the waiting tile, while the workers compute other ready tiles. A
-rank of one worker has no second thread: its main thread is the worker, and moves messages
-before each task and while it waits for one (two threads on one core would hand the
-interpreter lock back and forth, each time paying a wake-up; on tasks of 0.1 ms that cost more
-than the tasks' own bookkeeping). A
+Every rank runs the local executor's dependency bookkeeping for its own tiles, and its
+workers move the messages themselves, one at a time (``MPI_THREAD_SERIALIZED``): before each
+task a worker posts a non-blocking send for the halos packed for tiles on other ranks,
+receives whatever has arrived and hands it to the waiting tiles; while the rank has no ready
+task, one idle worker polls for messages (without sleeping for a moment, then in short naps)
+and the others sleep. No communication thread polls beside the workers: it would take the
+interpreter lock from them at every poll, each time paying a wake-up, which on tasks of
+0.1 ms costs more than their own bookkeeping. A rank of one worker runs it on its main thread.
+Tiles with neighbours on another rank run first, so that their halos leave early. A
 reduction gathers every tile's value on every rank (one message per rank and task) and
 combines them in tile-id order, so its result is the same on every rank and for every rank
 count.
 
 Between chunks of steps :class:`MPITeam` sums measurements, sends every rank the owner table
 that rank 0 planned, sends migrating tiles' states to their new owners (packed by the app as
-flat arrays), and gathers states on rank 0, which writes every file. Every wait sleeps
-instead of spinning, so ranks that share cores do not steal them from ranks still computing.
+flat arrays), and gathers states on rank 0, which writes every file. Every wait longer than a
+moment sleeps instead of spinning, so ranks that share cores do not steal them from ranks still
+computing.
 
 Every message between ranks (halos, reduction values, tile states, results, stop requests)
 travels as one NumPy byte buffer through mpi4py's buffer API (:func:`encode`): a JSON header
@@ -49,7 +51,7 @@ from typing import Any
 import mpi4py
 import numpy as np
 
-mpi4py.rc.thread_level = "funneled"  # all MPI calls come from each rank's main thread
+mpi4py.rc.thread_level = "serialized"  # any worker may call MPI, one at a time
 from mpi4py import MPI  # noqa: E402  (the thread level must be set before MPI starts)
 
 from ..errors import ShoalError  # noqa: E402
@@ -60,9 +62,8 @@ from .team import Team  # noqa: E402
 
 HALO, REDUCE, AGREE, GATHER, MIGRATE, CONTROL = 1, 2, 3, 4, 5, 6  # message tags
 ASK, FREEZE, FRONTIER, LIMIT, DONE = range(5)  # CONTROL messages of a stop (and a rank's end of a run)
-WORKER_NICENESS = 5  # nice value of worker threads (Linux sets it per thread)
-NAP_MIN_S, NAP_MAX_S = 5e-5, 1e-3  # how long an idle main thread sleeps between polls
-SPIN_S = 5e-5  # how long a rank's only worker, out of tasks, polls for messages before it naps
+NAP_MIN_S, NAP_MAX_S = 5e-5, 1e-3  # how long a waiting thread sleeps between polls
+SPIN_S = 5e-5  # how long the idle worker that moves messages polls before it naps
 
 
 def wait_quietly(request: MPI.Request) -> None:
@@ -372,7 +373,7 @@ def combine_ranks(parts: list[ExecutionResult]) -> ExecutionResult:
 
 class MPIExecutor(LocalExecutor):
     """The local executor's bookkeeping for this rank's tiles, with halos and reduction values
-    to and from other ranks carried by the main thread.
+    to and from other ranks moved by the workers between their tasks.
 
     With ``overlap=False`` halos for other ranks are held back until every tile of this rank
     has finished the task that packed them, as in a bulk-synchronous code: the comparison
@@ -405,33 +406,25 @@ class MPIExecutor(LocalExecutor):
 
     def _setup(self, steps, states, first_step):
         super()._setup(steps, states, first_step)
-        self._outbox: list[tuple[int, int, tuple]] = []  # (rank, tag, (ints, values)) for the main thread
+        self._outbox: list[tuple[int, int, tuple]] = []  # (rank, tag, (ints, values)) to send
         self._mine: dict[int, dict[int, float]] = {}  # this rank's reduction values per task
         self._n_here = int(self._here.sum())
         self._local_done = self._n_here == 0
-        self._wake = threading.Event()
         self._held: list[tuple[int, int, Any]] = []  # halos waiting for the phase's end (no overlap)
-        self._comm_cpu, self._comm_count = 0.0, 0  # the main thread's CPU time; payloads it moved
-        self._sending: list = []  # messages this rank's main thread has sent and not seen complete
+        self._comm_cpu, self._comm_count = 0.0, 0  # time spent moving messages; payloads moved
+        self._comm = threading.Lock()  # held by the worker moving messages: one MPI call at a time
+        self._on_step, self._stop_asked, self._reported = None, None, 0  # set by _wait
+        self._sending: list = []  # messages this rank has sent and not seen complete
         self._asked = False  # this rank has passed on a stop request
         self._frozen = False  # this rank stopped at its frontier and waits for rank 0's limit
         self._answers: dict[int, int] | None = None  # rank 0, while negotiating a stop: steps per rank
         self._left: dict[int, int] = {}  # rank 0: the ranks that have left this run, and their steps
         self._status = MPI.Status()
         self._split = self._split_neighbours()
+        self._pump, self._idle_wait = self._between_tasks, self._wait_for_work
         pool = self._pools[self.rank]
         if pool.size == 1 and not pool.pinned:  # one worker: the main thread is it (see _run_inline)
-            self._inline, self._pump, self._idle_wait = self.rank, self._between_tasks, self._wait_for_work
-
-    def _worker_started(self) -> None:
-        if self._inline is not None:
-            return  # the worker is this rank's main thread, which moves the messages too
-        # Workers yield to the main thread when it wakes: halos then leave sooner instead of
-        # waiting for a worker's time slice to end on a node whose cores are all busy.
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICENESS)
-        except (AttributeError, OSError):
-            pass
+            self._inline = self.rank
 
     def _start_clock(self) -> float:
         self.team.barrier()  # every rank is set up before the first message is sent
@@ -448,8 +441,6 @@ class MPIExecutor(LocalExecutor):
         here, there = split
         for rank, dsts, picks in there:  # routing: the task, this tile, each payload's tile
             self._outbox.append((rank, HALO, ((task, tile, *dsts), [payloads[k] for k in picks])))
-        if self._inline is None:
-            self._wake.set()
         if here:
             self._deliver(tile, task, [self.neighbours[tile][k] for k in here], [payloads[k] for k in here])
 
@@ -489,12 +480,10 @@ class MPIExecutor(LocalExecutor):
             for rank in range(self.team.size):
                 if rank != self.rank:
                     self._outbox.append((rank, REDUCE, message))
-            self._wake.set()
         self._collect({tile: value}, task)
 
     def _all_done(self) -> None:
         self._local_done = True
-        self._wake.set()
 
     def _limit_steps(self, steps: int) -> None:
         super()._limit_steps(steps)
@@ -522,55 +511,52 @@ class MPIExecutor(LocalExecutor):
         return ready
 
     def _wait(self, on_step, stop) -> int:
-        """Move messages and report steps until this rank has nothing left: on a thread of
-        its own, or between the tasks of the one worker, which is then this thread."""
-        self._on_step, self._stop_asked, self._reported = on_step, stop, 0
+        """Run this rank's one worker on this thread, or report steps while the workers run;
+        the workers move the messages (see :meth:`_between_tasks`, :meth:`_wait_for_work`)."""
+        self._on_step, self._stop_asked = on_step, stop
         if self._inline is not None:
             return self._run_inline()
-        cpu0 = time.thread_time()
-        try:
-            nap = NAP_MIN_S
-            while True:
-                self._wake.clear()
-                moved = self._exchange()
-                if self._leave():
-                    return self._reported
-                if moved:
-                    nap = NAP_MIN_S
-                    continue
-                self._wake.wait(nap)
-                # Poll often while a worker here waits for work (what it needs may be arriving);
-                # back off while every worker is busy.
-                nap = NAP_MIN_S if self._waiting[self.rank] else min(2 * nap, NAP_MAX_S)
-        finally:
-            self._comm_cpu = time.thread_time() - cpu0
+        # A stop request is passed on by the workers as they move messages (to rank 0, which
+        # negotiates the step every rank stops at), not acted on here.
+        return super()._wait(on_step, None)
 
     def _run_inline(self) -> int:
         """This thread is the rank's one worker: it runs the tasks and, between them, moves
         messages (no second thread takes the interpreter lock from it, and no halo waits for
-        a thread to wake). Its time in :meth:`_between_tasks` is the communication's CPU."""
+        a thread to wake)."""
         with as_worker_thread():
             self._guarded(self.rank, 0)
         return self._reported
 
     def _between_tasks(self) -> None:
-        t0 = time.perf_counter()
-        self._exchange()
-        self._comm_cpu += time.perf_counter() - t0
+        """Before each task, a worker sends what has been posted and takes in what has arrived,
+        unless another worker is doing so. Its time here is the communication's CPU."""
+        if not self._comm.acquire(blocking=False):
+            return
+        try:
+            t0 = time.perf_counter()
+            self._exchange()
+            self._comm_cpu += time.perf_counter() - t0
+        finally:
+            self._comm.release()
 
     def _wait_for_work(self) -> None:
-        """No task is queued: move messages until one is, or the run is over. Poll without
-        sleeping for a moment (a halo is usually on its way), then in short naps."""
+        """No task is queued (one worker at a time is here): move messages until one is, or
+        the run is over. Poll without sleeping for a moment (a halo is usually on its way),
+        then in short naps."""
         perf, queue, finished = time.perf_counter, self._queues[self.rank], self._finished
         since = perf()
         while True:
-            t0 = perf()
-            if self._exchange():
-                self._comm_cpu += perf() - t0
-            elif perf() - since > SPIN_S:
-                time.sleep(NAP_MIN_S)
-            if self._leave() or queue or finished.is_set():
+            with self._comm:
+                t0 = perf()
+                moved = self._exchange()
+                if moved:
+                    self._comm_cpu += perf() - t0
+                over = self._leave()
+            if over or queue or finished.is_set():
                 return
+            if not moved and perf() - since > SPIN_S:
+                time.sleep(NAP_MIN_S)
 
     def _exchange(self) -> int:
         """One pass of the communication: pass on a stop request, send what workers posted,
@@ -605,7 +591,8 @@ class MPIExecutor(LocalExecutor):
         if sending:
             sending[:] = [r for r in sending if not r.Test()]
         self.team.step = self.first_step + self._steps_done
-        self._reported = self._report(self._on_step, self._reported)
+        if self._inline is not None:  # the main thread reports steps (it does, in _wait, otherwise)
+            self._reported = self._report(self._on_step, self._reported)
         return len(out) + received
 
     def _leave(self) -> bool:
