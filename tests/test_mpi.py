@@ -558,3 +558,30 @@ def test_a_rank_of_one_worker_runs_its_tasks_on_the_main_thread(ranks, tmp_path)
         assert one == again == [r["main"]], r
         assert two and set(two) <= {f"shoal-node{r['rank']}-w{k}" for k in range(2)}, r
         assert r["same"], r
+
+
+LEVEL_SCRIPT = """
+import mpi4py
+mpi4py.rc.thread_level = "funneled"  # only the main thread may call MPI
+from mpi4py import MPI
+from shoal.errors import ShoalError
+from shoal.runtime.mpi import MPITeam
+
+assert MPI.Query_thread() == MPI.THREAD_FUNNELED
+try:
+    MPITeam()
+except ShoalError as exc:
+    print("refused:", exc)
+"""
+
+
+@pytest.mark.mpi(ranks=(1,))
+def test_an_mpi_started_below_the_serialized_thread_level_is_refused_in_one_line(ranks, tmp_path):
+    """Workers call MPI (one at a time): an MPI started for the main thread only is refused
+    with a line that says how to start it, instead of calls from threads it does not allow."""
+    script = tmp_path / "level.py"
+    script.write_text(LEVEL_SCRIPT)
+    done = subprocess.run(mpi_python(ranks, script), capture_output=True, text=True, timeout=60, env=mpi_env())
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("refused:")]
+    assert len(lines) == 1 and "MPI_THREAD_SERIALIZED" in lines[0] and "thread_level" in lines[0], done.stdout

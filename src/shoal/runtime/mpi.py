@@ -225,6 +225,10 @@ class MPITeam(Team):
 
     def __init__(self, comm: MPI.Comm | None = None):
         super().__init__()
+        if MPI.Query_thread() < MPI.THREAD_SERIALIZED:  # MPI was started before shoal asked for it
+            raise ShoalError("MPI was started with a thread level below MPI_THREAD_SERIALIZED, which shoal's "
+                             "workers need (they call MPI one at a time): set mpi4py.rc.thread_level to "
+                             "'serialized' or 'multiple' before importing mpi4py.MPI")
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self.is_root = self.rank == 0
