@@ -6,7 +6,11 @@
    now, :func:`shoal.runtime.mpi.encode`), and the bare array with ``Send``/``Recv`` (the
    floor). Median and spread of the repeats, and the ratio pickle / buffers.
 2. Step time of the synthetic hot spot and the 2D dam break on 2 ranks x 1 worker against
-   1 rank x 2 workers (and the local executor's 1 node x 2 workers).
+   1 rank x 2 workers (and the local executor's 1 node x 2 workers), and on 2 ranks x 2
+   workers (more workers than cores on a host of two: ranks whose workers move their messages
+   themselves, sharing cores). With ``--baseline REV`` the configurations of 2 ranks also run
+   with the shoal of revision REV (a temporary ``git worktree``) in the same round: before and
+   after, and their ratio within each round.
 3. Idle fraction on 2 ranks with halos sent the moment they are packed (overlap) and held
    until the rank finishes the phase (``run.overlap=false``).
 4. ``shoal replay`` of each 2-rank trace on a model of this machine (ping-pong latency and
@@ -14,7 +18,7 @@
    against the measured step time: without and with the time per message the workers spent
    moving messages, which the run measures and the trace records.
 
-Run: ``python bench/mpi.py [--repeats 5] [--json FILE]`` (it starts ``mpiexec`` itself, on this
+Run: ``python bench/mpi.py [--repeats 5] [--baseline REV] [--json FILE]`` (it starts ``mpiexec`` itself, on this
 host's shared memory and loopback only; as root it sets ``OMPI_ALLOW_RUN_AS_ROOT``);
 ``--payloads`` runs part 1 only. Every measurement is repeated (default 5) and quoted as the
 median with its spread; in parts 2-4 each repeat runs every configuration once, one after the
@@ -161,15 +165,17 @@ def mpiexec(ranks: int, *args) -> list[str]:
     return [str(exe if exe.exists() else "mpiexec"), "--oversubscribe", "-n", str(ranks), sys.executable, *args]
 
 
-def run(ranks: int | None, argv: list[str], workers: int, out: Path, *extra: str) -> dict:
-    """One run (``ranks=None``: the local executor on one node); its summary."""
+def run(ranks: int | None, argv: list[str], workers: int, out: Path, *extra: str, src: Path | None = None) -> dict:
+    """One run (``ranks=None``: the local executor on one node), with the shoal in ``src`` if
+    given; its summary."""
     cmd = ["run", *argv, "--workers", str(workers), "--placement", POLICY["placement"], "--period",
            str(POLICY["period"]), "--initial", POLICY["initial"], "--out", str(out), *extra]
     if ranks is None:
         full = [sys.executable, "-m", "shoal", *cmd, "--nodes", "1"]
     else:
         full = mpiexec(ranks, "-m", "shoal", *cmd)
-    subprocess.run(full, check=True, env=mpi_env(), capture_output=True)
+    env = mpi_env() if src is None else dict(mpi_env(), PYTHONPATH=str(src))
+    subprocess.run(full, check=True, env=env, capture_output=True)
     return json.loads((out / "summary.json").read_text())
 
 
@@ -202,13 +208,14 @@ def payload_costs(repeats: int) -> tuple[list[dict], dict]:
 
 
 CONFIGS = [("local 1x2", None, 2, ()), ("1 rank x 2", 1, 2, ()), ("2 ranks x 1", 2, 1, ()),
-           ("2 ranks x 1, no overlap", 2, 1, ("--set", "run.overlap=false"))]
+           ("2 ranks x 1, no overlap", 2, 1, ("--set", "run.overlap=false")), ("2 ranks x 2", 2, 2, ())]
 MODELS = {"no message CPU": 0.0, "message CPU": None}  # None: the time per message the trace measured
 
 
-def one_round(argv: list[str], folder: Path, model: dict) -> dict:
+def one_round(argv: list[str], folder: Path, model: dict, before: Path | None = None) -> dict:
     """Every configuration run once, one after the other: per (configuration, quantity) one
-    value, the 2-rank ones replayed under each of ``MODELS``, and the ratios between them."""
+    value, the 2-rank ones replayed under each of ``MODELS`` (and run with the shoal in
+    ``before`` too, if given), and the ratios between them."""
     from shoal.replay import ReplayConfig, replay
     from shoal.trace import Trace
 
@@ -221,25 +228,31 @@ def one_round(argv: list[str], folder: Path, model: dict) -> dict:
         out[label, "message_cpu_s"] = s.get("message_cpu_s", 0.0)
         trace = Trace.read(run_folder / "trace.h5")
         for name, message_cpu in MODELS.items() if ranks == 2 else ():
-            cfg = ReplayConfig(nodes=2, cores=1, gil="process", message_cpu_s=message_cpu, **model, **POLICY)
+            cfg = ReplayConfig(nodes=2, cores=workers, gil="process", message_cpu_s=message_cpu, **model, **POLICY)
             predicted = replay(trace, cfg).makespan / s["steps"]
             out[label, f"predicted, {name}"], out[label, f"error, {name}"] = predicted, predicted / step - 1
         shutil.rmtree(run_folder)
+        if before is not None and ranks == 2:
+            b = run(ranks, argv, workers, run_folder, *extra, src=before / "src")
+            out[label, "before_step_s"] = b["wall_s"] / b["steps"]
+            out[label, "after / before"] = step / out[label, "before_step_s"]
+            shutil.rmtree(run_folder)
     out["ranks vs threads"] = out["1 rank x 2", "step_s"] / out["2 ranks x 1", "step_s"]
     out["local vs ranks"] = out["local 1x2", "step_s"] / out["2 ranks x 1", "step_s"]
     out["overlap"] = out["2 ranks x 1, no overlap", "step_s"] / out["2 ranks x 1", "step_s"]
     return out
 
 
-def runs(repeats: int, model: dict, bench: Benchmark) -> None:
-    """Parts 2-4 for each app: ``repeats`` rounds of :func:`one_round`, printed."""
+def runs(repeats: int, model: dict, bench: Benchmark, before: Path | None = None, baseline: str = "") -> None:
+    """Parts 2-4 for each app: ``repeats`` rounds of :func:`one_round`, printed (with the
+    2-rank configurations' step times of the shoal in ``before``, revision ``baseline``)."""
     with tempfile.TemporaryDirectory() as tmp:
         folders = (Path(tmp) / f"round-{k}" for k in itertools.count())
         for app, argv in CASES.items():
             print(f"\n2-4. {app}: {' '.join(argv)}; medians ± spread of {repeats} rounds")
             print(f"{'configuration':<26} {'step (ms)':>12} {'idle':>6} {'msg CPU':>8}"
                   + "".join(f"  {'predicted, ' + m + ' (ms)':>31} {'error':>12}" for m in MODELS))
-            st = repeat(lambda argv=argv: one_round(argv, next(folders), model), repeats)
+            st = repeat(lambda argv=argv: one_round(argv, next(folders), model, before), repeats)
             for label, ranks, _, _ in CONFIGS:
                 pred = "".join(f"  {st[label, f'predicted, {m}'].show(1e3):>31} "
                                f"{st[label, f'error, {m}'].median:>+12.1%}" for m in MODELS if ranks == 2)
@@ -250,6 +263,10 @@ def runs(repeats: int, model: dict, bench: Benchmark) -> None:
             print(f"2 ranks x 1 worker vs 1 rank x 2 workers: {st['ranks vs threads'].show(unit='x')} "
                   f"(local executor 1x2: {st['local vs ranks'].show(unit='x')})")
             print(f"overlap vs none: {st['overlap'].show(unit='x')}")
+            for label, ranks, _, _ in CONFIGS if before is not None else ():
+                if ranks == 2:
+                    print(f"{label}: before ({baseline[:10]}) {st[label, 'before_step_s'].show(1e3)} ms, "
+                          f"after / before {st[label, 'after / before'].show(unit='x')}")
             bench.add(app=app, **{k: v for k, v in st.items() if isinstance(k, str)})
 
 
@@ -258,6 +275,7 @@ def main() -> None:
     ap.add_argument("--payloads", action="store_true", help="part 1 only: the cost of one message")
     ap.add_argument("--pingpong", action="store_true", help=argparse.SUPPRESS)  # run under mpiexec by part 1
     ap.add_argument("--pingpong-loaded", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--baseline", metavar="REV", help="also run the 2-rank configurations with this revision's shoal")
     add_arguments(ap)
     args = ap.parse_args()
     if args.pingpong or args.pingpong_loaded:
@@ -281,7 +299,13 @@ def main() -> None:
               f"{calibration['payload_overhead_s'] * 1e6:.2f} us per payload")
         model = {"network": Network(latency_s=latency, bandwidth_Bps=bandwidth, overhead_s=0.0),
                  **machine_model(calibration)}
-        runs(args.repeats, model, bench)
+        if args.baseline is None:
+            runs(args.repeats, model, bench)
+            return
+        from common import baseline_tree
+
+        with baseline_tree(args.baseline) as before:
+            runs(args.repeats, model, bench, before, args.baseline)
 
 
 if __name__ == "__main__":
