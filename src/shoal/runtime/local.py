@@ -150,8 +150,8 @@ class ExecutionResult:
     wall_s: float
     step_end: np.ndarray
     oversubscribed: bool
-    # Per node, where messages move between processes (MPI): the CPU seconds spent moving them,
-    # and how many tile-to-tile payloads were sent or received.
+    # Per node, where messages move between processes (MPI): the seconds its workers spent
+    # moving them, and how many tile-to-tile payloads were sent or received.
     comm_cpu_s: np.ndarray | None = None
     comm_messages: np.ndarray | None = None
 

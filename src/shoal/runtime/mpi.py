@@ -395,8 +395,7 @@ class MPIExecutor(LocalExecutor):
     def run(self, *args, **kwargs) -> ExecutionResult:
         self._run_id += 1
         result = super().run(*args, **kwargs)
-        # What moving messages cost (a thread of its own, or between tasks): the replay charges
-        # it per message.
+        # What moving messages cost the workers: the replay charges it per message.
         result.comm_cpu_s = np.zeros(self.cluster.nodes)
         result.comm_messages = np.zeros(self.cluster.nodes, np.int64)
         result.comm_cpu_s[self.rank], result.comm_messages[self.rank] = self._comm_cpu, self._comm_count
@@ -563,8 +562,9 @@ class MPIExecutor(LocalExecutor):
                 time.sleep(NAP_MIN_S)
 
     def _exchange(self) -> int:
-        """One pass of the communication: pass on a stop request, send what workers posted,
-        receive what has arrived, report finished steps. How many messages it moved."""
+        """One pass of the communication (the caller holds ``_comm``): pass on a stop request,
+        send what workers posted, receive what has arrived, and, on a rank whose main thread is
+        its worker, report finished steps. How many messages it moved."""
         comm, status, sending, stop = self.comm, self._status, self._sending, self._stop_asked
         if stop is not None and stop.is_set() and not self._asked:
             self._asked = True
