@@ -238,7 +238,7 @@ def measure_mpi(src: Path | None) -> dict[str, float] | None:
     mpiexec = Path(sys.executable).parent / "mpiexec"
     if not mpiexec.exists() or importlib.util.find_spec("mpi4py") is None:
         return None
-    from shoal.runtime.team import ONE_HOST_OPEN_MPI
+    from shoal.runtime.launch import ONE_HOST_OPEN_MPI
 
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **ONE_HOST_OPEN_MPI,
                **({"PYTHONPATH": str(src)} if src else {}))

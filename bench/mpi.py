@@ -155,7 +155,7 @@ def pingpong(loaded: bool, repeats: int) -> None:
 
 
 def mpi_env() -> dict:
-    from shoal.runtime.team import ONE_HOST_OPEN_MPI
+    from shoal.runtime.launch import ONE_HOST_OPEN_MPI
 
     return {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", **ONE_HOST_OPEN_MPI}
 

@@ -30,7 +30,7 @@ import numpy as np
 from common import Benchmark, add_arguments, median_spread
 from shoal.cluster import Network
 from shoal.replay import ReplayConfig, replay
-from shoal.runtime.team import ONE_HOST_OPEN_MPI
+from shoal.runtime.launch import ONE_HOST_OPEN_MPI
 from shoal.trace import Trace
 
 SPH = ("sph-dam-break", ["app.dx=0.005", "run.frame_every=0"])

@@ -68,7 +68,7 @@ from shoal.apps import get_app
 from shoal.cluster import Cluster
 from shoal.errors import ShoalError
 from shoal.runtime import LocalExecutor
-from shoal.runtime.team import ONE_HOST_OPEN_MPI
+from shoal.runtime.launch import ONE_HOST_OPEN_MPI
 from shoal.tiling import Tiling
 
 EXTENT = 1000.0  # metres per side, as TUM SWE's scenario

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from common import Benchmark, add_arguments, repeat
+from shoal.live import feed
 from shoal.session import run_scenario
-from shoal.view import feed
 from shoal.view.attach import start_viewer
 
 SCENARIO = "sph-dam-break"

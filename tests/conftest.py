@@ -16,7 +16,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from shoal.runtime.team import ONE_HOST_OPEN_MPI  # noqa: E402
+from shoal.runtime.launch import ONE_HOST_OPEN_MPI  # noqa: E402
 
 # Containers may run as root; a job on this one host stays on shared memory and loopback.
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", **ONE_HOST_OPEN_MPI}

@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-from shoal import _numba_cache_folder
 from shoal.cli import main
+from shoal.compilation import cache_folder_override
 from shoal.log import ProgressLog
 
 SMALL = ["--steps", "3", "--set", "app.grid=[24,20]"]
@@ -155,12 +155,12 @@ def test_numba_cache_falls_back_when_the_install_folder_is_read_only(tmp_path, m
     package.mkdir()
     writable = {str(package): False}
     monkeypatch.setattr("os.access", lambda p, mode: writable.get(str(p), True))
-    assert _numba_cache_folder(str(package), str(home), environ={}) is None  # Numba's user cache works
+    assert cache_folder_override(str(package), str(home), environ={}) is None  # Numba's user cache works
     assert (home / "numba").is_dir()
     writable[str(home / "numba")] = False
-    fallback = _numba_cache_folder(str(package), str(home), environ={})
+    fallback = cache_folder_override(str(package), str(home), environ={})
     assert fallback is not None and "shoal-numba-" in fallback
-    assert _numba_cache_folder(str(package), str(home), environ={"NUMBA_CACHE_DIR": "/x"}) is None
+    assert cache_folder_override(str(package), str(home), environ={"NUMBA_CACHE_DIR": "/x"}) is None
 
 
 @pytest.mark.parametrize("argv, expected", [

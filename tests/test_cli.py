@@ -121,14 +121,14 @@ def test_python_api_runs_a_scenario(tmp_path):
 
 def test_the_first_compilation_is_announced_only_once_the_input_is_good(tmp_path, monkeypatch, capsys):
     """A cold cache says the pause is compilation, not a hang; bad input stays one line."""
-    import shoal.log
+    import shoal.compilation
 
     marker = tmp_path / "compiled-marker"
-    monkeypatch.setattr(shoal.log, "compilation_marker", lambda: marker)
+    monkeypatch.setattr(shoal.compilation, "marker_file", lambda part: marker)
     assert main(["run", "synthetic-hotspot", *SMALL, "--set", "app.no_such_key=1", "--out", str(tmp_path / "bad")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith("error:") and not marker.exists()
     assert main(["run", "synthetic-hotspot", *SMALL, "--out", str(tmp_path / "good")]) == 0
-    assert capsys.readouterr().err.count("compiling kernels, first run only") == 1 and marker.exists()
+    assert capsys.readouterr().err.count("compiling synthetic kernels, first run only") == 1 and marker.exists()
     assert main(["run", "synthetic-hotspot", *SMALL, "--out", str(tmp_path / "again")]) == 0
     assert "compiling kernels" not in capsys.readouterr().err

@@ -144,7 +144,7 @@ def test_replay_on_the_recording_platform_makes_the_same_balancing_decisions(run
 
 
 def test_validate_records_replays_and_compares(tmp_path, monkeypatch):
-    from shoal.replay import validate as v
+    from shoal import validate as v
 
     monkeypatch.setattr(v, "CASES", v.CASES[2:4] + v.CASES[5:7])
     monkeypatch.setattr(v, "STEPS", {"synthetic": 8, "sph": 12})
@@ -160,7 +160,7 @@ def test_validate_records_replays_and_compares(tmp_path, monkeypatch):
 
 
 def test_ranking_counts_cases_the_measurement_cannot_tell_apart_as_ties():
-    from shoal.replay.validate import Validation
+    from shoal.validate import Validation
 
     def row(label, measured, predicted, spread=0.02):
         return {"group": "g", "workers": 1, "nodes": 2, "label": label, "measured_s": measured,

@@ -231,7 +231,7 @@ from shoal.apps import get_app
 from shoal.cluster import Cluster
 from shoal.placement import get_policy
 from shoal.runtime import Simulation
-from shoal.runtime.team import current_team
+from shoal.runtime.launch import current_team
 from shoal.tiling import Tiling
 
 asker, out = int(sys.argv[1]), sys.argv[2]
@@ -305,7 +305,7 @@ import sys, time
 import numpy as np
 from shoal.cluster import Cluster
 from shoal.runtime import App, Phase, Simulation
-from shoal.runtime.team import current_team
+from shoal.runtime.launch import current_team
 from shoal.tiling import Tiling
 
 class Chain(App):
@@ -479,7 +479,7 @@ import numpy as np
 from shoal.cluster import Cluster
 from shoal.runtime import App, LocalExecutor, Phase
 from shoal.runtime.mpi import MPIExecutor
-from shoal.runtime.team import current_team
+from shoal.runtime.launch import current_team
 from shoal.tiling import Tiling
 
 on_main = []  # per task run in this process: whether the main thread ran it

@@ -226,7 +226,7 @@ def test_speculative_with_a_proxy_of_full_resolution_decides_like_the_oracle(rec
 
 
 def test_a_low_resolution_proxy_predicts_where_the_load_will_be(tmp_path):
-    from shoal.replay.run import ProxyLoads, _costs
+    from shoal.placement.proxy import ProxyLoads
     from shoal.session import run_scenario
 
     wide = ["app.sigma=0.15", "app.work_per_cell=2000.0"]  # a hot spot several tiles across
@@ -238,7 +238,7 @@ def test_a_low_resolution_proxy_predicts_where_the_load_will_be(tmp_path):
     # Loads as work, not measured seconds: the mapping is under test, not this host's noise
     as_work = [t.with_tasks(cost=t.tasks["work"].astype(np.float64)) for t in (fine, proxy)]
     predicted = ProxyLoads(as_work[1], fine.tiling, len(fine.steps)).loads(2, 4)
-    truth = _costs(as_work[0])[2:4].sum(axis=1).mean(axis=0)
+    truth = as_work[0].tile_cost()[2:4].mean(axis=0)
     assert np.corrcoef(predicted, truth)[0, 1] > 0.8
 
 

@@ -14,7 +14,8 @@ from shoal.compare import compare_runs
 from shoal.errors import ShoalError
 from shoal.replay import ReplayConfig, replay
 from shoal.replay.run import write_replay
-from shoal.session import claim_folder, run_scenario
+from shoal.rundir import claim_folder
+from shoal.session import run_scenario
 
 RUN = ["synthetic-hotspot", "--steps", "4", "--tiles", "4", "--nodes", "1", "--set", "app.grid=[32,32]"]
 KW = dict(steps=4, tiles=4, nodes=1, set=["app.grid=[32,32]"])

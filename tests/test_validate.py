@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
+from shoal import validate as v
 from shoal.errors import ShoalError
-from shoal.replay import validate as v
-from shoal.replay.validate import COLUMNS, Validation, table
+from shoal.validate import COLUMNS, Validation, table
 
 
 def row(group, nodes, workers, label, measured, predicted, m_spread=0.02, p_spread=0.01):

@@ -18,9 +18,10 @@ import pytest
 
 from shoal.cli import main
 from shoal.compare import compare_runs
+from shoal.live import feed, protocol
 from shoal.session import run_scenario
 from shoal.trace import Trace
-from shoal.view import attach, feed, protocol
+from shoal.view import attach
 
 SMALL = ["app.grid=[64,64]"]
 # Frames of ~2 MB each: a viewer that never reads is stuck after the first.
@@ -211,7 +212,7 @@ def test_a_run_without_its_viewer_goes_on(sock, tmp_path):
 # ----- shoal run --view ---------------------------------------------------------------------------
 FAKE_VIEWER = """
 import json, os, socket, sys, time
-from shoal.view import protocol
+from shoal.live import protocol
 server = socket.socket(socket.AF_UNIX)
 server.bind(sys.argv[1])
 server.listen(1)

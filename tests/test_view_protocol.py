@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from shoal.errors import ShoalError
-from shoal.view import protocol
-from shoal.view.frames import MAX_BYTES, kept_particles, live_frame
+from shoal.live import protocol
+from shoal.live.frames import MAX_BYTES, kept_particles, live_frame
 
 ARRAYS = st.dictionaries(
     st.text("abcdefgh:_", min_size=1, max_size=8),

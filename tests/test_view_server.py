@@ -27,9 +27,9 @@ from yarl import URL
 from shoal.cli import build_parser
 from shoal.cli import main as shoal_main
 from shoal.config import load_scenario
+from shoal.live import protocol
+from shoal.live.frames import frame_message, live_frame
 from shoal.trace import Trace
-from shoal.view import protocol
-from shoal.view.frames import frame_message, live_frame
 from shoal.view.hub import PAGE_FRAMES, PageQueue
 from shoal.view.server import Viewer, make_app
 

@@ -11,38 +11,17 @@ Or own the loop:
 ...     sim.step()
 """
 
-__version__ = "0.1.0"
+import os as _os
 
-import os as _os  # noqa: E402
+from .compilation import cache_folder_override as _cache_folder_override
 
-
-def _numba_cache_folder(package: str, user_cache: str, environ=_os.environ) -> str | None:
-    """Where Numba should cache shoal's kernels, when its own choice would fail.
-
-    Numba caches beside the sources, or in the user's cache folder when the install folder is
-    read-only; with neither writable it refuses to import the kernels. Then the kernels are
-    cached in a fresh temporary folder (compiled once per process). ``None``: leave Numba be.
-    """
-    if environ.get("NUMBA_CACHE_DIR") or _os.access(package, _os.W_OK):
-        return None
-    folder = _os.path.join(user_cache, "numba")
-    try:
-        _os.makedirs(folder, exist_ok=True)
-        if _os.access(folder, _os.W_OK):
-            return None  # Numba's own fallback works
-    except OSError:
-        pass
-    import tempfile
-
-    return tempfile.mkdtemp(prefix="shoal-numba-")
-
-
-_cache = _numba_cache_folder(_os.path.dirname(__file__),
-                             _os.environ.get("XDG_CACHE_HOME") or _os.path.expanduser("~/.cache"))
+_cache = _cache_folder_override(_os.path.dirname(__file__),
+                                _os.environ.get("XDG_CACHE_HOME") or _os.path.expanduser("~/.cache"))
 if _cache is not None:
     _os.environ["NUMBA_CACHE_DIR"] = _cache
 
 from .errors import ShoalError  # noqa: E402
+from .version import __version__  # noqa: E402
 
 
 def run(scenario: str, **options):
@@ -56,7 +35,7 @@ def simulation(scenario: str, **options):
     """A :class:`~shoal.runtime.simulation.Simulation` of a scenario, ready to step (the same
     options as :func:`run`). Its run folder holds the configuration, and the frames and
     checkpoints the scenario asks for as the steps go; call ``close()`` when done."""
-    from .runtime.team import current_team
+    from .runtime.launch import current_team
     from .session import RUN_FLAGS, build, resolve
 
     team = options.pop("team", None) or current_team()

@@ -9,9 +9,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import __version__
 from .errors import ShoalError
-from .log import LEVELS, announce_compilation, configure, logger
+from .log import LEVELS, configure, logger
+from .version import __version__
 
 
 def _cmd_scenarios(args) -> int:
@@ -30,7 +30,7 @@ def _cmd_scenarios(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    from .runtime.team import current_team
+    from .runtime.launch import current_team
 
     team = current_team()  # one MPI rank per node under mpiexec, else one process
     try:
@@ -234,7 +234,7 @@ def _cmd_replay(args) -> int:
     from .replay import ReplayConfig, replay
     from .replay.machine import MachineModel
     from .replay.run import write_replay
-    from .session import check_folder
+    from .rundir import check_folder
     from .trace import Trace
 
     invasive = _invasive(args)  # refused before the trace is read
@@ -322,7 +322,7 @@ def _cmd_validate(args) -> int:
     from rich.table import Table
 
     from .provenance import busy_warning, describe
-    from .replay.validate import COLUMNS, table, validate
+    from .validate import COLUMNS, table, validate
 
     console = Console(width=max(Console().width, 100))
     result = validate(Path(args.out), quick=args.quick, repeats=args.repeats,
@@ -707,10 +707,6 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-# Commands that run Numba kernels outside a run (a run announces them once its input is checked).
-COMPILES = {"replay", "sweep", "validate", "calibrate", "sampi"}
-
-
 def _period(text: str) -> int | str:
     """``--period``'s value: steps or ``adaptive`` (anything else is a usage error)."""
     from .placement.trigger import parse_period
@@ -728,8 +724,6 @@ def main(argv: list[str] | None = None) -> int:
     level = args.log_level or ("debug" if args.verbose else "warning" if args.quiet else "info")
     configure(level)
     try:
-        if args.command in COMPILES:
-            announce_compilation()
         return args.func(args)
     except ShoalError as exc:
         return _fail(args, f"error: {_first_line(exc)}", 2)

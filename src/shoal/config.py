@@ -354,6 +354,25 @@ def scenario_from_dict(d: dict, source: str = "scenario") -> Scenario:
     return sc
 
 
+def toml_value(value) -> str:
+    """``value`` as one line of TOML text (what ``--set key=TEXT`` reads back to the same
+    value); ``""`` for ``None``, which TOML cannot spell."""
+    if value is None:
+        return ""
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
+    return tomli_w.dumps({"v": value}).strip()[4:]
+
+
+def scenario_params(scenario) -> dict[str, str]:
+    """Every key ``--set`` accepts for ``scenario`` with its current value as TOML text."""
+    out = {f"run.{k}": toml_value(v) for k, v in dataclasses.asdict(scenario.run).items()}
+    out.update({f"app.{k}": toml_value(v) for k, v in dataclasses.asdict(scenario.params).items()})
+    return out
+
+
 def _builtin_files() -> dict[str, Any]:
     folder = resources.files("shoal") / "scenarios"
     return {p.name[:-5]: p for p in folder.iterdir() if p.name.endswith(".toml")}

@@ -4,14 +4,18 @@ Every file shoal writes goes through :func:`atomic_write`: the bytes go to a uni
 temporary file beside the target, are flushed and fsynced, and the temporary file is renamed
 over the target (an atomic replace on POSIX), then the folder is fsynced so the rename
 survives a power cut. A crash at any moment leaves either the old file or the new one, and
-two writers never share a temporary name.
+two writers never share a temporary name. The new file gets the mode a plain ``open`` would
+give it (the old file's, or ``0o666`` less the umask), so run folders can be shared as the
+user's umask says, not private as temporary files start.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,7 +56,10 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    os.close(fd)
+    try:
+        os.fchmod(fd, _mode_for(path))  # mkstemp makes it 0600
+    finally:
+        os.close(fd)
     try:
         yield Path(tmp)
         with open(tmp, "rb+") as fh:
@@ -62,6 +69,34 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         Path(tmp).unlink(missing_ok=True)
         raise
     fsync_folder(path.parent)
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits a new file at ``path`` should have: those of the file it replaces,
+    or what ``open`` gives a new file under this process's umask."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o666 & ~current_umask()
+
+
+def current_umask() -> int:
+    """This process's umask, read without changing it (``os.umask`` can only be read by setting
+    it, which would race with other threads creating files); from ``/proc`` where Linux has it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
+_UMASK_LOCK = threading.Lock()
 
 
 def fsync_folder(folder: str | Path) -> None:

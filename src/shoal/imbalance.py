@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import binom
 
 from .errors import ShoalError
 
@@ -88,6 +87,8 @@ def max_busy_cdf(nodes: int, tiles_per_node: int, busy: float) -> np.ndarray:
     ShoalError
         If a parameter is out of range.
     """
+    from scipy.stats import binom  # here, not on import: scipy.stats takes a second to load
+
     _check_model(nodes, tiles_per_node, busy)
     k = np.arange(tiles_per_node + 1)
     return binom.cdf(k, tiles_per_node, busy) ** nodes

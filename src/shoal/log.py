@@ -151,30 +151,3 @@ def _duration(seconds: float) -> str:
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
-
-
-def announce_compilation() -> None:
-    """Say so before Numba compiles shoal's kernels for the first time on this install (after
-    an upgrade too): the pause that follows is not a hang. A marker in Numba's cache folder,
-    named by shoal's and Numba's versions, records that the kernels were compiled."""
-    marker = compilation_marker()
-    if marker is None or marker.exists():
-        return
-    logger.info("compiling kernels, first run only (Numba caches them for the next runs)")
-    try:
-        marker.touch()
-    except OSError:
-        pass  # a cache folder we cannot write: Numba will not cache either, and says nothing
-
-
-def compilation_marker() -> Path | None:
-    """The marker file of compiled kernels, in the cache folder Numba uses for shoal (``None``
-    when Numba has no cache folder for it)."""
-    import numba
-
-    from . import __version__
-    from .replay.engine import _push  # a cached kernel: where Numba keeps shoal's
-
-    cache = getattr(_push, "_cache", None)
-    folder = getattr(cache, "_cache_path", None)
-    return None if folder is None else Path(folder) / f"shoal-{__version__}-numba-{numba.__version__}.compiled"

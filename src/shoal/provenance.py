@@ -50,7 +50,7 @@ def record(threshold: float = BUSY_LOAD_PER_CORE) -> dict:
         ``versions`` (``python`` and each library's, None when not installed), ``threads`` and
         ``cpu_s_start`` (this process's CPU seconds so far, for :func:`finish`).
     """
-    from . import __version__
+    from .version import __version__
 
     load = load_average()
     usable = usable_cores()

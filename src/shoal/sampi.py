@@ -12,7 +12,7 @@
    ranking held.
 
 The sweep and the validation's predictions go through :func:`shoal.replay.sweep.sweep` and
-:func:`shoal.replay.validate.predict`; everything lands in one folder as markdown and JSON
+:func:`shoal.validate.predict`; everything lands in one folder as markdown and JSON
 tables and PNG figures.
 """
 
@@ -36,12 +36,12 @@ from .replay.calibrate import calibrate, machine_model
 from .replay.machine import MachineModel
 from .replay.run import ReplayConfig, coarsening_for, modelled, replay
 from .replay.sweep import sweep
-from .replay.validate import predict
 from .report.canvas import new_figure, save_figure
 from .report.loads import load_heatmap
 from .session import open_run, run_scenario
 from .tiling import Tiling
 from .trace import Trace, aggregate
+from .validate import predict
 
 BALANCERS = ("sfc", "greedy", "refine")  # none (the static start), GreedyLB, RefineLB
 LABEL = {"sfc": "none", "greedy": "GreedyLB", "refine": "RefineLB"}
@@ -325,7 +325,7 @@ def mpiexec() -> str:
 
 def _run_mpi(scenario: str, ranks: int, args: list[str], out: Path):
     """``shoal run`` on ``ranks`` MPI ranks (one worker each); its run record."""
-    from .runtime.team import ONE_HOST_OPEN_MPI
+    from .runtime.launch import ONE_HOST_OPEN_MPI
 
     env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", **ONE_HOST_OPEN_MPI}
     cmd = [mpiexec(), "--oversubscribe", "-n", str(ranks), sys.executable, "-m", "shoal", "-q", "run", scenario,
@@ -387,7 +387,7 @@ def validate_real(wf: Workflow, out: Path, say: Callable[[str], None]) -> list[d
 
 
 def _predict(trace: Trace, nodes: int, workers: int, name: str, period: int, cal: dict) -> float:
-    """The replay's makespan of a validation run: :func:`shoal.replay.validate.predict` for
+    """The replay's makespan of a validation run: :func:`shoal.validate.predict` for
     threads in one process; for MPI ranks one interpreter lock per rank and the network and
     message CPU time the run measured."""
     if nodes == 1:

@@ -18,11 +18,8 @@ A run folder holds ``config.toml`` (the resolved scenario), ``trace.h5``, ``stat
 mistaken for a complete one. A run stopped on request (Ctrl-C, ``request_stop``) leaves a
 checkpoint and no summary, and ``--resume`` continues it.
 
-A run folder belongs to one run. :func:`claim_folder` refuses, before anything is written, an
-``--out`` that is a file, lies under one, cannot be written, or already holds anything (a
-finished run, an interrupted one, other files) unless the run resumes that very folder; it
-then holds an exclusive lock on ``run.lock`` for the run's life, so a second run into the
-folder is refused naming the first one's process id.
+A run folder belongs to one run: :func:`shoal.rundir.claim_folder` refuses one it may not
+write into, before anything is written, and locks it for the run's life.
 
 The trace grows as the run goes: a chunk is the steps between checkpoints (every
 ``TRACE_CHUNK_STEPS`` steps when the run writes none), appended and committed at the chunk's
@@ -34,12 +31,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import fcntl
 import json
 import logging
 import os
 import shutil
-import time
 import tomllib
 import zipfile
 from collections.abc import Callable
@@ -52,24 +47,28 @@ import numpy as np
 from . import provenance
 from .apps import get_app
 from .cluster import Cluster
-from .config import Scenario, load_scenario, scenario_from_dict
+from .compilation import announce
+from .config import Scenario, load_scenario, scenario_from_dict, scenario_params
 from .errors import ShoalError
 from .files import save_npz, write_json, write_text
-from .log import FILE_ONLY, announce_compilation, run_log
+from .log import FILE_ONLY, run_log
 from .placement import Balancer, PlacementPolicy, get_policy, policy_params
+from .placement.proxy import ProxyLoads
 from .placement.registry import check_owner
 from .records import BALANCE, MESSAGES, TASKS
 from .resources import check_run
+from .rundir import FolderLock, check_folder, claim_folder, new_folder
 from .runtime.checkpoint import Checkpoint
+from .runtime.launch import current_team
 from .runtime.simulation import At, Every, Simulation, state_bytes
-from .runtime.team import Team, current_team
+from .runtime.team import Team
 from .summary import summarize
 from .tiling import Tiling
-from .trace import Trace, TraceWriter
+from .trace import Trace, TraceWriter, store_machine
 
 if TYPE_CHECKING:
     from .invasive.join import InvasiveNodes, ManagerAddress
-    from .view.feed import LiveView
+    from .live.feed import LiveView
 
 logger = logging.getLogger("shoal")
 
@@ -78,7 +77,6 @@ LOOKAHEAD = {"oracle"}  # needs the true loads of the future: replay only
 RUN_FLAGS = ("steps", "tiles", "tiles_per_core", "nodes", "workers", "placement", "period", "seed", "initial",
              "checkpoint_every")
 TRACE_CHUNK_STEPS = 50  # steps per trace chunk of a run without checkpoints
-LOCK = "run.lock"
 
 
 @dataclass
@@ -223,7 +221,7 @@ def run_scenario(
         polling for it at the next step boundary.
     view : str or Path, optional
         A live viewer's Unix socket (``shoal view``) to feed: frames, loads, placements
-        (:mod:`shoal.view.feed`; the run never waits for it). Under MPI the first process's
+        (:mod:`shoal.live.feed`; the run never waits for it). Under MPI the first process's
         value counts.
     view_every : int, optional
         Steps between the view's frames (default: ``run.frame_every`` when set, else about
@@ -443,7 +441,7 @@ def build(plan: Resolved, team: Team, manager: ManagerAddress | None = None, inv
     _on_root(team, lambda: check_folder(path, own))
 
     if team.is_root:  # only once the input is known good: bad input stays one line
-        announce_compilation()
+        announce(sc.app)
     app.prepare(tiling)
     states = None
     if checkpoint:
@@ -542,12 +540,14 @@ def _trace_start(plan: Resolved, built: Built, team: Team) -> Trace:
 
 def _live_view(sim: Simulation, sc: Scenario, path: Path, socket: str, every: int | None) -> LiveView:
     """What the run sends the live viewer on ``socket`` (a connection on the first process only)."""
-    from .view.feed import FRAME_SHARE, LiveView, ViewFeed, default_every, hello_message
+    from .live.feed import FRAME_SHARE, LiveView, ViewFeed, default_every, hello_message
 
     share = None if every else FRAME_SHARE  # an interval asked for is kept; the default one bounds the cost
     every = every or default_every(sc.run.steps, sc.run.frame_every)
-    feed = (ViewFeed(socket, hello_message(sim, sc, path, every), sim.request_stop, get_app(sc.app).layout)
-            if sim.team.is_root else None)
+    feed = None
+    if sim.team.is_root:
+        hello = hello_message(sim, sc.to_dict(), scenario_params(sc), path, every)
+        feed = ViewFeed(socket, hello, sim.request_stop, get_app(sc.app).layout)
     return LiveView(sim, every, feed, share)
 
 
@@ -597,109 +597,13 @@ def write_frame(sim: Simulation, frames: Path, view: LiveView | None = None) -> 
 
 
 def _default_out(sc: Scenario) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = Path("runs") / f"{sc.name}-{sc.run.placement}-{stamp}"
-    path, k = base, 1
-    while path.exists():
-        path, k = Path(f"{base}-{k}"), k + 1
-    return path
-
-
-# ----- the run folder -------------------------------------------------------------------------
-class FolderLock:
-    """An exclusive ``flock`` on a run folder's ``run.lock``, held until :meth:`release` (or the
-    process ends, however it ends). ``made``: the run created the folder."""
-
-    def __init__(self, fd: int, made: bool):
-        self.fd, self.made = fd, made
-
-    def release(self) -> None:
-        """Close the lock file, which lets go of the lock; releasing twice does nothing."""
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-
-def check_folder(path: Path, own: bool = False, locked: bool = False) -> None:
-    """Refuse a run folder this run may not write into (one line), writing nothing.
-
-    ``own``: the run resumes this folder, which may then hold its interrupted run; ``locked``:
-    this process holds the folder's lock.
-    """
-    if path.exists() and not path.is_dir():
-        raise ShoalError(f"--out {path} is a file, not a folder")
-    existing = next(p for p in (path, *path.parents) if p.exists() or p == Path(p.anchor))
-    if not existing.is_dir():
-        raise ShoalError(f"--out {path} lies under {existing}, which is a file")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ShoalError(f"--out {path}: {existing} is not writable")
-    if existing != path:
-        return  # a new folder
-    holder = None if locked else _lock_holder(path)
-    if holder is not None:
-        raise ShoalError(f"{path} is in use by another run (pid {holder})")
-    if (path / "summary.json").exists():
-        raise ShoalError(f"{path} already holds a finished run; choose another --out")
-    content = sorted(p.name for p in path.iterdir() if p.name != LOCK)
-    if content and not own:
-        what = "an interrupted run (continue it with --resume)" if (path / "config.toml").exists() else \
-            f"other files ({', '.join(content[:3])}{', ...' if len(content) > 3 else ''})"
-        raise ShoalError(f"{path} already holds {what}; choose another --out")
-
-
-def claim_folder(path: Path, own: bool = False) -> FolderLock:
-    """Make (if need be) and lock the run folder ``path`` for this run, after
-    :func:`check_folder`; the lock is held until released or the process ends. ``own``: the
-    run resumes this folder, which may hold its interrupted run."""
-    check_folder(path, own)
-    made = not path.exists()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        # The lock file is opened in place, never replaced: flock holds on to its inode.
-        fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise ShoalError(f"--out {path} cannot be written: {exc.strerror}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise ShoalError(f"{path} is in use by another run (pid {_lock_holder(path) or 'unknown'})") from None
-    lock = FolderLock(fd, made)
-    try:
-        check_folder(path, own, locked=True)  # again, holding the lock: another run may have come and gone
-    except ShoalError:
-        lock.release()
-        raise
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
-    return lock
-
-
-def _lock_holder(path: Path) -> str | None:
-    """The process id holding ``path``'s lock, or None when nobody holds it."""
-    try:
-        fd = os.open(path / LOCK, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return None
-    except BlockingIOError:
-        for _ in range(20):  # a run that just took the lock writes its pid right after
-            pid = os.pread(fd, 32, 0).decode(errors="replace").strip()
-            if pid:
-                return pid
-            time.sleep(0.01)
-        return "unknown"
-    finally:
-        os.close(fd)
+    """A new folder under ``runs/`` named after the scenario (a label, never a path) and its placement."""
+    return new_folder("runs", f"{sc.name}-{sc.run.placement}")
 
 
 def _run_proxy(sc: Scenario, app, tiling: Tiling, out: Path):
     """Run the app's low-resolution proxy of this scenario first; its loads, mapped onto our
     tiles, are what ``speculative`` balances by (Shah et al. 2018)."""
-    from .replay.run import ProxyLoads
-
     proxy_of = app.proxy()
     if proxy_of is None:
         raise ShoalError(f"app {sc.app!r} has no low-resolution proxy: speculative needs one")
@@ -732,11 +636,12 @@ def write(plan: Resolved, built: Built, team: Team) -> RunRecord:
     sim.flush_trace()
     final = sim.all_states() if sim.stopped_at is None else None
     if not team.is_root:
-        return team.agree(None)
+        return _shared(team, None)
     built.trace.close()
+    fit_machine(path / "trace.h5")
     if sim.stopped_at is not None:
         built.end_view("stopped")
-        return team.agree(RunRecord(path, None, sim.stopped_at))
+        return _shared(team, RunRecord(path, None, sim.stopped_at))
     gathered = sim.app.gather(final, sim.tiling)
     _check_finite(gathered, sim.step_count)
     save_npz(path / "state" / "final.npz", gathered)
@@ -757,7 +662,30 @@ def write(plan: Resolved, built: Built, team: Team) -> RunRecord:
         summary["view"] = view
     write_json(path / "summary.json", summary)
     built.end_view("finished", summary=summary)
-    return team.agree(RunRecord(path, summary))
+    return _shared(team, RunRecord(path, summary))
+
+
+def _shared(team: Team, record: RunRecord | None) -> RunRecord:
+    """The first process's ``record``, on every process of ``team`` (the others pass ``None``)."""
+    fields = None if record is None else (str(record.path), record.summary, record.stopped_at)
+    path, summary, stopped_at = team.agree(fields)
+    return RunRecord(Path(path), summary, stopped_at)
+
+
+def fit_machine(trace_file: Path) -> None:
+    """Fit this machine's model to the tasks of a run's closed trace and store it there
+    (``/machine``), for replays to price work with; a trace without tasks, or one the fit
+    cannot use, keeps none (replays then use its measured costs)."""
+    from .replay.machine import fit_trace
+
+    try:
+        trace = Trace.read(trace_file)
+        if not len(trace.tasks["step"]):
+            return
+        model = fit_trace(trace).to_dict()
+    except (ShoalError, ValueError, np.linalg.LinAlgError):
+        return
+    store_machine(trace_file, model)
 
 
 def _check_finite(arrays: dict, step: int) -> None:

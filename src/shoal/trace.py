@@ -38,8 +38,8 @@ adds groups without changing the schema's version, and older traces still read:
     it sent or received): what a replay charges per message sent or received.
 ``/workers`` — ``from_step`` i4 (n,) and ``cores`` i4 (n, nodes): the worker threads of
     every node from each step on (older traces have it only when they changed).
-``/machine`` — ``model``: the machine model the run fitted from its own tasks when its trace
-    was closed, as JSON (:class:`shoal.replay.machine.MachineModel`: per app and phase the
+``/machine`` — ``model``: the machine model the run fitted from its own tasks when it ended
+    (finished or stopped), as JSON (:class:`shoal.replay.machine.MachineModel`: per app and phase the
     seconds per unit of work and per task with the fit's R² and residual spread, the Python
     share likewise, the executor's dispatch, wake-up, lock wait per lock-free call and message
     CPU time, whether the nodes shared one interpreter lock, the host's CPU and cores). A
@@ -194,6 +194,13 @@ class Trace:
         np.add.at(out, (s_idx, self.tasks["tile"]), self.tasks["cost"])
         return out
 
+    def phase_table(self, column: str = "cost") -> np.ndarray:
+        """A task column summed per step, phase and tile: shape (steps, phases, tiles)."""
+        cost = np.zeros((len(self.steps), len(self.phases), self.tiling.ntiles))
+        s_idx = np.searchsorted(self.steps, self.tasks["step"])
+        np.add.at(cost, (s_idx, self.tasks["phase"], self.tasks["tile"]), self.tasks[column])
+        return cost
+
     def with_tasks(self, **columns) -> Trace:
         """This trace with some task columns replaced."""
         return replace(self, tasks={**self.tasks, **columns})
@@ -335,21 +342,9 @@ class TraceWriter:
         f.flush()
 
     def close(self) -> None:
-        """Fit the run's machine model to its tasks, store it as ``/machine`` and close the
-        file; closing twice does nothing. A trace without tasks gets no model."""
-        if not self._file.id.valid:
-            return
-        self._file.close()
-        from .replay.machine import fit_trace
-
-        try:
-            trace = Trace.read(self.path)
-            model = fit_trace(trace).to_dict() if len(trace.tasks["step"]) else None
-        except (ShoalError, ValueError, np.linalg.LinAlgError):
-            return  # a trace that cannot be fitted replays its measured costs
-        if model is not None:
-            with h5py.File(self.path, "a", libver=LIBVER) as f:  # SWMR files take no new groups: reopened
-                _write_machine(f, model)
+        """Close the file; closing twice does nothing."""
+        if self._file.id.valid:
+            self._file.close()
 
 
 LIBVER = ("v110", "latest")  # the oldest file format that SWMR appending needs
@@ -377,7 +372,7 @@ DATASETS = {
 
 def _create(f: h5py.File, t: Trace) -> None:
     """Every group of ``t``, growing tables as resizable datasets."""
-    from . import __version__
+    from .version import __version__
 
     f.attrs.update(schema=SCHEMA, version=VERSION, predicted=bool(t.predicted), app=t.app, scenario=t.scenario,
                    phases=json.dumps(list(t.phases)), config=json.dumps(t.config, default=str),
@@ -591,6 +586,13 @@ def _check_indices(t: Trace, path: Path) -> None:
         raise ShoalError(f"{path}: /placement/owner has shape {t.placement_owners.shape}, not (changes, {T} tiles)")
     if len(t.step_end) != len(t.steps):
         raise ShoalError(f"{path}: /steps has {len(t.step_end)} rows for {len(t.steps)} steps of tasks")
+
+
+def store_machine(path: str | Path, model: dict) -> None:
+    """Store the machine ``model`` fitted to a closed trace's run as its ``/machine`` group
+    (:mod:`shoal.replay.machine`; replacing one already there)."""
+    with h5py.File(path, "a", libver=LIBVER) as f:  # SWMR files take no new groups: reopened
+        _write_machine(f, model)
 
 
 def _write_machine(f: h5py.File, model: dict) -> None:

@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import ShoalError
 from ..runtime.app import App, Phase, StepContext
 from ..tiling import Tiling
-from . import AppSpec, register_app
+from .registry import AppSpec, register_app
 
 
 @dataclass

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import numpy as np
 import pymetis
-from scipy.optimize import linear_sum_assignment
 
 from ..cluster import Cluster
 from ..tiling import Tiling
@@ -123,6 +122,8 @@ def keep_most_in_place(parts: np.ndarray, owner: np.ndarray, cluster: Cluster,
     go to a node of as many cores: the matching runs within each group of equal nodes.
     """
     nodes = cluster.nodes
+    from scipy.optimize import linear_sum_assignment  # here, not on import: a second to load
+
     weight = np.ones(len(parts)) if kept is None or not np.any(kept) else np.asarray(kept, dtype=np.float64)
     overlap = np.zeros((nodes, nodes))
     np.add.at(overlap, (owner, parts), weight)

@@ -36,6 +36,7 @@ import numba as nb
 import numpy as np
 
 from ..cluster import Cluster, Network
+from ..compilation import announce
 from ..errors import ShoalError
 from ..runtime import App, LocalExecutor, Phase
 from ..runtime.local import GIL_SWITCH_S
@@ -118,6 +119,7 @@ def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3, nodes: 
         configuration), with ``measured_tasks``, ``task_s`` and ``restart_threads`` saying
         what was measured.
     """
+    announce("calibration")
     iters = iterations_for(lambda n: spin(0.0, n), task_s)
     tiling = Tiling.from_counts((32, 32), (8, 8))
     steps = max(1, tasks // tiling.ntiles)

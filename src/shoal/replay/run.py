@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cluster import Cluster, Network
+from ..compilation import announce
 from ..errors import ShoalError
 from ..placement import Balancer, get_policy, policy_params
+from ..placement.proxy import ProxyLoads
 from ..placement.registry import check_owner
 from ..placement.trigger import ADAPTIVE, parse_period
 from ..summary import summarize
@@ -135,14 +137,6 @@ def coarsening_for(tiling: Tiling, target: int) -> Tiling:
     return tiling if all(f == 1 for f in best[1]) else tiling.coarsen(best[1])
 
 
-def _costs(trace: Trace, column: str = "cost") -> np.ndarray:
-    steps, P, T = trace.steps, len(trace.phases), trace.tiling.ntiles
-    cost = np.zeros((len(steps), P, T))
-    s_idx = np.searchsorted(steps, trace.tasks["step"])
-    np.add.at(cost, (s_idx, trace.tasks["phase"], trace.tasks["tile"]), trace.tasks[column])
-    return cost
-
-
 class _MessagesByStep:
     """The trace's messages sorted by step once, so each segment takes a slice."""
 
@@ -218,39 +212,6 @@ def _smoothed(loads: np.ndarray, tiling: Tiling) -> np.ndarray:
     return mean[f2c]
 
 
-class ProxyLoads:
-    """Loads a low-resolution run of the same scenario predicts for the tiles of this replay.
-
-    Space: each proxy tile's load is spread evenly over its part of the domain and every tile
-    of this replay takes the share its box overlaps (tile boxes as fractions of the grid; the
-    overlap is separable, one matrix per axis). Time: steps are matched by fraction of the run
-    (both runs are assumed to cover the same simulated time).
-    """
-
-    def __init__(self, proxy: Trace, tiling: Tiling, steps: int, fixed: float = 0.0):
-        if proxy.tiling.ndim != tiling.ndim:
-            raise ShoalError("the proxy trace has another number of dimensions")
-        self.cost = _costs(proxy).sum(axis=1)  # (proxy steps, proxy tiles)
-        self.fixed = fixed  # seconds every tile of this replay pays per step whatever its work
-        self.proxy_counts = proxy.tiling.counts
-        self.share = []
-        for mine, theirs, n, m in zip(tiling.edges, proxy.tiling.edges, tiling.grid, proxy.tiling.grid, strict=True):
-            a, b = mine / n, theirs / m
-            overlap = np.clip(np.minimum(a[1:, None], b[None, 1:]) - np.maximum(a[:-1, None], b[None, :-1]), 0, None)
-            self.share.append(overlap / np.diff(b)[None, :])
-        self.steps = steps
-
-    def loads(self, s0: int, s1: int) -> np.ndarray:
-        """Predicted per-tile load (per step) over this replay's steps [s0, s1)."""
-        P = self.cost.shape[0]
-        a = min(P - 1, s0 * P // self.steps)
-        b = max(a + 1, min(P, -(-s1 * P // self.steps)))
-        grid = self.cost[a:b].mean(axis=0).reshape(self.proxy_counts)
-        for axis, share in enumerate(self.share):
-            grid = np.moveaxis(np.tensordot(share, grid, axes=([1], [axis])), 0, axis)
-        return grid.reshape(-1) + self.fixed
-
-
 def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     """Replay ``trace`` on ``cfg``'s modeled cluster; returns a predicted trace and its makespan.
 
@@ -272,6 +233,7 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     if cfg.lock_model not in ("waits", "serial", "free"):
         raise ShoalError(f"lock model must be 'waits', 'serial' or 'free', got {cfg.lock_model!r}")
     cluster, schedule = _modeled_cluster(trace, cfg)
+    announce("replay")  # the input is good: a pause from here on is compilation, not a hang
     if cfg.invasive is not None:
         cluster, inv_cfg = invasive_cluster(cfg.invasive, cluster.nodes, trace.cluster, cfg.network)
         cfg = dataclasses.replace(cfg, invasive=inv_cfg)  # its defaults resolved, for the records
@@ -305,12 +267,12 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     owner = check_owner(owner, tiling, cluster)
     barrier = np.array([True] * P if cfg.mpi_reference else trace.barrier_phases, dtype=np.bool_)
     lag = np.zeros(P, np.int64) if cfg.mpi_reference else np.asarray(trace.lagged_phases, np.int64)
-    cost = _costs(trace)
+    cost = trace.phase_table()
     overhead = executor_overhead(cfg, cost.size, len(trace.messages["src"]))
-    calls = _costs(trace, "kernel_calls") if "kernel_calls" in trace.tasks else None
+    calls = trace.phase_table("kernel_calls") if "kernel_calls" in trace.tasks else None
     # What a core spends on a task: its cost, the executor's share and its waits for a shared lock
     duration = cost + overhead + lock_waits(cfg, calls, cluster)
-    gil, process_of = _interpreter_lock(cfg, cost, _costs(trace, "kernel") if "kernel" in trace.tasks else None,
+    gil, process_of = _interpreter_lock(cfg, cost, trace.phase_table("kernel") if "kernel" in trace.tasks else None,
                                         cluster, overhead)
     S = cost.shape[0]
     steps = trace.steps
@@ -394,7 +356,7 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         tasks={"step": np.repeat(steps, P * T), "phase": np.tile(np.repeat(np.arange(P), T), S),
                "tile": np.tile(np.arange(T), S * P), "node": node_col, "worker": core_col,
                "start": out["start"], "end": out["end"], "cost": cost.reshape(-1),
-               "work": _work(trace), **({"kernel": _costs(trace, "kernel").reshape(-1)}
+               "work": _work(trace), **({"kernel": trace.phase_table("kernel").reshape(-1)}
                                         if "kernel" in trace.tasks else {})},
         messages=trace.messages, phases=trace.phases, tiling=tiling, cluster=cluster,
         placement_steps=np.array(owner_steps), placement_owners=np.stack(owners), step_end=step_end,
@@ -577,14 +539,14 @@ def _work(trace: Trace) -> np.ndarray:
 def write_replay(result: ReplayResult, out) -> dict:
     """Write the replay ``result`` as the run folder ``out``: same layout as a real run's
     (``config.toml``, ``trace.h5``, ``summary.json``), marked as predicted; returns the summary.
-    The folder is claimed as a run's is (:func:`shoal.session.claim_folder`): one that holds
+    The folder is claimed as a run's is (:func:`shoal.rundir.claim_folder`): one that holds
     anything, or that another run is writing, is refused before anything is written."""
     from pathlib import Path
 
     import tomli_w
 
     from ..files import write_json, write_text
-    from ..session import claim_folder
+    from ..rundir import claim_folder
 
     out = Path(out)
     cfg = {k: v for k, v in result.config.__dict__.items()

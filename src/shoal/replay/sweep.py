@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..cluster import Network
+from ..compilation import announce
 from ..errors import ShoalError
 from ..placement import POLICIES, get_policy
 from ..placement.trigger import parse_period
@@ -118,6 +119,7 @@ def sweep(trace_path: str | Path, placements: list[str], tiles_per_core: list[in
         extra = [dict(nodes=n0, cores=cores, placement="birdshot", period=0, tiles_per_core=t0, seed=k,
                       network=network or Network(), **(model or {})) for k in range(birdshot_seeds)]
     jobs = jobs or max(1, min(len(todo) + len(extra), os.cpu_count() or 1))
+    announce("replay")  # here, once: the processes would race for the notice
     rows, seeds = [], []
     init = (str(trace_path), str(proxy) if proxy else None)
     with ProcessPoolExecutor(jobs, initializer=_load, initargs=init) as pool:

@@ -186,26 +186,15 @@ def decode(first: np.ndarray, take_array) -> tuple[list[int], Any]:
 
 
 def _agreeable(obj: Any) -> Any:
-    """What :meth:`MPITeam.agree` sends for ``obj``: a path as its text, a run record as its fields."""
-    from ..session import RunRecord
-
+    """What :meth:`MPITeam.agree` sends for ``obj``: a path as its text, anything else as it is."""
     if isinstance(obj, PurePath):
         return {"path": str(obj)}
-    if isinstance(obj, RunRecord):
-        return {"run": (str(obj.path), obj.summary, obj.stopped_at)}
     return {"value": obj}
 
 
 def _agreed(sent: dict) -> Any:
-    from ..session import RunRecord
-
     (kind, value), = sent.items()
-    if kind == "path":
-        return Path(value)
-    if kind == "run":
-        path, summary, stopped_at = value
-        return RunRecord(Path(path), summary, stopped_at)
-    return value
+    return Path(value) if kind == "path" else value
 
 
 def _result_fields(result: ExecutionResult) -> dict:

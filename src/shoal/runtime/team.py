@@ -6,34 +6,14 @@ the session asks its team to sum per-tile measurements, agree on a new owner tab
 states to their new owners and bring every state to the first process (for frames,
 checkpoints and the final state). In one process all of this is the identity.
 
-Serial use never imports mpi4py: only :func:`current_team` does, and only under ``mpiexec``.
+Which team a program runs as is :func:`shoal.runtime.launch.current_team`'s choice.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
-
-# Variables that MPI launchers set in every process they start.
-LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK", "MPI_LOCALNRANKS")
-
-# Open MPI 5 settings that keep a job on one host off the network: ranks talk through shared
-# memory (no TCP, libfabric or UCX transport, whose start-up also probes every interface and
-# costs about a second), and each rank reaches its launcher's PMIx server on the loopback
-# interface. The launcher's own daemon channel keeps listening: it is only used between hosts.
-ONE_HOST_OPEN_MPI = {
-    "OMPI_MCA_pml": "ob1",
-    "OMPI_MCA_btl": "self,sm",
-    "OMPI_MCA_btl_tcp_if_include": "lo",  # should someone add the tcp transport back
-    "PMIX_MCA_ptl_tcp_if_include": "lo",
-}
-
-
-def launched_by_mpi() -> bool:
-    """Whether this process was started by ``mpiexec`` (or another MPI launcher)."""
-    return any(v in os.environ for v in LAUNCHER_VARIABLES)
 
 
 class Team:
@@ -86,12 +66,3 @@ class Team:
     def abort(self, exc: BaseException) -> None:
         """Stop the run after an error: in one process, let it propagate."""
         raise exc
-
-
-def current_team() -> Team:
-    """The MPI team when started by ``mpiexec``, else one process."""
-    if launched_by_mpi():
-        from .mpi import MPITeam
-
-        return MPITeam()
-    return Team()

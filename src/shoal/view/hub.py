@@ -15,7 +15,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
-from .protocol import decode, encode
+from ..live.protocol import decode, encode
 
 #: Frames a page's queue holds before the oldest is dropped.
 PAGE_FRAMES = 2

@@ -1,7 +1,7 @@
 """A run folder as the messages a live run would have sent: played back from what it wrote.
 
 The frames are the app's frames on disk (``frames/state-<step>.npz``), each turned into a
-``frame`` message by the same :func:`~shoal.view.frames.frame_message` a run uses; the loads of
+``frame`` message by the same :func:`~shoal.live.frames.frame_message` a run uses; the loads of
 every step and the placements come from the trace through its own accessors. A run stopped
 before its end (a checkpoint, no summary) plays back as far as it went, marked ``stopped``.
 """
@@ -18,8 +18,8 @@ import numpy as np
 
 from ..errors import ShoalError
 from ..imbalance import lif
-from .frames import frame_message, live_frame
-from .protocol import encode
+from ..live.frames import frame_message, live_frame
+from ..live.protocol import encode
 
 
 def check_run(path: Path) -> str:
@@ -114,8 +114,7 @@ class Playback:
     def settings(self) -> dict[str, str] | None:
         """Every ``--set`` key of the run's configuration as TOML text (what the page's parameter
         table shows); ``None`` when the configuration is not one this shoal reads."""
-        from ..config import scenario_from_dict
-        from .runs import scenario_params
+        from ..config import scenario_from_dict, scenario_params
 
         try:
             return scenario_params(scenario_from_dict(self.config, str(self.path)))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import re
 import signal
 import sys
@@ -23,34 +22,15 @@ from pathlib import Path
 
 import tomli_w
 
-from ..config import builtin_scenarios, load_scenario
+from ..config import builtin_scenarios, load_scenario, scenario_params, toml_value
 from ..errors import ShoalError
+from ..live.protocol import encode
 from .hub import Hub
-from .protocol import encode
 
 #: What a parameter's key may look like (``section.name``).
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
 #: Seconds a stopping run has to write its checkpoint before it is terminated.
 STOP_GRACE_S = 10.0
-
-
-def toml_value(value) -> str:
-    """``value`` as one line of TOML text (what ``--set key=TEXT`` reads back to the same
-    value); ``""`` for ``None``, which TOML cannot spell."""
-    if value is None:
-        return ""
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
-    return tomli_w.dumps({"v": value}).strip()[4:]
-
-
-def scenario_params(scenario) -> dict[str, str]:
-    """Every key ``--set`` accepts for ``scenario`` with its current value as TOML text."""
-    out = {f"run.{k}": toml_value(v) for k, v in dataclasses.asdict(scenario.run).items()}
-    out.update({f"app.{k}": toml_value(v) for k, v in dataclasses.asdict(scenario.params).items()})
-    return out
 
 
 def scenarios() -> list[dict]:

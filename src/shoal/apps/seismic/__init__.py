@@ -6,7 +6,7 @@ scheme's coefficients, and the time step), :mod:`.cpml` (the absorbing layers' p
 stencils), :mod:`.app` (the phases), :mod:`.analytic` (exact solutions for verification).
 """
 
-from .. import AppSpec, register_app
+from ..registry import AppSpec, register_app
 from .app import SeismicApp
 from .params import SeismicParams, seismic_memory
 

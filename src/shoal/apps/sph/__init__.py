@@ -1,6 +1,6 @@
 """Smoothed particle hydrodynamics on tiles."""
 
-from .. import AppSpec, register_app
+from ..registry import AppSpec, register_app
 from .fluidanimate3d import FluidAnimate3DApp, SPH3DParams, sph3d_memory
 from .wcsph2d import SPH2DApp, SPH2DParams, sph2d_memory
 

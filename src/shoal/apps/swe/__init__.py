@@ -6,7 +6,7 @@ ghosts and the update, compiled), :mod:`.blocks` (a tile's root blocks and neigh
 :mod:`.regrid` (criteria, refining and coarsening a block), :mod:`.app` (the phases).
 """
 
-from .. import AppSpec, register_app
+from ..registry import AppSpec, register_app
 from .app import SWEApp
 from .params import SWEParams, swe_memory
 

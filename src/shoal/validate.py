@@ -24,13 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import provenance
-from ..errors import ShoalError
-from ..files import write_json
-from ..session import run_scenario
-from ..trace import Trace
-from .calibrate import IN_PROCESS, calibrate, machine_model
-from .run import ReplayConfig, replay
+from . import provenance
+from .errors import ShoalError
+from .files import write_json
+from .replay.calibrate import IN_PROCESS, calibrate, machine_model
+from .replay.run import ReplayConfig, replay
+from .session import run_scenario
+from .trace import Trace
 
 # (app group, scenario, overrides, nodes, workers, placement, period)
 CASES = [

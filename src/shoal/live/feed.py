@@ -43,7 +43,7 @@ from .frames import frame_message
 from .protocol import decode, encode, receive, send
 
 if TYPE_CHECKING:
-    from ..config import Scenario
+    pass
 
 logger = logging.getLogger("shoal")
 
@@ -334,16 +334,29 @@ def placement_message(step: int, owner: np.ndarray, cores, previous: np.ndarray 
                   {"owner": np.asarray(owner, np.int32), "cores": np.asarray(cores, np.int32)})
 
 
-def hello_message(sim: Simulation, sc: Scenario, folder: Path, every: int) -> bytes:
-    """The ``hello`` of the run of scenario ``sc`` simulated by ``sim`` into ``folder``, which
-    sends a frame every ``every`` steps."""
-    tiling, cluster = sim.tiling, sim.cluster
-    run = {"scenario": sc.name, "app": sc.app, "folder": str(Path(folder).resolve()), "first_step": sim.step_count,
-           "steps": sc.run.steps, "nodes": cluster.nodes, "cores": list(cluster.cores), "tiles": tiling.ntiles,
-           "grid": list(tiling.grid), "extent": None, "ranks": sim.team.size, "pid": os.getpid()}
-    from .runs import scenario_params
+def hello_message(sim: Simulation, scenario: dict, settings: dict[str, str], folder: Path, every: int) -> bytes:
+    """The ``hello`` of the run simulated by ``sim`` into ``folder``, which sends a frame every
+    ``every`` steps.
 
-    return encode("hello", {"run": run, "params": sc.to_dict(), "settings": scenario_params(sc), "view_every": every},
+    Parameters
+    ----------
+    sim : Simulation
+        The run.
+    scenario : dict
+        Its resolved scenario as plain values (:meth:`shoal.config.Scenario.to_dict`).
+    settings : dict of str to str
+        Every key ``--set`` accepts with its value as TOML text (:func:`shoal.config.scenario_params`).
+    folder : Path
+        The run folder.
+    every : int
+        Steps between frames.
+    """
+    tiling, cluster = sim.tiling, sim.cluster
+    run = {"scenario": scenario["name"], "app": scenario["app"]["name"], "folder": str(Path(folder).resolve()),
+           "first_step": sim.step_count, "steps": scenario["run"]["steps"], "nodes": cluster.nodes,
+           "cores": list(cluster.cores), "tiles": tiling.ntiles, "grid": list(tiling.grid), "extent": None,
+           "ranks": sim.team.size, "pid": os.getpid()}
+    return encode("hello", {"run": run, "params": scenario, "settings": settings, "view_every": every},
                   {"tile_lo": tiling.lo[:, :2], "tile_hi": tiling.hi[:, :2]})
 
 
