@@ -91,12 +91,12 @@ def test_lif_with_a_huge_cluster_answers_from_the_model_and_skips_the_monte_carl
 
 
 def test_an_unexpected_error_is_one_line_with_a_hint_and_debug_shows_the_traceback(capsys, monkeypatch):
-    import shoal.cli as cli
+    import shoal.cli.scenarios as command
 
     def broken(args):
         raise RuntimeError("a bug\nover two lines")
 
-    monkeypatch.setattr(cli, "_cmd_scenarios", broken)
+    monkeypatch.setattr(command, "main", broken)
     assert main(["scenarios"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: unexpected RuntimeError: a bug (run with --debug for the traceback)"]
@@ -105,12 +105,12 @@ def test_an_unexpected_error_is_one_line_with_a_hint_and_debug_shows_the_traceba
 
 
 def test_ctrl_c_outside_a_run_is_one_line_and_exit_130(capsys, monkeypatch):
-    import shoal.cli as cli
+    import shoal.cli.scenarios as command
 
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_cmd_scenarios", interrupted)
+    monkeypatch.setattr(command, "main", interrupted)
     assert one_error_line(capsys, ["scenarios"], expect_code=130) == "interrupted"
 
 

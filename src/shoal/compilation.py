@@ -25,9 +25,10 @@ logger = logging.getLogger("shoal")
 def cache_folder_override(package: str, user_cache: str, environ=os.environ) -> str | None:
     """Where Numba should cache shoal's kernels, when its own choice would fail.
 
-    Numba caches beside the sources, or in the user's cache folder when the install folder is
-    read-only; with neither writable it refuses to import the kernels. Then the kernels are
-    cached in a fresh temporary folder (compiled once per process). ``None``: leave Numba be.
+    Numba caches beside the sources (the ``package`` folder), or in the ``numba`` folder of the
+    ``user_cache`` folder when the install folder is read-only; with neither writable it refuses
+    to import the kernels. Then the kernels are cached in a fresh temporary folder (compiled
+    once per process). ``None``: leave Numba be (also when ``environ`` sets ``NUMBA_CACHE_DIR``).
     """
     if environ.get("NUMBA_CACHE_DIR") or os.access(package, os.W_OK):
         return None

@@ -589,8 +589,8 @@ def _check_indices(t: Trace, path: Path) -> None:
 
 
 def store_machine(path: str | Path, model: dict) -> None:
-    """Store the machine ``model`` fitted to a closed trace's run as its ``/machine`` group
-    (:mod:`shoal.replay.machine`; replacing one already there)."""
+    """Store the machine ``model`` fitted to a closed trace's run (:mod:`shoal.replay.machine`)
+    as the ``/machine`` group of the trace file at ``path``, replacing one already there."""
     with h5py.File(path, "a", libver=LIBVER) as f:  # SWMR files take no new groups: reopened
         _write_machine(f, model)
 

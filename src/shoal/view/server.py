@@ -24,7 +24,7 @@ from pathlib import Path
 from aiohttp import WSMsgType, web
 
 from ..errors import ShoalError
-from . import protocol
+from ..live import protocol
 from .hub import Hub
 
 #: The page's files, by the name they are served under, with their content type.
