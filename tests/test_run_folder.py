@@ -127,7 +127,7 @@ def test_a_refused_input_leaves_no_folder(flags, tmp_path, capsys):
 
 
 def test_a_failure_after_the_folder_is_claimed_removes_the_folder_it_made(tmp_path, monkeypatch):
-    import shoal.session as session
+    import shoal.session.building as session
 
     def broken(*args, **kwargs):
         raise ShoalError("the first frame cannot be drawn")

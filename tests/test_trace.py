@@ -241,9 +241,9 @@ def test_sweep_reads_the_trace_before_starting_workers(run, tmp_path):
 
 
 def test_a_trace_appended_in_chunks_keeps_ready_times_on_the_run_s_clock(tmp_path, monkeypatch):
-    import shoal.session
+    import shoal.session.building
 
-    monkeypatch.setattr(shoal.session, "TRACE_CHUNK_STEPS", 4)  # three chunks: the executor stops at 4 and 8
+    monkeypatch.setattr(shoal.session.building, "TRACE_CHUNK_STEPS", 4)  # three chunks: the executor stops at 4 and 8
     run_scenario("synthetic-hotspot", steps=12, set=["app.grid=[32,32]"], tiles=16, out=tmp_path / "chunks")
     t = Trace.read(tmp_path / "chunks").tasks
     assert np.all(t["ready"] <= t["start"])

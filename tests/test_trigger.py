@@ -162,12 +162,12 @@ def test_a_replay_balances_a_moving_hot_spot_at_the_expected_steps():
 
 def test_a_real_run_balances_where_the_rule_on_its_own_trace_says(tmp_path):
     from shoal.runtime.team import Team
-    from shoal.session import build, resolve, simulate, write
+    from shoal.session import SimulationOptions, build, resolve, simulate, write
     from shoal.trace import Trace
 
     team, steps = Team(), 24
     flags = dict(steps=steps, tiles=64, nodes=4, workers=1, placement="greedy", period=ADAPTIVE)
-    plan = resolve("synthetic-hotspot", flags, ["app.grid=[64,64]"], [], None, tmp_path / "run", team)
+    plan = resolve("synthetic-hotspot", flags, SimulationOptions(set=("app.grid=[64,64]",), out=tmp_path / "run"), team)
     built = build(plan, team)
     try:
         simulate(built.sim, steps)

@@ -24,30 +24,17 @@ from .errors import ShoalError  # noqa: E402
 from .version import __version__  # noqa: E402
 
 
-def run(scenario: str, **options):
-    """Run a scenario and return its :class:`~shoal.session.RunRecord` (see ``shoal run``)."""
-    from .session import run_scenario
+def __getattr__(name: str):
+    """``shoal.run`` and ``shoal.simulation``, imported on first use (``import shoal`` stays light)."""
+    if name == "run":
+        from .session import run_scenario
 
-    return run_scenario(scenario, **options)
+        return run_scenario
+    if name == "simulation":
+        from .session import simulation
 
-
-def simulation(scenario: str, **options):
-    """A :class:`~shoal.runtime.simulation.Simulation` of a scenario, ready to step (the same
-    options as :func:`run`). Its run folder holds the configuration, and the frames and
-    checkpoints the scenario asks for as the steps go; call ``close()`` when done."""
-    from .runtime.launch import current_team
-    from .session import RUN_FLAGS, build, resolve
-
-    team = options.pop("team", None) or current_team()
-    flags = {k: options.pop(k, None) for k in RUN_FLAGS}
-    allow_large = options.pop("allow_large", False)
-    plan = resolve(scenario, flags, options.pop("set", ()), options.pop("lb", ()), None, options.pop("out", None),
-                   team, allow_large=allow_large)
-    if options:
-        raise ShoalError(f"unknown option(s) {', '.join(sorted(options))}")
-    built = build(plan, team)
-    built.sim.at_close(built.release)  # its trace, run.log and folder lock end with it
-    return built.sim
+        return simulation
+    raise AttributeError(f"module 'shoal' has no attribute {name!r}")
 
 
 __all__ = ["ShoalError", "run", "simulation", "__version__"]

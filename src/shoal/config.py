@@ -21,10 +21,7 @@ error that names the valid ones. The resolved configuration is saved in the run 
 from __future__ import annotations
 
 import dataclasses
-import math
 import tomllib
-import types
-import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -34,85 +31,76 @@ import tomli_w
 
 from .apps import get_app
 from .errors import ShoalError
+from .options import assign, at_least, check, option
+
+
+def _period(value: int | str) -> int | str:
+    from .placement.trigger import parse_period  # the placement package imports this module's users
+
+    return parse_period(value)
+
+
+def _check_period(value: int | str) -> str | None:
+    try:
+        _period(value)
+    except ShoalError as exc:
+        return f"is not a period ({exc})"
+    return None
+
+
+def _check_policy(name: str) -> str | None:
+    from .placement import POLICIES
+
+    return None if name in POLICIES else f"names an unknown placement (known: {', '.join(sorted(POLICIES))})"
+
+
+SCENARIOS = "the scenario's"
 
 
 @dataclass
 class RunParams:
-    """How a scenario runs (the ``[run]`` table). :meth:`validate` checks it.
+    """How a scenario runs: the ``[run]`` table, each field declared once (:mod:`shoal.options`)
+    with its type, default, help and check; the fields with a flag are also ``shoal run``'s flags
+    and keywords of :func:`shoal.run`. :meth:`validate` checks them."""
 
-    Attributes
-    ----------
-    steps : int
-        Steps to run, at least 1.
-    tiles : int
-        Total tiles; 0 means ``tiles_per_core`` times the cluster's total cores.
-    tiles_per_core : int
-        Tiles per core when ``tiles`` is 0, at least 1.
-    tile_shape : list of int
-        Cells of a tile along each axis; when given, it wins over ``tiles``.
-    nodes : int
-        Nodes of the cluster (MPI ranks, or in-process nodes of one process), at least 1.
-    workers : int
-        Worker threads on each node at the start, at least 1.
-    placement : str
-        The placement policy's registry name (static or dynamic).
-    initial : str
-        The starting placement of a dynamic policy.
-    period : int or str
-        Steps between rebalancing, or ``"adaptive"``: balance once the measured imbalance has
-        cost more than the last balancing step did (:mod:`shoal.placement.trigger`). A dynamic
-        policy needs one of them (0 is never).
-    seed : int
-        Seed of the random placements (birdshot, say), >= 0.
-    halo : int
-        Halo width in cells, >= 0.
-    checkpoint_every : int
-        Write a checkpoint every this many steps (0: never).
-    frame_every : int
-        Write the app's frame every this many steps (0: only the last).
-    overlap : bool
-        MPI: send halos the moment they are packed (False: once the rank ends the phase).
-    resize : list of [int, int, int]
-        ``[step, node, workers]`` entries: from ``step`` on, ``node`` runs ``workers`` threads.
-    """
-
-    steps: int = 50
-    tiles: int = 0  # total tiles; 0 means tiles_per_core x total cores
-    tiles_per_core: int = 4
-    tile_shape: list[int] = field(default_factory=list)  # cells per tile; wins over tiles
-    nodes: int = 2
-    workers: int = 1
-    placement: str = "sfc"
-    initial: str = "sfc"  # starting placement of a dynamic policy
-    period: int | str = 0  # steps between rebalancing (dynamic policies), or "adaptive"
-    seed: int = 0
-    halo: int = 1
-    checkpoint_every: int = 0  # write a checkpoint every this many steps (0: never)
-    frame_every: int = 0  # write the app's frame every this many steps (0: only the last)
-    overlap: bool = True  # MPI: send halos the moment they are packed (False: once the rank ends the phase)
-    resize: list[list[int]] = field(default_factory=list)  # [[step, node, workers], ...]: worker threads from a step
+    steps: int = option(50, "time steps, counted from step 0", check=at_least(1), unset=SCENARIOS)
+    tiles: int = option(0, "total number of tiles (0: tiles_per_core x the cluster's cores)", check=at_least(0),
+                        group="tiles", unset=SCENARIOS)
+    tiles_per_core: int = option(4, "tiles per worker thread of the cluster, when tiles is 0", check=at_least(1),
+                                 group="tiles", unset=SCENARIOS)
+    tile_shape: list[int] = option(help="cells of a tile along each axis; wins over tiles", flag=False,
+                                   default_factory=list)
+    nodes: int = option(2, "nodes of the cluster (MPI ranks, or nodes inside this process)", check=at_least(1),
+                        unset=SCENARIOS)
+    workers: int = option(1, "worker threads on each node at the start", check=at_least(1), unset=SCENARIOS)
+    placement: str = option("sfc", "the placement policy (static, or dynamic with a period)", check=_check_policy,
+                            unset=SCENARIOS)
+    initial: str = option("sfc", "the static placement a dynamic policy starts from", check=_check_policy,
+                          unset=SCENARIOS)
+    period: int | str = option(0, "steps between rebalancing (dynamic policies; 0: never), or 'adaptive': when the "
+                                  "measured imbalance has cost more than the last balancing step",
+                               parse=_period, check=_check_period, unset=SCENARIOS)
+    seed: int = option(0, "seed of random placements and balancers", check=at_least(0), unset=SCENARIOS)
+    halo: int = option(1, "halo width in cells", flag=False, check=at_least(0))
+    checkpoint_every: int = option(0, "steps between checkpoints (0: none)", check=at_least(0), unset=SCENARIOS)
+    frame_every: int = option(0, "steps between the app's frames (0: only the last step's)", flag=False,
+                              check=at_least(0))
+    overlap: bool = option(True, "MPI: send halos the moment they are packed (false: once the rank ends the phase)",
+                           flag=False)
+    resize: list[list[int]] = option(help="[step, node, workers] entries: from step on, node runs workers threads",
+                                     flag=False, default_factory=list)
 
     def validate(self) -> None:
-        """Check every field (counts positive or non-negative, the resize schedule inside the run,
-        both placement names registered).
+        """Check every field (its declared check, the resize schedule inside the run) and
+        normalise the period.
 
         Raises
         ------
         ShoalError
             Naming the first field that is wrong (``run.<field>``) and its value.
         """
-        for name in ("steps", "nodes", "workers", "tiles_per_core"):
-            if getattr(self, name) < 1:
-                raise ShoalError(f"run.{name} must be positive, got {getattr(self, name)}")
-        for name in ("tiles", "halo", "checkpoint_every", "frame_every", "seed"):
-            if getattr(self, name) < 0:
-                raise ShoalError(f"run.{name} must be >= 0, got {getattr(self, name)}")
-        from .placement.trigger import parse_period
-
-        try:
-            self.period = parse_period(self.period)
-        except ShoalError as exc:
-            raise ShoalError(f"run.period: {exc}") from None
+        check(self, "run.")
+        self.period = _period(self.period)
         for entry in self.resize:
             if len(entry) != 3 or not all(isinstance(v, int) for v in entry):
                 raise ShoalError(f"every run.resize entry is [step, node, workers], got {entry}")
@@ -120,10 +108,6 @@ class RunParams:
             if not 0 < step < self.steps or not 0 <= node < self.nodes or workers < 1:
                 raise ShoalError(f"run.resize entry {entry}: the step must lie in 1..{self.steps - 1}, the node in "
                                  f"0..{self.nodes - 1}, and a node keeps at least one worker")
-        from .placement import get_policy
-
-        get_policy(self.placement)
-        get_policy(self.initial)
 
     def workers_from(self, step: int) -> list[tuple[int, dict[int, int]]]:
         """The resize schedule after ``step``: ``[(step, {node: workers})]`` in step order."""
@@ -188,15 +172,25 @@ class Scenario:
         return tomli_w.dumps(self.to_dict())
 
     def override(self, assignments: list[str] | tuple[str, ...]) -> Scenario:
-        """Apply ``section.key=value`` assignments (values in TOML syntax; bare words are strings)."""
+        """Apply ``section.key=value`` assignments (values in TOML syntax; bare words are strings),
+        then validate the ``[run]`` table and the app's parameters."""
         for text in assignments:
             if "=" not in text:
                 raise ShoalError(f"--set expects key=value, got {text!r}")
             key, raw = (s.strip() for s in text.split("=", 1))
             target, name = self._resolve(key)
-            _assign(target, name, _parse_value(raw), key)
+            assign(target, name, _parse_value(raw), key)
         self.run.validate()
         self.params.validate()
+        return self
+
+    def override_run(self, values: dict[str, Any]) -> Scenario:
+        """Set fields of the ``[run]`` table to typed ``values`` (from flags or keywords: no text
+        round trip), each checked against its field's type; :meth:`override` validates them."""
+        for name, value in values.items():
+            if name not in {f.name for f in dataclasses.fields(RunParams)}:
+                raise ShoalError(f"unknown run option {name!r}")
+            assign(self.run, name, value, f"run.{name}")
         return self
 
     def override_balance(self, assignments: list[str] | tuple[str, ...]) -> Scenario:
@@ -229,38 +223,6 @@ def _parse_value(raw: str) -> Any:
         return raw  # a bare word such as birdshot
 
 
-def _assign(obj, name: str, value: Any, key: str) -> None:
-    setattr(obj, name, _typed(typing.get_type_hints(type(obj))[name], value, key))
-
-
-def _typed(hint, value: Any, key: str) -> Any:
-    """``value`` checked against a dataclass field's type hint, element by element (integers
-    widen to float; floats must be finite; booleans are not numbers)."""
-    origin, args = typing.get_origin(hint) or hint, typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _typed(inner[0], value, key) if len(inner) == 1 else value
-    if origin is typing.Any:
-        return value
-    name = getattr(origin, "__name__", str(origin))
-    if origin in (list, tuple):
-        if not isinstance(value, list | tuple):
-            raise ShoalError(f"{key} expects list, got {value!r}")
-        item = args[0] if args else typing.Any
-        return origin(_typed(item, v, f"{key}[{i}]") for i, v in enumerate(value))
-    if isinstance(value, bool) and origin is not bool:
-        raise ShoalError(f"{key} expects {name}, got {value!r}")
-    if origin is float and isinstance(value, int):
-        value = float(value)
-    if not isinstance(value, origin):
-        raise ShoalError(f"{key} expects {name}, got {value!r}")
-    if origin is float and not math.isfinite(value):
-        raise ShoalError(f"{key} must be a finite number, got {value!r}")
-    return value
-
-
 def _from_table(cls, table: dict, section: str):
     if not isinstance(table, dict):
         raise ShoalError(f"[{section}] must be a table of keys and values, got {section} = {table!r}")
@@ -270,7 +232,7 @@ def _from_table(cls, table: dict, section: str):
         if k not in names:
             valid = ", ".join(f"{section}.{n}" for n in sorted(names))
             raise ShoalError(f"unknown key {section}.{k}; valid keys: {valid}")
-        _assign(obj, k, v, f"{section}.{k}")
+        assign(obj, k, v, f"{section}.{k}")
     return obj
 
 
@@ -302,7 +264,7 @@ def balance_table(table: dict, assignments: list[str] | tuple[str, ...] = ()) ->
             raise ShoalError(f"{where}: unknown parameter of {name!r}; its parameters: {valid}")
         values = out.setdefault(name, {})
         holder = kind(**values)
-        _assign(holder, param, value, where)
+        assign(holder, param, value, where)
         holder.validate()
         values[param] = getattr(holder, param)
     return out

@@ -151,3 +151,42 @@ def _duration(seconds: float) -> str:
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+class Stages:
+    """Named stages of a piece of work, each timed (as Devito times the passes of an operator).
+
+    ``with stages("build"):`` times a stage; stages entered inside it are its parts, named
+    ``build.app`` and so on. A stage entered twice adds up. :meth:`line` says them all in one
+    line for a log, :attr:`seconds` keeps them for a summary.
+    """
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._open: list[str] = []
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        key = ".".join([*self._open, name])
+        self._open.append(name)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._open.pop()
+            self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - start
+
+    def line(self) -> str:
+        """``resolve 0.004 s, build 0.91 s (app 0.42, tiling 0.001, ...), ...``: every stage with its parts."""
+        parts = []
+        for key, seconds in self.seconds.items():
+            if "." in key:
+                continue
+            inner = [f"{k.split('.', 1)[1]} {_short(s)}" for k, s in self.seconds.items()
+                     if k.startswith(key + ".") and k.count(".") == 1]
+            parts.append(f"{key} {_short(seconds)} s" + (f" ({', '.join(inner)})" if inner else ""))
+        return ", ".join(parts)
+
+
+def _short(seconds: float) -> str:
+    return f"{seconds:.3g}" if seconds >= 0.001 else f"{seconds:.1e}"

@@ -40,14 +40,14 @@ def main(args: argparse.Namespace) -> int:
     from rich.progress import Progress
     from rich.table import Table
 
-    from ..placement.trigger import parseperiod
+    from ..placement.trigger import parse_period
     from ..replay.sweep import cases, known_placements, parse_list, sweep
     from ..report.sweep_plots import draw_sweep
     from ..trace import Trace
 
     placements = known_placements(args.placements)
     tpc, nodes = parse_list(args.tiles_per_core), parse_list(args.nodes)
-    periods = parse_list(args.periods, parseperiod)
+    periods = parse_list(args.periods, parse_period)
     total = len(cases(placements, tpc, periods, nodes, args.cores, args.seed, None)) + args.birdshot_seeds
     model = {"balance": balance(args, Trace.read(args.trace)), "gil": args.gil, "message_cpu_s": args.message_cpu,
              **calibration(args)}

@@ -61,7 +61,7 @@ def assignments(scenario: str, params: dict) -> list[str]:
         The line ``shoal run`` would print for the same command.
     """
     from ..runtime.team import Team
-    from ..session import resolve
+    from ..session import SimulationOptions, resolve
 
     if not isinstance(scenario, str) or scenario not in builtin_scenarios():
         raise ShoalError(f"unknown scenario {scenario!r}; built-in: {', '.join(builtin_scenarios())}")
@@ -76,7 +76,7 @@ def assignments(scenario: str, params: dict) -> list[str]:
             raise ShoalError(f"unknown key {key!r}; valid keys: {', '.join(current)}")
         if current.get(key) != text.strip():
             out.append(f"{key}={text.strip()}")
-    resolve(scenario, {}, out, [], None, None, Team())
+    resolve(scenario, {}, SimulationOptions(set=tuple(out)), Team())
     return out
 
 
