@@ -24,6 +24,15 @@ def lb_flag(p: argparse.ArgumentParser) -> None:
                         "scenario's [balance] table)")
 
 
+def lock_line(gils) -> str:
+    """What a table's header says of the interpreter lock its replays modeled (``gils``: each
+    replay's resolved ``gil``)."""
+    names = {"none": "none (a compiled executor)", "process": "one per node (MPI ranks)",
+             "shared": "one for all nodes (threads in one process)"}
+    found = sorted(set(gils))
+    return "interpreter lock: " + (", ".join(names.get(g, g) for g in found) if found else "none")
+
+
 def network_flags(p: argparse.ArgumentParser, overhead: bool = True) -> None:
     """The modeled network's latency, bandwidth and (unless ``overhead`` is False) per-message overhead."""
     p.add_argument("--latency", type=float, default=5e-6, help="network latency (s)")
@@ -42,9 +51,11 @@ def network(args: argparse.Namespace):
 def model_flags(p: argparse.ArgumentParser) -> None:
     """How a replay models the executor: balancing parameters, the interpreter lock, message CPU."""
     lb_flag(p)
-    p.add_argument("--gil", choices=("none", "process", "shared"), default="none",
-                   help="model Python's interpreter lock: none (compiled executor), one per node "
-                        "(process), or one for all nodes (shared, the local executor)")
+    p.add_argument("--gil", choices=("none", "process", "shared"), default=None,
+                   help="model Python's interpreter lock: none (compiled executor), one per node (process), or one "
+                        "for all nodes (shared, the local executor) (default: as the trace's run had it, from its "
+                        "machine model: shared for its own nodes in one process, process for other cluster sizes; "
+                        "none for a trace without a model)")
     p.add_argument("--message-cpu", type=float, default=None,
                    help="CPU seconds per payload sent or received between nodes, charged to the tasks "
                         "(default: as the trace's run measured; 0 for runs in one process)")

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..log import logger
-from .flags import balance, calibration, machine_flags, model_flags, network, network_flags, period
+from .flags import balance, calibration, lock_line, machine_flags, model_flags, network, network_flags, period
 
 NAME = "replay"
 HELP = "replay a trace on a modeled cluster under a placement policy"
@@ -36,7 +36,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="replay on this machine model (shoal calibrate --out) instead of the trace's own")
     p.add_argument("--mpi-reference", action="store_true", help="one tile per core, a barrier per phase")
     p.add_argument("--proxy", help="trace of a low-resolution run of the same scenario (for speculative)")
-    p.add_argument("--out", help="predicted run folder (default runs/replay-<scenario>-<placement>)")
+    p.add_argument("--out", help="predicted run folder (default: a new runs/replay-<scenario>-<placement>-<time>)")
     p.add_argument("--invasive", metavar="POLICY",
                    help="move cores between the ranks of each host as a resource manager would: 'workload' "
                         "(cores by each rank's work) or 'scalability' (steepest ascent on measured graphs); "
@@ -51,7 +51,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     network_flags(p)
     model_flags(p)
     machine_flags(p)
-    p.set_defaults(func=main, gil=None)  # the lock the machine model recorded
+    p.set_defaults(func=main)
     return p
 
 
@@ -59,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
     from ..replay import ReplayConfig, replay
     from ..replay.machine import MachineModel
     from ..replay.run import write_replay
-    from ..rundir import check_folder
+    from ..rundir import check_folder, new_folder
     from ..trace import Trace
 
     invasive = _invasive(args)  # refused before the trace is read
@@ -73,11 +73,12 @@ def main(args: argparse.Namespace) -> int:
                        network=network(args), mpi_reference=args.mpi_reference, balance=balance(args, trace),
                        proxy=Trace.read(args.proxy) if args.proxy else None, gil=args.gil, costs=args.costs,
                        machine=machine, message_cpu_s=args.message_cpu, **calibration(args))
-    out = Path(args.out) if args.out else Path("runs") / f"replay-{trace.scenario}-{cfg.placement}"
+    out = Path(args.out) if args.out else new_folder("runs", f"replay-{trace.scenario}-{cfg.placement}")
     check_folder(out)  # refused before the replay runs, not after
     result = replay(trace, cfg)
     s = write_replay(result, out)
     print(f"predicted run folder: {out}")
+    print(f"modeled {lock_line([s['gil']])}")
     if s["machine_fit"]:
         logger.info("%s", s["machine_fit"])
     cores = "x".join(map(str, sorted(set(s["cores"])))) if len(set(s["cores"])) > 1 else str(s["cores"][0])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .flags import balance, calibration, machine_flags, model_flags, network, network_flags
+from .flags import balance, calibration, lock_line, machine_flags, model_flags, network, network_flags
 
 NAME = "sweep"
 HELP = "replay a trace over placements, tiles per core, periods and cluster sizes"
@@ -57,7 +57,8 @@ def main(args: argparse.Namespace) -> int:
         result = sweep(args.trace, placements, tpc, periods, nodes, args.cores, seed=args.seed,
                        birdshot_seeds=args.birdshot_seeds, jobs=args.jobs, network=network(args), model=model,
                        proxy=args.proxy, on_done=lambda k: progress.update(bar, completed=k + 1))
-    table = Table(title=f"predicted, ranked by makespan ({len(result.rows)} cases)")
+    table = Table(title=f"predicted, ranked by makespan ({len(result.rows)} cases; "
+                        f"{lock_line(r['gil'] for r in result.rows)})")
     for col in ("rank", "placement", "period", "nodes", "tiles/core", "makespan (s)", "step (ms)", "LIF",
                 "idle", "migrated (MB)"):
         table.add_column(col, justify="left" if col == "placement" else "right")
