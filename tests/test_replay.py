@@ -218,6 +218,14 @@ def test_replay_writes_a_predicted_trace_of_the_common_schema(recorded, tmp_path
             assert (t["start"][sel][order][1:] >= t["end"][sel][order][:-1] - 1e-12).all()
 
 
+def test_a_replay_reads_as_timed_stages(recorded):
+    r = replay(recorded, ReplayConfig(nodes=2, cores=2, placement="greedy", period=2, tiles_per_core=4))
+    stages = r.summary()["stages_s"]
+    assert list(stages) == ["check", "model", "interval", "aggregate", "price", "place", "simulate", "record"]
+    assert all(v >= 0 for v in stages.values())
+    assert stages["simulate"] >= r.sim_wall_s  # the engine's own time is part of the stage
+
+
 def test_speculative_with_a_proxy_of_full_resolution_decides_like_the_oracle(recorded):
     cfg = dict(nodes=2, cores=2, period=2, tiles_per_core=4)
     oracle = replay(recorded, ReplayConfig(placement="oracle", **cfg)).trace

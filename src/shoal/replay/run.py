@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,16 +13,17 @@ import numpy as np
 from ..cluster import Cluster, Network
 from ..compilation import announce
 from ..errors import ShoalError
+from ..log import Stages
 from ..placement import Balancer, get_policy, policy_params
 from ..placement.proxy import ProxyLoads
 from ..placement.registry import check_owner
-from ..placement.trigger import ADAPTIVE, parse_period
+from ..placement.trigger import parse_period
 from ..summary import summarize
 from ..tiling import Tiling
 from ..trace import Trace, aggregate, scaled
-from .engine import simulate
 from .invasive import InvasiveConfig, InvasiveModel, invasive_cluster
 from .machine import MachineModel
+from .segments import Outcome, Setup, run_segments, segment_cuts
 
 # What ``shoal.replay.calibrate`` measures of the machine the runs use, as ReplayConfig fields.
 MACHINE_FIELDS = ("task_overhead_s", "payload_overhead_s", "restart_s", "wake_s", "handoff_s")
@@ -100,6 +100,7 @@ class ReplayResult:
     # Where the tasks are mostly Python under a shared lock: the makespans with the lock fully
     # serialising the Python share and with no lock at all (None otherwise)
     lock_interval: tuple[float, float] | None = None
+    stages: dict[str, float] = field(default_factory=dict)  # seconds of this machine's time per stage
 
     def summary(self) -> dict:
         """The replay's ``summary.json``: a run's summary fields (marked ``predicted``), the
@@ -119,6 +120,7 @@ class ReplayResult:
             "lock_interval_step_s": [v / steps for v in self.lock_interval] if self.lock_interval else None,
             "events": int(self.events), "replay_wall_s": self.sim_wall_s,
             "events_per_s": self.events / self.sim_wall_s if self.sim_wall_s > 0 else 0.0,
+            "stages_s": {k: round(v, 6) for k, v in self.stages.items()},
         }
 
 
@@ -137,81 +139,6 @@ def coarsening_for(tiling: Tiling, target: int) -> Tiling:
     return tiling if all(f == 1 for f in best[1]) else tiling.coarsen(best[1])
 
 
-class _MessagesByStep:
-    """The trace's messages sorted by step once, so each segment takes a slice."""
-
-    def __init__(self, trace: Trace):
-        m = trace.messages
-        s_idx = np.searchsorted(trace.steps, m["step"])
-        order = np.argsort(s_idx, kind="stable")
-        self.step = s_idx[order]
-        self.phase, self.src, self.dst, self.bytes = (m[k][order] for k in ("phase", "src", "dst", "bytes"))
-
-    def between(self, s0: int, s1: int):
-        a, b = np.searchsorted(self.step, [s0, s1])
-        return self.step[a:b], self.phase[a:b], self.src[a:b], self.dst[a:b], self.bytes[a:b]
-
-
-def _producer(step: np.ndarray, phase: np.ndarray, src: np.ndarray, P: int, T: int) -> np.ndarray:
-    """Index in the segment of the task that packs a message read by phase ``phase`` of step
-    ``step`` (the source tile's previous task; negative before the segment's first step)."""
-    return np.where(phase > 0, (step * P + phase - 1) * T + src, ((step - 1) * P + P - 1) * T + src)
-
-
-def _segment_messages(messages: _MessagesByStep, s0: int, s1: int, P: int, T: int):
-    """Messages read by steps [s0, s1) as a CSR over producing tasks, plus the segment's first ones."""
-    s_idx, phase, src, dst, nbytes = messages.between(s0, s1)
-    step, phase = s_idx - s0, phase.astype(np.int64)
-    producer = _producer(step, phase, src, P, T)
-    first = producer < 0
-    ntask = (s1 - s0) * P * T
-    inner = ~first
-    order = np.argsort(producer[inner], kind="stable")
-    prod = producer[inner][order]
-    csr = np.searchsorted(prod, np.arange(ntask + 1)).astype(np.int64)
-    return (csr, dst[inner][order].astype(np.int64), nbytes[inner][order].astype(np.float64),
-            src[first].astype(np.int64), dst[first].astype(np.int64), nbytes[first].astype(np.float64))
-
-
-def _communication_cpu(messages: _MessagesByStep, s0: int, s1: int, P: int, T: int, owner: np.ndarray,
-                       per_message: float) -> np.ndarray:
-    """CPU time (steps, phases, tiles) that payloads between nodes add to the tasks that
-    produce and read them over steps [s0, s1)."""
-    s_idx, phase, src, dst, _ = messages.between(s0, s1)
-    remote = owner[src] != owner[dst]
-    step, phase, src, dst = s_idx[remote] - s0, phase[remote].astype(np.int64), src[remote], dst[remote]
-    producer = _producer(step, phase, src, P, T)
-    reader = (step * P + phase) * T + dst
-    n = (s1 - s0) * P * T
-    extra = np.bincount(reader, minlength=n) + np.bincount(producer[producer >= 0], minlength=n)
-    return (per_message * extra).reshape(s1 - s0, P, T)
-
-
-def _migrate(old: np.ndarray, new: np.ndarray, tile_bytes: np.ndarray, cluster: Cluster, t0: float,
-             tx_free: np.ndarray, rx_free: np.ndarray) -> float:
-    """Send every moved tile's state over the network model; when the last one has arrived."""
-    net = cluster.network
-    done = t0
-    for t in np.flatnonzero(old != new):
-        a, b = int(old[t]), int(new[t])
-        send = max(t0, tx_free[a])
-        tx_free[a] = send + net.overhead_s + tile_bytes[t] / net.bandwidth_Bps
-        recv = max(send + net.overhead_s + net.latency_s, rx_free[b])
-        rx_free[b] = recv + tile_bytes[t] / net.bandwidth_Bps
-        done = max(done, rx_free[b])
-    return done
-
-
-def _smoothed(loads: np.ndarray, tiling: Tiling) -> np.ndarray:
-    """Without a proxy run: each 2^d block of tiles shares its mean (what half resolution sees)."""
-    if all(c == 1 for c in tiling.counts):
-        return loads
-    coarse = tiling.coarsen(2)
-    f2c = tiling.fine_to_coarse(coarse)
-    mean = np.bincount(f2c, weights=loads, minlength=coarse.ntiles) / np.bincount(f2c, minlength=coarse.ntiles)
-    return mean[f2c]
-
-
 def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     """Replay ``trace`` on ``cfg``'s modeled cluster; returns a predicted trace and its makespan.
 
@@ -221,42 +148,78 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     them, and ``cfg.speed`` divides the model's rates. Where the tasks are mostly Python under a
     lock several threads share, the result also holds the interval between the lock fully
     serialising their Python share and no lock at all.
+
+    It runs in timed stages (the result's ``stages``): ``check`` the configuration, ``model``
+    the cluster and the machine, the lock ``interval``, ``aggregate`` the tiles to the tiles per
+    core asked for, ``price`` the tasks, ``place`` the tiles and set the event loop up,
+    ``simulate`` the steps (:func:`~shoal.replay.segments.run_segments`) and ``record`` the
+    predicted trace.
     """
+    stage = Stages()
+    with stage("check"):
+        _check(cfg)
+    with stage("model"):
+        cfg, model = resolved(trace, cfg)
+        _check_resolved(cfg)
+        cluster, schedule = _modeled_cluster(trace, cfg)
+        announce("replay")  # the input is good: a pause from here on is compilation, not a hang
+        if cfg.invasive is not None:
+            cluster, inv_cfg = invasive_cluster(cfg.invasive, cluster.nodes, trace.cluster, cfg.network)
+            cfg = dataclasses.replace(cfg, invasive=inv_cfg)  # its defaults resolved, for the records
+    with stage("interval"):
+        interval = None
+        if cfg.lock_model == "waits" and lock_dominated(trace) and _lock_threads(cfg, cluster) > 1:
+            interval = tuple(sorted(replay(trace, dataclasses.replace(cfg, lock_model=m)).makespan
+                                    for m in ("serial", "free")))
+    with stage("aggregate"):
+        tpc = 1 if cfg.mpi_reference else cfg.tiles_per_core
+        if tpc:
+            coarse = coarsening_for(trace.tiling, tpc * cluster.total_cores)
+            if coarse is not trace.tiling:
+                trace = aggregate(trace, coarse)
+    with stage("price"):
+        # Priced after aggregating: a coarse task pays the model's fixed cost per task once, not
+        # once for every fine task it holds
+        if model is not None:
+            trace = modelled(trace, model)
+        elif cfg.speed != 1.0:
+            trace = scaled(trace, cfg.speed)
+        if cfg.message_cpu_s is None:  # the result says what was charged
+            cfg = dataclasses.replace(cfg, message_cpu_s=trace.message_cpu_s)
+        if cfg.message_cpu_s < 0:
+            raise ShoalError(f"message CPU time must be >= 0, got {cfg.message_cpu_s}")
+    with stage("place"):
+        setup = _setup(trace, cfg, cluster, schedule, model)
+    with stage("simulate"):
+        outcome = run_segments(trace, setup)
+    with stage("record"):
+        predicted = _predicted(trace, cfg, setup, outcome)
+    return ReplayResult(predicted, float(outcome.end.max()) if len(outcome.end) else 0.0, outcome.events,
+                        outcome.wall_s, cfg, model.fit_line() if model is not None else "", interval,
+                        dict(stage.seconds))
+
+
+def _check(cfg: ReplayConfig) -> None:
+    """Refuse a configuration that cannot be replayed, before anything is read or priced."""
     if (cfg.nodes is not None and cfg.nodes < 1) or (cfg.cores is not None and cfg.cores < 1):
         raise ShoalError("replay needs at least one node with one core")
     parse_period(cfg.period)
-    cfg, model = resolved(trace, cfg)
+    if cfg.lock_model not in ("waits", "serial", "free"):
+        raise ShoalError(f"lock model must be 'waits', 'serial' or 'free', got {cfg.lock_model!r}")
+
+
+def _check_resolved(cfg: ReplayConfig) -> None:
+    """Refuse negative overheads, the machine model's filled in."""
     if min(cfg.task_overhead_s, cfg.payload_overhead_s, cfg.restart_s, cfg.wake_s, cfg.handoff_s) < 0:
         raise ShoalError(f"overheads must be >= 0, got {cfg.task_overhead_s} per task, {cfg.payload_overhead_s} per "
                          f"payload, {cfg.restart_s} per restart, {cfg.wake_s} per wake-up and {cfg.handoff_s} "
                          "per lock hand-off")
-    if cfg.lock_model not in ("waits", "serial", "free"):
-        raise ShoalError(f"lock model must be 'waits', 'serial' or 'free', got {cfg.lock_model!r}")
-    cluster, schedule = _modeled_cluster(trace, cfg)
-    announce("replay")  # the input is good: a pause from here on is compilation, not a hang
-    if cfg.invasive is not None:
-        cluster, inv_cfg = invasive_cluster(cfg.invasive, cluster.nodes, trace.cluster, cfg.network)
-        cfg = dataclasses.replace(cfg, invasive=inv_cfg)  # its defaults resolved, for the records
-    interval = None
-    if cfg.lock_model == "waits" and lock_dominated(trace) and _lock_threads(cfg, cluster) > 1:
-        interval = tuple(sorted(replay(trace, dataclasses.replace(cfg, lock_model=m)).makespan
-                                for m in ("serial", "free")))
-    tpc = 1 if cfg.mpi_reference else cfg.tiles_per_core
-    if tpc:
-        coarse = coarsening_for(trace.tiling, tpc * cluster.total_cores)
-        if coarse is not trace.tiling:
-            trace = aggregate(trace, coarse)
-    # Priced after aggregating: a coarse task pays the model's fixed cost per task once, not
-    # once for every fine task it holds
-    if model is not None:
-        trace = modelled(trace, model)
-    elif cfg.speed != 1.0:
-        trace = scaled(trace, cfg.speed)
-    if cfg.message_cpu_s is None:  # the result says what was charged
-        cfg = dataclasses.replace(cfg, message_cpu_s=trace.message_cpu_s)
-    message_cpu = cfg.message_cpu_s
-    if message_cpu < 0:
-        raise ShoalError(f"message CPU time must be >= 0, got {message_cpu}")
+
+
+def _setup(trace: Trace, cfg: ReplayConfig, cluster: Cluster, schedule: tuple[np.ndarray, np.ndarray],
+           model: MachineModel | None) -> Setup:
+    """The first owners, the phases' barriers, every task's duration on a core (its cost, the
+    executor's share and its waits for a shared lock), the lock, the balancer and the cuts."""
     tiling = trace.tiling
     P, T = len(trace.phases), tiling.ntiles
     policy = get_policy("geometric" if cfg.mpi_reference else cfg.placement)
@@ -270,108 +233,46 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
     cost = trace.phase_table()
     overhead = executor_overhead(cfg, cost.size, len(trace.messages["src"]))
     calls = trace.phase_table("kernel_calls") if "kernel_calls" in trace.tasks else None
-    # What a core spends on a task: its cost, the executor's share and its waits for a shared lock
     duration = cost + overhead + lock_waits(cfg, calls, cluster)
     gil, process_of = _interpreter_lock(cfg, cost, trace.phase_table("kernel") if "kernel" in trace.tasks else None,
                                         cluster, overhead)
     S = cost.shape[0]
-    steps = trace.steps
     period = parse_period(cfg.period) if policy.dynamic else 0
     balancer = None
     if period:
         ends_barrier = tuple(bool(b and not lg) for b, lg in zip(barrier, lag, strict=True))
         balancer = Balancer(policy, period, tiling, ends_barrier, policy_params(policy, cfg.balance),
                             _proxy_loads(cfg.proxy, model, tiling, S) if cfg.proxy is not None else None)
-    # Segments end at balancing steps and where a node's worker threads change: all tiles
-    # stop there and start again together. A fixed period's balancing steps are known ahead;
-    # the adaptive trigger's are found segment by segment, from the costs of the steps ahead
-    # under the current owners.
-    fixed = set(range(period, S, period)) if period != ADAPTIVE and period else set()
-    cuts = sorted(fixed | {int(i) for i in np.searchsorted(steps, schedule[0]) if 0 < i < S} | {S})
-    invasive = InvasiveModel(inv_cfg, S) if cfg.invasive is not None else None
-    if invasive is not None:  # the manager may move cores at every step boundary
-        cuts = list(range(1, S + 1))
+    invasive = InvasiveModel(cfg.invasive, S) if cfg.invasive is not None else None
+    fixed, cuts = segment_cuts(period, S, trace.steps, schedule, invasive is not None)
     tile_bytes = trace.tile_bytes if trace.tile_bytes is not None else np.zeros(T, np.int64)
-    net = cluster.network
-    tx_free, rx_free = np.zeros(cluster.nodes), np.zeros(cluster.nodes)
-    gil_free = np.zeros(cluster.nodes)
-    out = {k: np.zeros(S * P * T) for k in ("start", "end")}
-    core_col = np.zeros(S * P * T, np.int64)
-    node_col = np.zeros(S * P * T, np.int64)
-    owners, owner_steps = [owner.copy()], [int(steps[0])]
-    messages = _MessagesByStep(trace)
-    t0, events, wall, s0, last = 0.0, 0, 0.0, 0, 0
-    background = np.zeros(cluster.nodes)  # message CPU time per node since the last balancing step
-    log_nodes = math.ceil(math.log2(cluster.nodes)) if cluster.nodes > 1 else 0
-    while s0 < S:
-        cores = schedule[1][np.searchsorted(schedule[0], steps[s0], side="right") - 1]
-        if invasive is not None:
-            cores, t0 = invasive.boundary(s0, t0, owner, cost)
-        at = dataclasses.replace(cluster, cores=tuple(int(c) for c in cores))
-        s1 = next(c for c in cuts if c > s0)
-        if balancer is not None and balancer.trigger is not None:
-            s1 = _adaptive_cut(balancer, cost, steps, s0, s1, owner, at)
-        csr, mdst, mbytes, fsrc, fdst, fbytes = _segment_messages(messages, s0, s1, P, T)
-        seg_duration, seg_gil = duration[s0:s1], gil[s0:s1]
-        if message_cpu:
-            comm = _communication_cpu(messages, s0, s1, P, T, owner, message_cpu)
-            seg_duration = seg_duration + comm
-            background += np.bincount(owner, weights=comm.sum(axis=(0, 1)), minlength=cluster.nodes)
-            if cfg.gil != "none":  # pickling messages holds the interpreter lock
-                seg_gil = seg_gil + comm
-        tic = time.perf_counter()
-        start, end, core, n_events = simulate(np.ascontiguousarray(seg_duration), owner, cores, barrier, lag, csr, mdst,
-                                              mbytes, fsrc, fdst, fbytes, net.latency_s, net.bandwidth_Bps,
-                                              net.overhead_s, cfg.memcpy_bandwidth, t0, tx_free, rx_free,
-                                              np.ascontiguousarray(seg_gil), process_of, gil_free, cfg.wake_s)
-        wall += time.perf_counter() - tic
-        events += n_events
-        sl = slice(s0 * P * T, s1 * P * T)
-        out["start"][sl], out["end"][sl], core_col[sl] = start, end, core
-        node_col[sl] = np.tile(owner, (s1 - s0) * P)
-        if invasive is not None:
-            invasive.finished(s0, t0, end, node_col[sl])
-        t0 = float(end.max())
-        if s1 >= S:
-            break
-        # Every tile stops; a barrier across the nodes, then the executors restart.
-        t0 += 2.0 * log_nodes * (net.latency_s + net.overhead_s) + cfg.restart_s
-        if balancer is not None and (s1 in fixed or balancer.due):
-            future = cost[s1:min(S, s1 + balancer.horizon(int(steps[s1])))].sum(axis=1).mean(axis=0)
-            ahead = None if balancer.proxy is not None else _smoothed(future, tiling)
-            new = balancer.plan(int(steps[s1]), owner, at, cost[last:s1].mean(axis=0), background / (s1 - last),
-                                tile_bytes, future_loads=future, proxy_loads=ahead)
-            background = np.zeros(cluster.nodes)
-            t0 = _migrate(owner, new, tile_bytes, cluster, t0 + balancer.last_plan_s, tx_free, rx_free)
-            # What it cost per core: the wait for the last tile, the barrier, restarting, planning, moving.
-            balancer.paid(t0 - _last_ends(end, node_col[sl], core, int(cores.max())).mean())
-            owner, last = new, s1
-            owners.append(owner.copy())
-            owner_steps.append(int(steps[s1]))
-        s0 = s1
-    if invasive is not None:  # each rank's cores over the steps, as a resized run records them
-        schedule = invasive.schedule(steps)
-    step_end = out["end"].reshape(S, P * T).max(axis=1)
-    predicted = Trace(
+    return Setup(cluster, schedule, owner, barrier, lag, cost, duration, gil, process_of, balancer, fixed, cuts,
+                 invasive, tile_bytes, cfg.message_cpu_s, cfg.gil, cfg.memcpy_bandwidth, cfg.wake_s, cfg.restart_s)
+
+
+def _predicted(trace: Trace, cfg: ReplayConfig, setup: Setup, outcome: Outcome) -> Trace:
+    """The predicted run's trace, in the schema of a measured one."""
+    steps, P, T = trace.steps, len(trace.phases), trace.tiling.ntiles
+    S = len(steps)
+    cluster = setup.cluster
+    return Trace(
         tasks={"step": np.repeat(steps, P * T), "phase": np.tile(np.repeat(np.arange(P), T), S),
-               "tile": np.tile(np.arange(T), S * P), "node": node_col, "worker": core_col,
-               "start": out["start"], "end": out["end"], "cost": cost.reshape(-1),
+               "tile": np.tile(np.arange(T), S * P), "node": outcome.node, "worker": outcome.core,
+               "start": outcome.start, "end": outcome.end, "cost": setup.cost.reshape(-1),
                "work": _work(trace), **({"kernel": trace.phase_table("kernel").reshape(-1)}
                                         if "kernel" in trace.tasks else {})},
-        messages=trace.messages, phases=trace.phases, tiling=tiling, cluster=cluster,
-        placement_steps=np.array(owner_steps), placement_owners=np.stack(owners), step_end=step_end,
-        app=trace.app, scenario=trace.scenario, predicted=True,
+        messages=trace.messages, phases=trace.phases, tiling=trace.tiling, cluster=cluster,
+        placement_steps=np.array(outcome.owner_steps), placement_owners=np.stack(outcome.owners),
+        step_end=outcome.end.reshape(S, P * T).max(axis=1), app=trace.app, scenario=trace.scenario, predicted=True,
         config={**trace.config, "replay": {k: v for k, v in cfg.__dict__.items()
                                            if k not in ("network", "proxy", "machine")}
                 | {"network": cluster.to_dict(), "proxy": cfg.proxy.scenario if cfg.proxy else None,
                    "invasive": dataclasses.asdict(cfg.invasive) if cfg.invasive else None}},
-        barrier_phases=list(barrier), lagged_phases=[bool(v) for v in lag], tile_bytes=tile_bytes,
+        barrier_phases=list(setup.barrier), lagged_phases=[bool(v) for v in setup.lag], tile_bytes=setup.tile_bytes,
         work_units=trace.work_units,
-        balance=balancer.records() if balancer is not None else None,
-        worker_steps=schedule[0], worker_cores=schedule[1],
+        balance=setup.balancer.records() if setup.balancer is not None else None,
+        worker_steps=outcome.schedule[0], worker_cores=outcome.schedule[1],
     )
-    return ReplayResult(predicted, float(out["end"].max()), events, wall, cfg,
-                        model.fit_line() if model is not None else "", interval)
 
 
 def resolved(trace: Trace, cfg: ReplayConfig) -> tuple[ReplayConfig, MachineModel | None]:
@@ -456,24 +357,6 @@ def _lock_threads(cfg: ReplayConfig, cluster: Cluster) -> int:
     if cfg.gil == "shared":
         return cluster.total_cores
     return int(cluster.core_array.max()) if cfg.gil == "process" else 1
-
-
-def _adaptive_cut(balancer: Balancer, cost: np.ndarray, steps: np.ndarray, s0: int, s1: int, owner: np.ndarray,
-                  cluster: Cluster) -> int:
-    """Where the segment from ``s0`` ends, at ``s1`` at the latest: after the first step whose
-    costs (under ``owner``) make the adaptive trigger fire. Steps past it are not fed."""
-    for s in range(s0, s1):
-        if balancer.observe(int(steps[s]), cost[s], owner, cluster):
-            return s + 1
-    return s1
-
-
-def _last_ends(end: np.ndarray, node: np.ndarray, core: np.ndarray, cores: int) -> np.ndarray:
-    """When each core that ran a task of a segment finished its last one."""
-    key = node.astype(np.int64) * cores + core
-    last = np.full(int(key.max()) + 1, -np.inf)
-    np.maximum.at(last, key, end)
-    return last[np.isfinite(last)]
 
 
 def _modeled_cluster(trace: Trace, cfg: ReplayConfig) -> tuple[Cluster, tuple[np.ndarray, np.ndarray]]:
