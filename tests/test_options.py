@@ -60,7 +60,7 @@ def test_an_unknown_keyword_names_the_known_ones(tmp_path):
 @pytest.mark.parametrize("keywords, message", [
     ({"steps": "10"}, "run.steps expects int, got '10'"),
     ({"steps": 0}, "run.steps must be positive, got 0"),
-    ({"period": -2}, "run.period is not a period"),
+    ({"period": -2}, "run.period: a period must be >= 0 steps, got -2"),
     ({"period": True}, "run.period expects int or str, got True"),
     ({"placement": "teleport"}, "unknown placement"),
     ({"view_every": 0}, "view_every must be positive, got 0"),

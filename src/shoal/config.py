@@ -40,18 +40,14 @@ def _period(value: int | str) -> int | str:
     return parse_period(value)
 
 
-def _check_period(value: int | str) -> str | None:
-    try:
-        _period(value)
-    except ShoalError as exc:
-        return f"is not a period ({exc})"
-    return None
+def _check_period(value: int | str) -> None:
+    _period(value)
 
 
-def _check_policy(name: str) -> str | None:
-    from .placement import POLICIES
+def _check_policy(name: str) -> None:
+    from .placement import get_policy
 
-    return None if name in POLICIES else f"names an unknown placement (known: {', '.join(sorted(POLICIES))})"
+    get_policy(name)
 
 
 SCENARIOS = "the scenario's"

@@ -42,7 +42,7 @@ class Option:
         usage error).
     check : callable, optional
         ``check(value) -> str | None``: what is wrong with a value (``"must be positive"``), or
-        None. Checked whatever the value came from.
+        None; or a ShoalError of its own. Checked whatever the value came from.
     group : str, optional
         Flags of one group exclude each other.
     unset : str, optional
@@ -126,8 +126,15 @@ def check(obj: Any, where: str = "") -> None:
         Naming the first field whose check fails, what is wrong and its value.
     """
     for f, opt in declared(type(obj)):
-        if opt.check is not None and (complaint := opt.check(getattr(obj, f.name))):
-            raise ShoalError(f"{where}{f.name} {complaint}, got {getattr(obj, f.name)!r}")
+        if opt.check is None:
+            continue
+        value = getattr(obj, f.name)
+        try:
+            complaint = opt.check(value)
+        except ShoalError as exc:  # a check that says it all itself
+            raise ShoalError(f"{where}{f.name}: {exc}") from None
+        if complaint:
+            raise ShoalError(f"{where}{f.name} {complaint}, got {value!r}")
 
 
 # ----- typed values ----------------------------------------------------------------------------------

@@ -46,10 +46,6 @@ def _load_builtin() -> None:
     if _PLUGINS_LOADED:
         return
     _PLUGINS_LOADED = True
-    from importlib.metadata import entry_points
+    from ..plugins import load_entry_points
 
-    for ep in entry_points(group="shoal.apps"):
-        try:
-            ep.load()
-        except Exception as exc:  # a broken plugin: say which, keep the others
-            raise ShoalError(f"app plugin {ep.name!r} ({ep.value}) failed to load: {exc}") from None
+    load_entry_points("shoal.apps", "app")

@@ -12,6 +12,7 @@ import sys
 
 from ..errors import ShoalError
 from ..log import LEVELS, configure
+from ..plugins import import_modules
 from ..version import __version__
 from . import (
     calibrate,
@@ -47,13 +48,17 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 def _logging_flags(p: argparse.ArgumentParser, defaults: bool) -> None:
-    """-v/-q/--log-level/--debug, before or after the command (``shoal -v run ...`` or ``shoal run -v ...``)."""
+    """-v/-q/--log-level/--debug and --import, before or after the command (``shoal -v run ...`` or
+    ``shoal run -v ...``)."""
     d = {} if defaults else {"default": argparse.SUPPRESS}
     g = p.add_argument_group("logging")
     g.add_argument("-v", "--verbose", action="store_true", help="say more (debug messages)", **d)
     g.add_argument("-q", "--quiet", action="store_true", help="say only warnings and errors, no progress", **d)
     g.add_argument("--log-level", choices=LEVELS, help="the level of messages shown (default info)", **d)
     g.add_argument("--debug", action="store_true", help="show the traceback of an error", **d)
+    p.add_argument("--import", action="append", dest="imports", metavar="MODULE",
+                   help="import this Python module first: it may register apps and placement policies of your own "
+                        "(repeatable; the current folder is on the path)", **d)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     level = args.log_level or ("debug" if args.verbose else "warning" if args.quiet else "info")
     configure(level)
     try:
+        import_modules(getattr(args, "imports", None) or ())
         return args.func(args)
     except ShoalError as exc:
         return _fail(args, f"error: {_first_line(exc)}", 2)

@@ -11,7 +11,7 @@ partition (``metis``, ``metis-periodic``) in :mod:`.metis` serve both.
 from .static import node_quotas  # isort: skip  (registers the static policies first)
 from .balancing import BalanceContext, Balancer, node_loads
 from .dynamic import GreedyPhase  # noqa: F401  (registers the dynamic policies)
-from .registry import POLICIES, PlacementPolicy, get_policy, policy_params, register
+from .registry import POLICIES, PlacementPolicy, all_policies, get_policy, policy_params, register
 
-__all__ = ["POLICIES", "PlacementPolicy", "get_policy", "policy_params", "register", "node_quotas",
+__all__ = ["POLICIES", "PlacementPolicy", "all_policies", "get_policy", "policy_params", "register", "node_quotas",
            "BalanceContext", "Balancer", "node_loads"]

@@ -137,7 +137,7 @@ def register(policy: PlacementPolicy) -> PlacementPolicy:
 
 
 def get_policy(name: str) -> PlacementPolicy:
-    """The registered policy called ``name``.
+    """The registered policy called ``name`` (policies other packages declare are loaded on first use).
 
     Raises
     ------
@@ -145,11 +145,27 @@ def get_policy(name: str) -> PlacementPolicy:
         If no policy has that name; the message lists the known ones.
     """
     try:
-        return POLICIES[name]
+        return all_policies()[name]
     except KeyError:
         raise ShoalError(
             f"unknown placement {name!r}; known: {', '.join(sorted(POLICIES))}"
         ) from None
+
+
+def all_policies() -> dict[str, PlacementPolicy]:
+    """Every registered policy: shoal's, and those other packages declare as entry points in the
+    ``shoal.placements`` group (``[project.entry-points."shoal.placements"] mine = "mypkg.policies"``;
+    importing the module registers its policies)."""
+    global _PLUGINS_LOADED
+    if not _PLUGINS_LOADED:
+        _PLUGINS_LOADED = True
+        from ..plugins import load_entry_points
+
+        load_entry_points("shoal.placements", "placement")
+    return POLICIES
+
+
+_PLUGINS_LOADED = False
 
 
 def check_owner(owner: np.ndarray, tiling: Tiling, cluster: Cluster) -> np.ndarray:

@@ -14,7 +14,7 @@ import numpy as np
 from ..cluster import Network
 from ..compilation import announce
 from ..errors import ShoalError
-from ..placement import POLICIES, get_policy
+from ..placement import all_policies, get_policy
 from ..placement.trigger import parse_period
 from ..trace import Trace
 from .run import ReplayConfig, replay
@@ -154,7 +154,7 @@ def known_placements(text: str) -> list[str]:
     one); an unknown name is a ShoalError."""
     names = [v.strip() for v in text.split(",") if v.strip()]
     if names == ["all"]:
-        return sorted(POLICIES)
+        return sorted(all_policies())
     for n in names:
         get_policy(n)
     return names
