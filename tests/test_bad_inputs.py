@@ -75,19 +75,44 @@ def test_a_bad_scenario_file_is_one_line_and_exit_2(capsys, tmp_path, content, e
      "refine.tolerance must be a finite number"),
     (["run", "synthetic-hotspot", "--lb", "tolerance"], "--lb expects policy.key=value"),
     (["run"], "give a SCENARIO to run, or --resume RUN_DIR"),
-    (["lif", "--nodes", "0", "--busy", "0.5", "--tiles-per-node", "4"], "nodes must be >= 1"),
-    (["lif", "--nodes", "8", "--busy", "1.5", "--tiles-per-node", "4"], "busy fraction must be in (0, 1]"),
 ])
 def test_bad_flags_are_one_line_and_exit_2(capsys, argv, expected):
     assert expected in one_error_line(capsys, argv)
 
 
-def test_lif_with_a_huge_cluster_answers_from_the_model_and_skips_the_monte_carlo(capsys):
-    """It used to hang drawing 20000 placements of 10^9 nodes."""
-    assert main(["lif", "--nodes", "1000000000", "--busy", "0.5", "--tiles-per-node", "16"]) == 0
+LIF = ["lif", "--nodes", "8", "--busy", "0.5", "--tiles-per-node", "4"]
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--nodes", "0"], "nodes must be between 1 and 1,000,000, got 0"),
+    (["--nodes", "1000000000"], "nodes must be between 1 and 1,000,000, got 1,000,000,000"),
+    (["--nodes", "10000000000000000000000"], "nodes must be between 1 and 1,000,000"),
+    (["--tiles-per-node", "0"], "tiles per node must be between 1 and 1,048,576, got 0"),
+    (["--tiles-per-node", "100000000000"], "tiles per node must be between 1 and 1,048,576"),
+    (["--busy", "1.5"], "busy fraction must be in (0, 1], got 1.5"),
+    (["--busy", "nan"], "busy fraction must be in (0, 1], got nan"),
+    (["--trials", "0"], "Monte Carlo needs at least 2 trials, got 0"),
+    (["--trials", "-3"], "Monte Carlo needs at least 2 trials, got -3"),
+    (["--seed", "-1"], "the seed must be >= 0, got -1"),
+    (["--target", "0"], "target LIF must be a positive number, got 0.0"),
+    (["--target", "nan"], "target LIF must be a positive number, got nan"),
+    (["--target", "1e-9"], "no tiles-per-node up to 1048576 reaches E[LIF] <= 1e-09"),
+])
+def test_lif_refuses_bad_model_parameters_before_drawing_anything(capsys, tmp_path, flags, expected):
+    figures = tmp_path / "figures"
+    line = one_error_line(capsys, [*LIF, *flags, "--plot", "--out", str(figures)])
+    assert expected in line
+    assert capsys.readouterr().out == ""  # no estimate printed before the error
+    assert not figures.exists()
+
+
+def test_lif_of_a_large_cluster_answers_from_the_model_and_skips_the_monte_carlo(capsys):
+    """A hundred thousand nodes are a cluster: the model answers, the Monte Carlo (6.4e10 tile
+    draws) is skipped, saying why."""
+    assert main(["lif", "--nodes", "100000", "--busy", "0.5", "--tiles-per-node", "32"]) == 0
     out = capsys.readouterr().out
-    assert "E[LIF] exact (binomial model):         1.0000" in out
-    assert "Monte Carlo: skipped" in out and "lower the trials" in out
+    assert "E[LIF] Monte Carlo: skipped (Monte Carlo of 20000 trials x 100000 nodes x 32 tiles is 6.4e+10" in out
+    assert "lower the trials" in out
 
 
 def test_an_unexpected_error_is_one_line_with_a_hint_and_debug_shows_the_traceback(capsys, monkeypatch):
