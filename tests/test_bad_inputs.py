@@ -5,12 +5,17 @@ the line that tells them what to fix.
 """
 
 import logging
+import shutil
 
+import h5py
+import numpy as np
 import pytest
 
 from shoal import _numba_cache_folder
 from shoal.cli import main
+from shoal.files import save_npz
 from shoal.log import ProgressLog
+from shoal.session import run_scenario
 
 SMALL = ["--steps", "3", "--set", "app.grid=[24,20]"]
 
@@ -224,3 +229,76 @@ def test_a_run_folder_keeps_a_run_log(tmp_path):
     log = (out / "run.log").read_text()
     assert "synthetic-hotspot started: 4 tiles on 1 nodes (sfc)" in log
     assert main(["run", "synthetic-hotspot", *SMALL, "--out", str(out), "-q"]) == 2  # and refuses a second run
+
+
+# ----- traces and final states a run never writes -----------------------------------------------
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished run of 4 steps, 16 tiles on 2 nodes: 128 task rows."""
+    return run_scenario("synthetic-hotspot", steps=4, tiles=16, nodes=2, set=["app.grid=[48,48]"],
+                        out=tmp_path_factory.mktemp("bad") / "run").path
+
+
+def _set(dataset, row, value):
+    def edit(f):
+        values = f[dataset][()]
+        values[row] = value
+        del f[dataset]
+        f[dataset] = values
+    return edit
+
+
+def _grid(cells_x, cells_y):
+    """A grid whose tiling agrees with it (the last tiles take the rest)."""
+    def edit(f):
+        f["tiling"].attrs["grid"] = [cells_x, cells_y]
+        for axis, n in enumerate((cells_x, cells_y)):
+            edges = f[f"tiling/edges{axis}"][()]
+            edges[-1] = n
+            del f[f"tiling/edges{axis}"]
+            f[f"tiling/edges{axis}"] = edges
+    return edit
+
+
+BAD_TRACES = {
+    "NaN cost": (_set("tasks/cost", 5, np.nan),
+                 "/tasks/cost holds nan at row 5 (costs must be finite and non-negative)"),
+    "infinite cost": (_set("tasks/cost", 0, np.inf), "/tasks/cost holds inf at row 0"),
+    "negative cost": (_set("tasks/cost", 9, -0.5), "/tasks/cost holds -0.5 at row 9"),
+    "negative work": (_set("tasks/work", 2, -1), "/tasks/work holds -1 at row 2 (counts must be non-negative)"),
+    "10^9 cells, edges not cut to it": (lambda f: f["tiling"].attrs.__setitem__("grid", [100000, 10000]),
+                                        "/tiling/edges0 does not cut 0..100000"),
+    "2 x 10^9 cells": (_grid(50000, 40000), "a grid of 2e+09 cells (50000 x 40000), more than the 1.07e+09"),
+    "committed beyond the rows": (_set("committed", 0, 129), "/committed counts 129 rows of /tasks, which stores 128"),
+}
+
+
+@pytest.mark.parametrize("edit, expected", BAD_TRACES.values(), ids=BAD_TRACES.keys())
+def test_a_trace_a_run_never_writes_is_refused_before_replay_or_report_write(capsys, tmp_path, finished, edit,
+                                                                            expected):
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    with h5py.File(run / "trace.h5", "r+") as f:
+        edit(f)
+    before = sorted(p.name for p in run.iterdir())
+    replayed = tmp_path / "replayed"
+    line = one_error_line(capsys, ["replay", str(run), "--nodes", "2", "--cores", "1", "--out", str(replayed)])
+    assert expected in line and str(run / "trace.h5") in line
+    assert not replayed.exists()
+    assert expected in one_error_line(capsys, ["report", str(run)])
+    assert sorted(p.name for p in run.iterdir()) == before  # no picture drawn
+
+
+def test_compare_of_a_final_state_holding_nan_is_an_error_naming_the_field(capsys, tmp_path, finished):
+    run = tmp_path / "nan"
+    shutil.copytree(finished, run)
+    with np.load(run / "state" / "final.npz") as z:
+        state = {k: z[k] for k in z.files}
+    name = sorted(k for k, v in state.items() if v.dtype.kind == "f")[0]
+    state[name].flat[[3, 7]] = np.nan
+    save_npz(run / "state" / "final.npz", state)
+    line = one_error_line(capsys, ["compare", str(run), str(run)])  # NaN is not equal to itself
+    assert line == (f"error: field {name!r} of {run} holds NaN (2 of {state[name].size} values), which equals "
+                    "nothing, not even itself")
+    assert f"field {name!r} of {run} holds NaN" in one_error_line(capsys, ["compare", str(finished), str(run)])
+    assert main(["compare", str(finished), str(finished)]) == 0
