@@ -54,7 +54,7 @@ from .apps import get_app
 from .cluster import Cluster
 from .config import Scenario, load_scenario, scenario_from_dict
 from .errors import ShoalError
-from .files import save_npz, write_json, write_text
+from .files import remove_partials, save_npz, write_json, write_text
 from .log import FILE_ONLY, announce_compilation, run_log
 from .placement import Balancer, PlacementPolicy, get_policy, policy_params
 from .placement.registry import check_owner
@@ -471,6 +471,9 @@ def build(plan: Resolved, team: Team, manager: ManagerAddress | None = None, inv
                 logger.warning(busy, extra=FILE_ONLY)
             (path / "state").mkdir(exist_ok=True)
             (path / "frames").mkdir(exist_ok=True)
+            stale = remove_partials(path / "state") + remove_partials(path, ("config.toml", "trace.h5", "summary.json"))
+            if stale:  # unfinished writes of a killed run: the lock says no one else is writing them
+                logger.info("removed %s", ", ".join(p.name for p in stale), extra=FILE_ONLY)
             if not own:
                 write_text(path / "config.toml", sc.to_toml())
             built.trace = TraceWriter(path / "trace.h5", _trace_start(plan, built, team), resumed_at=first or None)
