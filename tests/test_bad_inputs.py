@@ -5,12 +5,17 @@ the line that tells them what to fix.
 """
 
 import logging
+import shutil
 
+import h5py
+import numpy as np
 import pytest
 
 from shoal.cli import main
 from shoal.compilation import cache_folder_override
+from shoal.files import save_npz
 from shoal.log import ProgressLog
+from shoal.session import run_scenario
 
 SMALL = ["--steps", "3", "--set", "app.grid=[24,20]"]
 
@@ -75,19 +80,44 @@ def test_a_bad_scenario_file_is_one_line_and_exit_2(capsys, tmp_path, content, e
      "refine.tolerance must be a finite number"),
     (["run", "synthetic-hotspot", "--lb", "tolerance"], "--lb expects policy.key=value"),
     (["run"], "give a SCENARIO to run, or --resume RUN_DIR"),
-    (["lif", "--nodes", "0", "--busy", "0.5", "--tiles-per-node", "4"], "nodes must be >= 1"),
-    (["lif", "--nodes", "8", "--busy", "1.5", "--tiles-per-node", "4"], "busy fraction must be in (0, 1]"),
 ])
 def test_bad_flags_are_one_line_and_exit_2(capsys, argv, expected):
     assert expected in one_error_line(capsys, argv)
 
 
-def test_lif_with_a_huge_cluster_answers_from_the_model_and_skips_the_monte_carlo(capsys):
-    """It used to hang drawing 20000 placements of 10^9 nodes."""
-    assert main(["lif", "--nodes", "1000000000", "--busy", "0.5", "--tiles-per-node", "16"]) == 0
+LIF = ["lif", "--nodes", "8", "--busy", "0.5", "--tiles-per-node", "4"]
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--nodes", "0"], "nodes must be between 1 and 1,000,000, got 0"),
+    (["--nodes", "1000000000"], "nodes must be between 1 and 1,000,000, got 1,000,000,000"),
+    (["--nodes", "10000000000000000000000"], "nodes must be between 1 and 1,000,000"),
+    (["--tiles-per-node", "0"], "tiles per node must be between 1 and 1,048,576, got 0"),
+    (["--tiles-per-node", "100000000000"], "tiles per node must be between 1 and 1,048,576"),
+    (["--busy", "1.5"], "busy fraction must be in (0, 1], got 1.5"),
+    (["--busy", "nan"], "busy fraction must be in (0, 1], got nan"),
+    (["--trials", "0"], "Monte Carlo needs at least 2 trials, got 0"),
+    (["--trials", "-3"], "Monte Carlo needs at least 2 trials, got -3"),
+    (["--seed", "-1"], "the seed must be >= 0, got -1"),
+    (["--target", "0"], "target LIF must be a positive number, got 0.0"),
+    (["--target", "nan"], "target LIF must be a positive number, got nan"),
+    (["--target", "1e-9"], "no tiles-per-node up to 1048576 reaches E[LIF] <= 1e-09"),
+])
+def test_lif_refuses_bad_model_parameters_before_drawing_anything(capsys, tmp_path, flags, expected):
+    figures = tmp_path / "figures"
+    line = one_error_line(capsys, [*LIF, *flags, "--plot", "--out", str(figures)])
+    assert expected in line
+    assert capsys.readouterr().out == ""  # no estimate printed before the error
+    assert not figures.exists()
+
+
+def test_lif_of_a_large_cluster_answers_from_the_model_and_skips_the_monte_carlo(capsys):
+    """A hundred thousand nodes are a cluster: the model answers, the Monte Carlo (6.4e10 tile
+    draws) is skipped, saying why."""
+    assert main(["lif", "--nodes", "100000", "--busy", "0.5", "--tiles-per-node", "32"]) == 0
     out = capsys.readouterr().out
-    assert "E[LIF] exact (binomial model):         1.0000" in out
-    assert "Monte Carlo: skipped" in out and "lower the trials" in out
+    assert "E[LIF] Monte Carlo: skipped (Monte Carlo of 20000 trials x 100000 nodes x 32 tiles is 6.4e+10" in out
+    assert "lower the trials" in out
 
 
 def test_an_unexpected_error_is_one_line_with_a_hint_and_debug_shows_the_traceback(capsys, monkeypatch):
@@ -199,3 +229,76 @@ def test_a_run_folder_keeps_a_run_log(tmp_path):
     log = (out / "run.log").read_text()
     assert "synthetic-hotspot started: 4 tiles on 1 nodes (sfc)" in log
     assert main(["run", "synthetic-hotspot", *SMALL, "--out", str(out), "-q"]) == 2  # and refuses a second run
+
+
+# ----- traces and final states a run never writes -----------------------------------------------
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished run of 4 steps, 16 tiles on 2 nodes: 128 task rows."""
+    return run_scenario("synthetic-hotspot", steps=4, tiles=16, nodes=2, set=["app.grid=[48,48]"],
+                        out=tmp_path_factory.mktemp("bad") / "run").path
+
+
+def _set(dataset, row, value):
+    def edit(f):
+        values = f[dataset][()]
+        values[row] = value
+        del f[dataset]
+        f[dataset] = values
+    return edit
+
+
+def _grid(cells_x, cells_y):
+    """A grid whose tiling agrees with it (the last tiles take the rest)."""
+    def edit(f):
+        f["tiling"].attrs["grid"] = [cells_x, cells_y]
+        for axis, n in enumerate((cells_x, cells_y)):
+            edges = f[f"tiling/edges{axis}"][()]
+            edges[-1] = n
+            del f[f"tiling/edges{axis}"]
+            f[f"tiling/edges{axis}"] = edges
+    return edit
+
+
+BAD_TRACES = {
+    "NaN cost": (_set("tasks/cost", 5, np.nan),
+                 "/tasks/cost holds nan at row 5 (costs must be finite and non-negative)"),
+    "infinite cost": (_set("tasks/cost", 0, np.inf), "/tasks/cost holds inf at row 0"),
+    "negative cost": (_set("tasks/cost", 9, -0.5), "/tasks/cost holds -0.5 at row 9"),
+    "negative work": (_set("tasks/work", 2, -1), "/tasks/work holds -1 at row 2 (counts must be non-negative)"),
+    "10^9 cells, edges not cut to it": (lambda f: f["tiling"].attrs.__setitem__("grid", [100000, 10000]),
+                                        "/tiling/edges0 does not cut 0..100000"),
+    "2 x 10^9 cells": (_grid(50000, 40000), "a grid of 2e+09 cells (50000 x 40000), more than the 1.07e+09"),
+    "committed beyond the rows": (_set("committed", 0, 129), "/committed counts 129 rows of /tasks, which stores 128"),
+}
+
+
+@pytest.mark.parametrize("edit, expected", BAD_TRACES.values(), ids=BAD_TRACES.keys())
+def test_a_trace_a_run_never_writes_is_refused_before_replay_or_report_write(capsys, tmp_path, finished, edit,
+                                                                            expected):
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    with h5py.File(run / "trace.h5", "r+") as f:
+        edit(f)
+    before = sorted(p.name for p in run.iterdir())
+    replayed = tmp_path / "replayed"
+    line = one_error_line(capsys, ["replay", str(run), "--nodes", "2", "--cores", "1", "--out", str(replayed)])
+    assert expected in line and str(run / "trace.h5") in line
+    assert not replayed.exists()
+    assert expected in one_error_line(capsys, ["report", str(run)])
+    assert sorted(p.name for p in run.iterdir()) == before  # no picture drawn
+
+
+def test_compare_of_a_final_state_holding_nan_is_an_error_naming_the_field(capsys, tmp_path, finished):
+    run = tmp_path / "nan"
+    shutil.copytree(finished, run)
+    with np.load(run / "state" / "final.npz") as z:
+        state = {k: z[k] for k in z.files}
+    name = sorted(k for k, v in state.items() if v.dtype.kind == "f")[0]
+    state[name].flat[[3, 7]] = np.nan
+    save_npz(run / "state" / "final.npz", state)
+    line = one_error_line(capsys, ["compare", str(run), str(run)])  # NaN is not equal to itself
+    assert line == (f"error: field {name!r} of {run} holds NaN (2 of {state[name].size} values), which equals "
+                    "nothing, not even itself")
+    assert f"field {name!r} of {run} holds NaN" in one_error_line(capsys, ["compare", str(finished), str(run)])
+    assert main(["compare", str(finished), str(finished)]) == 0

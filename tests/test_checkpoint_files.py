@@ -286,3 +286,21 @@ def test_resume_with_no_intact_checkpoint_is_one_line_and_exit_2(full, tmp_path,
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "no intact checkpoint" in err and "checkpoint-000005.h5 is not an HDF5 file" in err
     assert not (tmp_path / "resumed").exists()
+
+
+def test_a_resumed_run_removes_the_temporary_files_a_kill_left_and_no_others(full, tmp_path):
+    """A kill in the middle of an atomic write leaves its ``.NAME.XXXX.partial``; the run that
+    resumes the folder holds its lock, so every such file of its own is stale and goes."""
+    run = copy_run(full, tmp_path / "killed")
+    (run / "summary.json").unlink()
+    (run / "state" / "final.npz").unlink()
+    stale = [run / "state" / ".checkpoint-000010.h5.k3j4x9.partial", run / "state" / ".final.npz.a1b2c3.partial",
+             run / ".trace.h5.q8w7e6.partial", run / ".summary.json.z0y9x8.partial"]
+    others = [run / ".load-heatmap.png.r5t6y7.partial",  # shoal report's, which may be drawing right now
+              run / "state" / "notes.txt"]
+    for p in stale + others:
+        p.write_bytes(b"half a file")
+    assert main(["run", "--resume", str(run), "-q"]) == 0
+    assert [p for p in stale if p.exists()] == []
+    assert all(p.exists() for p in others)
+    assert compare_runs(run, full).identical

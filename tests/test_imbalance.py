@@ -7,6 +7,9 @@ from hypothesis import strategies as st
 
 from shoal.errors import ShoalError
 from shoal.imbalance import (
+    MAX_NODES,
+    MAX_TILES_PER_NODE,
+    describe_expected_lif,
     expected_lif_approx,
     expected_lif_exact,
     expected_lif_monte_carlo,
@@ -96,9 +99,42 @@ def test_tiles_per_node_grows_with_the_number_of_nodes():
         lambda: expected_lif_approx(4, 4, 1.5),
         lambda: expected_lif_monte_carlo(4, 4, 0.5, trials=1),
         lambda: expected_lif_monte_carlo(4, 4, 0.5, model="other"),
+        lambda: expected_lif_monte_carlo(4, 4, 0.5, seed=-1),
+        lambda: expected_lif_monte_carlo(1, 1, 0.3),  # no tile busy in the placement model
         lambda: tiles_per_node_for(0.0, 4, 0.5),
+        lambda: tiles_per_node_for(float("nan"), 4, 0.5),
+        lambda: expected_lif_exact(MAX_NODES + 1, 4, 0.5),
+        lambda: expected_lif_exact(4, MAX_TILES_PER_NODE + 1, 0.5),
+        lambda: describe_expected_lif(4, 4, 0.5, trials=0),
     ],
 )
 def test_bad_model_parameters_are_clear_errors(call):
     with pytest.raises(ShoalError):
         call()
+
+
+def test_lif_lines_give_the_three_estimates_and_the_tiles_per_node_for_a_target():
+    lines = describe_expected_lif(32, 32, 0.6, trials=4000, seed=1, target=0.1)
+    assert lines[1].endswith(f"{expected_lif_approx(32, 32, 0.6):.4f}")
+    assert lines[2].endswith(f"{expected_lif_exact(32, 32, 0.6):.4f}")
+    mc = expected_lif_monte_carlo(32, 32, 0.6, trials=4000, seed=1)
+    assert f"{mc.mean:.4f}  (95% CI {mc.low:.4f} .. {mc.high:.4f}, 4000 trials)" in lines[3]
+    assert lines[4] == f"tiles per node for E[LIF] <= 0.1: {tiles_per_node_for(0.1, 32, 0.6)}"
+    # one node of one tile, 30% busy: no busy tile to deal, the model values stand alone
+    skipped = "E[LIF] Monte Carlo: skipped (busy fraction 0.3 leaves no busy tile among 1)"
+    assert describe_expected_lif(1, 1, 0.3)[3] == skipped
+
+
+@pytest.mark.parametrize("target", [None, 0.1])
+def test_figure_4_holds_the_target_asked_for(target, tmp_path, monkeypatch):
+    import shoal.report.lif_figures as figures
+
+    drawn = {}
+    monkeypatch.setattr(figures, "_draw4", lambda nodes, need, busy, held, path: drawn.update(
+        nodes=nodes, need=need, held=held) or path)
+    figures.draw_lif_figures(32, 0.6, 32, tmp_path, target=target)
+    held = expected_lif_exact(32, 32, 0.6) if target is None else target
+    assert drawn["held"] == held
+    assert drawn["need"] == [tiles_per_node_for(held, int(n), 0.6) for n in drawn["nodes"]]
+    if target is None:  # the E[LIF] of the n and s given: at n = 32 the curve would pass through s = 32
+        assert tiles_per_node_for(held, 32, 0.6) == 32

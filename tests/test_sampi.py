@@ -101,13 +101,41 @@ def test_the_command_writes_its_tables_and_figures(tmp_path, capsys):
     assert "Figure 7" in capsys.readouterr().out
 
 
+# A workflow that runs (as in the test above), each case changing one thing.
+GOOD = ["seismic-ligurian", *[a for s in TINY for a in ("--set", s)], "--fine", "10x5", "--coarse", "5x5", "--nodes",
+        "4", "--tiles-per-core", "1,2", "--periods", "2,4", "--fig6-tiles-per-core", "2", "--fig6-period", "2"]
+
+
 @pytest.mark.parametrize("args, match", [
-    (["--fine", "3"], "expected NXxNY"),
-    (["--fig6-period", "15"], "must be among the sweep's"),
-    (["--coarse", "3x4"], "must divide --fine"),
-    (["--set", "app.scale=0.25"], "do not cut"),
+    (["--fine", "3"], "expected NXxNY (e.g. 16x48), got '3'"),
+    (["--fig6-period", "15"], "Figure 6's 2 tiles per core and period 15 must be among the sweep's"),
+    (["--fig6-tiles-per-core", "4"], "Figure 6's 4 tiles per core and period 2 must be among the sweep's"),
+    (["--coarse", "3x5"], "--coarse 3x5 must divide --fine 10x5 along each axis"),
+    (["--fine", "8x8", "--coarse", "4x4"], "8 x 8 tiles of whole, equal columns do not cut the 50 x 35 columns"),
+    (["--set", "app.nope=1"], "unknown key 'app.nope'"),
+    (["--skip-zero", "both", "--set", "app.nope=1"], "unknown key 'app.nope'"),
+    (["--tiles-per-core", "0,1", "--fig6-tiles-per-core", "1"], "--tiles-per-core 0: must be at least 1"),
+    (["--periods", "2,-4"], "--periods -4: must be at least 1"),
+    (["--nodes", "0"], "--nodes 0: must be at least 1"),
+    (["--cores", "0"], "--cores 0: must be at least 1"),
+    (["--jobs", "-1"], "--jobs -1: must be at least 1"),
+    (["--repeats", "0"], "--repeats 0: must be at least 1"),
+    (["--steps", "0"], "--steps 0: must be at least 1"),
+    (["--nodes", "100"], "2 tiles per core on 100 x 1 cores need 200 tiles; the fine run has 10 x 5 = 50"),
 ])
-def test_bad_input_is_one_line_and_exit_2(args, match, tmp_path, capsys):
-    assert main(["sampi", "seismic-ligurian", *args, "--out", str(tmp_path / "x")]) == 2
+def test_bad_input_is_one_line_and_exit_2_before_the_output_folder_is_made(args, match, tmp_path, capsys):
+    out = tmp_path / "x"
+    assert main(["sampi", *GOOD, *args, "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert match in err[-1] and err[-1].startswith("error:")
+    assert len(err) == 1 and err[0].startswith("error:") and match in err[0], err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("scenario, app", [("synthetic-hotspot", "synthetic"), ("swe-ritter", "swe"),
+                                           ("sph-dam-break", "sph2d")])
+def test_a_scenario_whose_tiles_are_not_seismic_columns_is_refused(scenario, app, tmp_path, capsys):
+    out = tmp_path / "x"
+    assert main(["sampi", scenario, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: shoal sampi tiles x-y columns of a seismic scenario; {scenario!r} is a {app} one"]
+    assert not out.exists()

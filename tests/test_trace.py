@@ -1,4 +1,5 @@
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from shoal.errors import ShoalError
 from shoal.records import MESSAGES, TASKS
 from shoal.replay.sweep import sweep
 from shoal.session import run_scenario
-from shoal.trace import Trace
+from shoal.trace import Trace, mark_closed
 
 
 @pytest.fixture(scope="module")
@@ -187,6 +188,16 @@ def _set(dataset, index, value):
     return fn
 
 
+def _huge_grid(f):
+    """A grid of 10^10 cells whose edges agree with it (the last tiles take the rest)."""
+    f["tiling"].attrs["grid"] = [100000, 100000]
+    for axis in (0, 1):
+        values = f[f"tiling/edges{axis}"][()]
+        values[-1] = 100000
+        del f[f"tiling/edges{axis}"]
+        f[f"tiling/edges{axis}"] = values
+
+
 DAMAGE = {
     "truncated": (_truncate, "truncated"),
     "empty": (lambda p: p.write_bytes(b""), "not a readable trace"),
@@ -203,7 +214,24 @@ DAMAGE = {
     "bad JSON config": (_edit(lambda f: f.attrs.__setitem__("config", "{run: 3")), "'config' is not valid JSON"),
     "bad JSON phases": (_edit(lambda f: f.attrs.__setitem__("phases", "[burn")), "'phases' is not valid JSON"),
     "phases not names": (_edit(lambda f: f.attrs.__setitem__("phases", "[1, 2]")), "not a JSON list of names"),
-    "ragged columns": (_edit(lambda f: f["tasks"]["cost"].resize((5,))), "different lengths"),
+    "ragged columns": (_edit(lambda f: f["tasks"]["cost"].resize((5,))), "/committed counts 128 rows of /tasks, which "
+                       "stores 5"),
+    "committed beyond the rows": (_edit(_set("committed", 1, 10**9)), "/committed counts 1000000000 rows of /messages"),
+    "negative committed": (_edit(_set("committed", 2, -1)), "/committed counts -1 rows of /steps"),
+    "NaN cost": (_edit(_set("tasks/cost", 7, np.nan)), "/tasks/cost holds nan at row 7 (costs must be finite and "
+                 "non-negative)"),
+    "infinite cost": (_edit(_set("tasks/cost", 0, np.inf)), "/tasks/cost holds inf at row 0"),
+    "negative cost": (_edit(_set("tasks/cost", 3, -1e-3)), "/tasks/cost holds -0.001 at row 3"),
+    "negative work": (_edit(_set("tasks/work", 5, -4)), "/tasks/work holds -4 at row 5 (counts must be non-negative)"),
+    "infinite start": (_edit(_set("tasks/start", 2, -np.inf)), "/tasks/start holds -inf at row 2 (times must be "
+                       "finite)"),
+    "negative bytes": (_edit(_set("messages/bytes", 1, -8)), "/messages/bytes holds -8 at row 1"),
+    "NaN step end": (_edit(_set("steps/end", 0, np.nan)), "/steps/end holds nan at row 0"),
+    "grid not the edges'": (_edit(lambda f: f["tiling"].attrs.__setitem__("grid", [100000, 10000])),
+                            "/tiling/edges0 does not cut 0..100000"),
+    "edges not increasing": (_edit(_set("tiling/edges1", 1, 0)), "/tiling/edges1 does not cut 0..48"),
+    "one-axis grid": (_edit(lambda f: f["tiling"].attrs.__setitem__("grid", [48])), "not 2 or 3 positive sizes"),
+    "grid of 10^10 cells": (_edit(_huge_grid), "a grid of 1e+10 cells (100000 x 100000), more than the 1.07e+09"),
 }
 
 
@@ -249,3 +277,37 @@ def test_a_trace_appended_in_chunks_keeps_ready_times_on_the_run_s_clock(tmp_pat
     assert np.all(t["ready"] <= t["start"])
     # the last chunk's tasks became ready after every task of the earlier chunks had ended
     assert t["ready"][t["step"] >= 8].min() >= t["end"][t["step"] < 8].max()
+
+
+# ----- a killed writer's trace ------------------------------------------------------------------
+WRITER = """
+import sys, time
+from shoal.trace import Trace, TraceWriter
+writer = TraceWriter(sys.argv[2], Trace.read(sys.argv[1]))
+print("open", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_writer_s_trace_is_marked_closed_by_report_and_a_live_one_left_alone(run, tmp_path):
+    folder = tmp_path / "killed"
+    shutil.copytree(run.path, folder)
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(run.path / "trace.h5"), str(folder / "trace.h5")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "open"
+        assert not mark_closed(folder)  # the writer lives: its file is not touched
+        with pytest.raises(OSError, match="already open for write"):
+            h5py.File(folder / "trace.h5", "r")
+    finally:
+        writer.kill()
+        writer.wait()
+    with pytest.raises(OSError, match="already open for write"):  # what a kill leaves for plain HDF5 readers
+        h5py.File(folder / "trace.h5", "r")
+    assert np.array_equal(Trace.read(folder).tasks["cost"], run.trace.tasks["cost"])  # shoal reads it (SWMR)
+    assert main(["report", str(folder)]) == 0
+    with h5py.File(folder / "trace.h5", "r") as f:  # plain h5py, as after h5clear -s
+        rows = int(f["committed"][0])
+        assert np.array_equal(f["tasks/cost"][:rows], run.trace.tasks["cost"])
+    assert not mark_closed(folder)  # nothing left to clear
+    assert np.array_equal(Trace.read(folder).tasks["work"], run.trace.tasks["work"])

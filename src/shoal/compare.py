@@ -38,7 +38,8 @@ class Comparison:
         return not self.differing and self.only_a == 0 and self.only_b == 0
 
 
-def compare_states(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> Comparison:
+def compare_states(a: dict[str, np.ndarray], b: dict[str, np.ndarray],
+                   names: tuple[str, str] = ("the first state", "the second state")) -> Comparison:
     """Compare two gathered states field by field.
 
     Parameters
@@ -46,6 +47,8 @@ def compare_states(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> Compar
     a, b : dict of str to numpy.ndarray
         Global arrays by field name, as :meth:`~shoal.session.RunRecord.state` returns them.
         A state with an ``id`` array is a particle state and is matched by particle id.
+    names : (str, str)
+        What to call ``a`` and ``b`` in an error.
 
     Returns
     -------
@@ -55,10 +58,18 @@ def compare_states(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> Compar
     Raises
     ------
     ShoalError
-        If the states hold different fields, or a field's shape or dtype differs between them.
+        If the states hold different fields, a field's shape or dtype differs between them,
+        or a field holds NaN: NaN equals nothing, not even itself, so such a state is neither
+        identical to another nor a measurable distance from it (and no run ends with one).
     """
     if set(a) != set(b):
         raise ShoalError(f"the runs hold different fields: {sorted(a)} vs {sorted(b)}")
+    for state, name in ((a, names[0]), (b, names[1])):
+        for field_name in sorted(state):
+            values = np.asarray(state[field_name])
+            if values.dtype.kind in "fc" and np.isnan(values).any():
+                raise ShoalError(f"field {field_name!r} of {name} holds NaN ({int(np.isnan(values).sum())} of "
+                                 f"{values.size} values), which equals nothing, not even itself")
     if "id" in a:
         return _compare_particles(a, b)
     return _compare_fields(a, b)
@@ -87,11 +98,9 @@ def _compare_fields(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> Compa
             diffs[name] = 0.0
             continue
         differing.add(name)
-        d = np.abs(x.astype(np.float64) - y.astype(np.float64))
-        # NaN where only one run has NaN: report it as an infinite difference.
-        both_nan = np.isnan(x) & np.isnan(y) if x.dtype.kind == "f" else False
-        d[np.isnan(d) & ~both_nan] = np.inf
-        d[both_nan] = 0.0
+        with np.errstate(invalid="ignore"):  # inf - inf: the same infinity is no difference
+            d = np.abs(x.astype(np.float64) - y.astype(np.float64))
+        d[np.isnan(d)] = 0.0
         diffs[name] = float(d.max())
     return Comparison(diffs, differing)
 
@@ -110,4 +119,4 @@ def compare_runs(run_a: str | Path, run_b: str | Path) -> Comparison:
     Comparison
         See :func:`compare_states`.
     """
-    return compare_states(open_run(run_a).state(), open_run(run_b).state())
+    return compare_states(open_run(run_a).state(), open_run(run_b).state(), (f"{run_a}", f"{run_b}"))

@@ -16,7 +16,7 @@ import os
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -97,6 +97,35 @@ def current_umask() -> int:
 
 
 _UMASK_LOCK = threading.Lock()
+
+
+def remove_partials(folder: str | Path, targets: Iterable[str] | None = None) -> list[Path]:
+    """Delete the temporary files that writers killed inside :func:`atomic_path` left in ``folder``.
+
+    Call it only on a folder this process alone writes (a run folder under its lock): the
+    temporary file of a writer still at work would vanish under it.
+
+    Parameters
+    ----------
+    folder : str or Path
+        The folder (not its subfolders); a missing one holds nothing.
+    targets : iterable of str, optional
+        The names whose temporary files go (``trace.h5`` takes ``.trace.h5.*.partial``);
+        default: every one.
+
+    Returns
+    -------
+    list of Path
+        The files deleted.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    patterns = [f".{name}.*.partial" for name in targets] if targets is not None else [".*.partial"]
+    stale = sorted({p for pattern in patterns for p in folder.glob(pattern) if p.is_file()})
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
 
 
 def fsync_folder(folder: str | Path) -> None:

@@ -34,11 +34,15 @@ def lif(loads) -> np.ndarray | float:
     return float(out) if out.ndim == 0 else out
 
 
+MAX_NODES = 10**6  # ten times the largest machines built: a larger count is a typo, not a cluster
+MAX_TILES_PER_NODE = 1 << 20  # the model's arrays hold s + 1 values; tiles_per_node_for searches this far
+
+
 def _check_model(nodes: int, tiles_per_node: int, busy: float) -> None:
-    if int(nodes) < 1:
-        raise ShoalError(f"nodes must be >= 1, got {nodes}")
-    if int(tiles_per_node) < 1:
-        raise ShoalError(f"tiles per node must be >= 1, got {tiles_per_node}")
+    if not 1 <= int(nodes) <= MAX_NODES:
+        raise ShoalError(f"nodes must be between 1 and {MAX_NODES:,}, got {nodes:,}")
+    if not 1 <= int(tiles_per_node) <= MAX_TILES_PER_NODE:
+        raise ShoalError(f"tiles per node must be between 1 and {MAX_TILES_PER_NODE:,}, got {tiles_per_node:,}")
     if not 0.0 < busy <= 1.0:
         raise ShoalError(f"busy fraction must be in (0, 1], got {busy}")
 
@@ -213,21 +217,16 @@ def expected_lif_monte_carlo(
         ``trials x nodes x tiles_per_node`` exceeds ``MONTE_CARLO_DRAWS``.
     """
     _check_model(nodes, tiles_per_node, busy)
-    if trials < 2:
-        raise ShoalError(f"Monte Carlo needs at least 2 trials, got {trials}")
-    draws = float(trials) * float(nodes) * float(tiles_per_node)
-    if draws > MONTE_CARLO_DRAWS:
-        raise ShoalError(f"Monte Carlo of {trials} trials x {nodes} nodes x {tiles_per_node} tiles is {draws:.2g} "
-                         f"tile draws, above the {MONTE_CARLO_DRAWS:.0e} this bounds itself to: lower the trials")
+    _check_monte_carlo(trials, seed, model)
+    if reason := monte_carlo_refusal(nodes, tiles_per_node, busy, trials, model):
+        raise ShoalError(reason)
     rng = np.random.default_rng(seed)
     n, s = int(nodes), int(tiles_per_node)
     if model == "binomial":
         peak = rng.binomial(s, busy, size=(trials, n)).max(axis=1)
         samples = peak / (busy * s) - 1.0
-    elif model == "placement":
+    else:
         total_busy = int(round(busy * n * s))
-        if total_busy == 0:
-            raise ShoalError(f"busy fraction {busy} leaves no busy tile among {n * s}")
         flags = np.zeros(n * s, dtype=np.int8)
         flags[:total_busy] = 1
         samples = np.empty(trials)
@@ -237,14 +236,50 @@ def expected_lif_monte_carlo(
             deal = rng.permuted(np.broadcast_to(flags, (m, n * s)), axis=1)
             per_node = deal.reshape(m, n, s).sum(axis=2, dtype=np.int64)
             samples[start : start + m] = per_node.max(axis=1) / (total_busy / n) - 1.0
-    else:
-        raise ShoalError(f"unknown Monte Carlo model {model!r}; known: placement, binomial")
     mean = float(samples.mean())
     half = 1.96 * float(samples.std(ddof=1)) / np.sqrt(trials)
     return MonteCarloEstimate(mean, float(mean - half), float(mean + half), int(trials))
 
 
-def tiles_per_node_for(target_lif: float, nodes: int, busy_fraction: float, limit: int = 1 << 20) -> int:
+def _check_monte_carlo(trials: int, seed: int, model: str) -> None:
+    if trials < 2:
+        raise ShoalError(f"Monte Carlo needs at least 2 trials, got {trials}")
+    if seed < 0:
+        raise ShoalError(f"the seed must be >= 0, got {seed}")
+    if model not in ("placement", "binomial"):
+        raise ShoalError(f"unknown Monte Carlo model {model!r}; known: placement, binomial")
+
+
+def monte_carlo_refusal(nodes: int, tiles_per_node: int, busy: float, trials: int, model: str = "placement") -> str:
+    """Why :func:`expected_lif_monte_carlo` would not run on valid parameters.
+
+    Parameters
+    ----------
+    nodes, tiles_per_node : int
+        ``n`` and ``s``.
+    busy : float
+        ``p``, the fraction of busy tiles.
+    trials : int
+        Draws of a whole placement.
+    model : {"placement", "binomial"}
+        The Monte Carlo's model.
+
+    Returns
+    -------
+    str
+        The reason, or "" if it would run: more than ``MONTE_CARLO_DRAWS`` tile draws, or (the
+        placement model) no tile busy at all.
+    """
+    draws = float(trials) * float(nodes) * float(tiles_per_node)
+    if draws > MONTE_CARLO_DRAWS:
+        return (f"Monte Carlo of {trials} trials x {nodes} nodes x {tiles_per_node} tiles is {draws:.2g} tile draws, "
+                f"above the {MONTE_CARLO_DRAWS:.0e} this bounds itself to: lower the trials")
+    if model == "placement" and round(busy * nodes * tiles_per_node) == 0:
+        return f"busy fraction {busy} leaves no busy tile among {nodes * tiles_per_node}"
+    return ""
+
+
+def tiles_per_node_for(target_lif: float, nodes: int, busy_fraction: float, limit: int = MAX_TILES_PER_NODE) -> int:
     """Smallest tiles per node whose exact E[LIF] is at most ``target_lif`` (§5.3).
 
     E[LIF] falls with ``s`` (up to small lattice wiggles), so the answer is found by doubling
@@ -266,8 +301,7 @@ def tiles_per_node_for(target_lif: float, nodes: int, busy_fraction: float, limi
     ShoalError
         If a parameter is out of range or no tiles per node up to ``limit`` reaches the target.
     """
-    if target_lif <= 0:
-        raise ShoalError(f"target LIF must be positive, got {target_lif}")
+    _check_target(target_lif)
     _check_model(nodes, 1, busy_fraction)
     if expected_lif_exact(nodes, 1, busy_fraction) <= target_lif:
         return 1
@@ -284,3 +318,58 @@ def tiles_per_node_for(target_lif: float, nodes: int, busy_fraction: float, limi
         else:
             lo = mid
     return hi
+
+
+def _check_target(target_lif: float) -> None:
+    if not (np.isfinite(target_lif) and target_lif > 0):
+        raise ShoalError(f"target LIF must be a positive number, got {target_lif}")
+
+
+def describe_expected_lif(nodes: int, tiles_per_node: int, busy: float, trials: int = 20_000, seed: int = 0,
+                          target: float | None = None) -> list[str]:
+    """What ``shoal lif`` prints: E[LIF] by Birdshot's approximation, exactly, and by Monte
+    Carlo of the real placement (skipped, saying why, when it would draw more than
+    ``MONTE_CARLO_DRAWS`` tiles or no tile is busy), and with ``target`` the tiles per node
+    that reach it.
+
+    Parameters
+    ----------
+    nodes, tiles_per_node : int
+        ``n`` (1 to ``MAX_NODES``) and ``s`` (1 to ``MAX_TILES_PER_NODE``).
+    busy : float
+        ``p``, the probability that a tile is busy, in (0, 1].
+    trials : int
+        Monte Carlo draws of a whole placement, at least 2.
+    seed : int
+        The Monte Carlo's seed, at least 0.
+    target : float, optional
+        An E[LIF] to reach, positive.
+
+    Returns
+    -------
+    list of str
+        The lines, computed whole before any is printed.
+
+    Raises
+    ------
+    ShoalError
+        If a parameter is out of range, or no tiles per node up to ``MAX_TILES_PER_NODE``
+        reaches ``target``.
+    """
+    _check_model(nodes, tiles_per_node, busy)
+    _check_monte_carlo(trials, seed, "placement")
+    if target is not None:
+        _check_target(target)
+    lines = [f"n = {nodes} nodes, s = {tiles_per_node} tiles per node, p = {busy} busy",
+             f"E[LIF] approximation (Birdshot Eq. 2): {expected_lif_approx(nodes, tiles_per_node, busy):.4f}",
+             f"E[LIF] exact (binomial model):         {expected_lif_exact(nodes, tiles_per_node, busy):.4f}"]
+    if reason := monte_carlo_refusal(nodes, tiles_per_node, busy, trials):
+        lines.append(f"E[LIF] Monte Carlo: skipped ({reason})")
+    else:
+        mc = expected_lif_monte_carlo(nodes, tiles_per_node, busy, trials=trials, seed=seed)
+        lines.append(f"E[LIF] Monte Carlo (real placement):   {mc.mean:.4f}  (95% CI {mc.low:.4f} .. {mc.high:.4f}, "
+                     f"{mc.trials} trials)")
+    if target is not None:
+        need = tiles_per_node_for(target, nodes, busy)
+        lines.append(f"tiles per node for E[LIF] <= {target}: {need}")
+    return lines

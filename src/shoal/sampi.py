@@ -95,6 +95,43 @@ class Workflow:
     validate_steps: int | None = None
     jobs: int | None = None
 
+    def check(self) -> None:
+        """Refuse, in one line, a workflow that cannot run: called before anything is written.
+
+        Raises
+        ------
+        ShoalError
+            For a scenario that is not seismic or an override it does not take, a fine tiling
+            that does not cut its grid into whole columns, a coarse one not dividing it, a
+            non-positive count (steps, periods, tiles per core, nodes, cores, repeats, jobs),
+            more tiles per core on the modeled cluster than the fine run has tiles, Figure 6's
+            setting outside the sweep, or ``--validate`` without ``mpiexec``.
+        """
+        counts = {"--steps": [self.steps], "--validate-steps": [self.validate_steps], "--jobs": [self.jobs],
+                  "--periods": self.periods, "--tiles-per-core": self.tiles_per_core, "--nodes": [self.nodes],
+                  "--cores": [self.cores], "--repeats": [self.repeats]}
+        for flag, values in counts.items():
+            bad = [v for v in values if v is not None and v < 1]
+            if bad:
+                raise ShoalError(f"{flag} {bad[0]}: must be at least 1")
+        (fx, fy), (cx, cy) = self.fine, self.coarse
+        if fx % cx or fy % cy:
+            raise ShoalError(f"--coarse {cx}x{cy} must divide --fine {fx}x{fy} along each axis")
+        if self.fig6[0] not in self.tiles_per_core or self.fig6[1] not in self.periods:
+            raise ShoalError(f"Figure 6's {self.fig6[0]} tiles per core and period {self.fig6[1]} must be among the "
+                             "sweep's --tiles-per-core and --periods")
+        cores = self.nodes * self.cores
+        if max(self.tiles_per_core) * cores > fx * fy:
+            raise ShoalError(f"{max(self.tiles_per_core)} tiles per core on {self.nodes} x {self.cores} cores need "
+                             f"{max(self.tiles_per_core) * cores} tiles; the fine run has {fx} x {fy} = {fx * fy}: "
+                             "record a finer --fine, or model fewer --nodes or --cores")
+        sc = load_scenario(self.scenario)
+        if sc.app != "seismic":
+            raise ShoalError(f"shoal sampi tiles x-y columns of a seismic scenario; {sc.name!r} is a {sc.app} one")
+        column_shape(self.scenario, self.sets, self.fine)  # checks the overrides too
+        if self.validate:
+            mpiexec()
+
 
 # ----- 1. the fine run -------------------------------------------------------------------------
 def column_shape(scenario: str, sets: list[str], counts: tuple[int, int]) -> list[int]:
@@ -437,15 +474,9 @@ def validation_markdown(rows: list[dict], held: list[dict]) -> str:
 # ----- the whole workflow --------------------------------------------------------------------------
 def run_one(wf: Workflow, out: Path, say: Callable[[str], None]) -> dict:
     """Steps 1-3 (and 4 with ``wf.validate``) into ``out``; returns what ``results.json`` holds."""
+    wf.check()
     out.mkdir(parents=True, exist_ok=True)
     fx, fy = wf.fine
-    if wf.fig6[0] not in wf.tiles_per_core or wf.fig6[1] not in wf.periods:
-        raise ShoalError(f"Figure 6's {wf.fig6[0]} tiles per core and period {wf.fig6[1]} must be among the sweep's "
-                         "--tiles-per-core and --periods")
-    if wf.repeats < 1:
-        raise ShoalError(f"--repeats {wf.repeats}: each validation case needs at least 1 run")
-    if fx % wf.coarse[0] or fy % wf.coarse[1]:
-        raise ShoalError(f"--coarse {wf.coarse[0]}x{wf.coarse[1]} must divide --fine {fx}x{fy} along each axis")
     shape = column_shape(wf.scenario, wf.sets, wf.fine)
     say(f"1. recording the fine run: {fx} x {fy} tiles of {shape[0]} x {shape[1]} columns")
     fine_rec = record(wf.scenario, shape, wf.sets, wf.steps, out / "fine", _progress(say, "fine"))
@@ -530,11 +561,14 @@ def run_workflow(wf: Workflow, out: Path, skip_zero: str = "scenario",
     if skip_zero != "both":
         sets = wf.sets + ([f"app.skip_zero={skip_zero}"] if skip_zero != "scenario" else [])
         return run_one(Workflow(**{**wf.__dict__, "sets": sets}), out, say)
+    variants = [(flag, name, Workflow(**{**wf.__dict__, "sets": [*wf.sets, f"app.skip_zero={flag}"],
+                                         "validate": wf.validate and flag == "true"}))
+                for flag, name in (("true", "skip-on"), ("false", "skip-off"))]
+    for _, _, one in variants:
+        one.check()  # both, before the first writes anything
     results = {}
-    for flag, name in (("true", "skip-on"), ("false", "skip-off")):
+    for flag, name, one in variants:
         say(f"== app.skip_zero = {flag}")
-        one = Workflow(**{**wf.__dict__, "sets": [*wf.sets, f"app.skip_zero={flag}"],
-                          "validate": wf.validate and flag == "true"})
         results[name] = run_one(one, out / name, say)
     write_json(out / "results.json", results)
     write_text(out / "results.md", skip_markdown(results) + "\n")

@@ -54,11 +54,28 @@ run appends to its trace as it goes (:class:`TraceWriter`): a chunk of steps at 
 flushed, then committed. A run killed at any moment leaves a trace of every completed chunk;
 a resumed run carries its trace on from the checkpoint's step. A whole trace (a replay's) is
 written to a temporary name and renamed.
+
+The writer keeps the file in HDF5's single-writer/multiple-reader (SWMR) mode, so the trace
+can be read while the run goes, but only on a local file system: SWMR relies on POSIX write
+ordering, which NFS and parallel file systems (Lustre, GPFS) do not give, and a reader there
+may see torn metadata. On those, read the trace once the run has ended. A writer that was
+killed leaves its file marked "open for write": :meth:`Trace.read` reads it anyway (in SWMR
+read mode), and :func:`mark_closed` clears the mark so that any HDF5 reader opens it, as
+``h5clear -s`` does.
+
+:meth:`Trace.read` checks what it reads, cheaply (vectorised, whatever the rows): the tiling's
+edges against its grid, a grid of at most :data:`MAX_CELLS` cells, every index in range,
+times and costs finite with costs, work and bytes not negative, and ``/committed`` counts no
+larger than the rows stored. Each fault is one :class:`~shoal.errors.ShoalError` naming the
+file, the dataset and the row.
 """
 
 from __future__ import annotations
 
+import ctypes
+import fcntl
 import json
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -79,6 +96,10 @@ SCHEMA = "shoal-trace"
 VERSION = 1
 # The version of each optional group this shoal writes and reads (absent attribute: 1).
 GROUP_VERSIONS = {"phases": 1, "tiles": 1, "balance": 1, "communication": 1, "workers": 1, "machine": 1}
+# The largest grid a trace may describe: 1024^3 cells. A run gathers its whole final state in
+# one process and `shoal report` paints maps of one value per cell (a tile id and a load: 16 GiB
+# at this size), so a larger grid is a damaged or crafted file, not a run.
+MAX_CELLS = 2**30
 
 
 @dataclass
@@ -275,7 +296,9 @@ class TraceWriter:
     written atomically, and is then kept open in HDF5's single-writer/multiple-reader (SWMR)
     mode: every :meth:`append` grows the tables, flushes them, and only then raises
     ``/committed``, so a process killed at any moment leaves a file whose committed rows are
-    every completed chunk (the reader ignores rows past them).
+    every completed chunk (the reader ignores rows past them). While it writes, the writer holds
+    a shared ``flock`` on the file (HDF5 lets go of its own lock in SWMR mode): readers open
+    it, :func:`mark_closed` and other writers do not, and a killed writer's lock goes with it.
     """
 
     def __init__(self, path: str | Path, start: Trace, resumed_at: int | None = None):
@@ -288,6 +311,8 @@ class TraceWriter:
         self._resumed_at = resumed_at
         self._file = h5py.File(self.path, "a", libver=LIBVER)
         self._file.swmr_mode = True
+        self._lock = os.open(self.path, os.O_RDONLY)
+        fcntl.flock(self._lock, fcntl.LOCK_SH)  # "being written": see mark_closed
 
     def append(self, result=None, placements=(), workers=(), balance_rows=()) -> None:
         """Append one chunk and only then raise ``/committed``, so a chunk cut short by a kill
@@ -342,9 +367,11 @@ class TraceWriter:
         f.flush()
 
     def close(self) -> None:
-        """Close the file; closing twice does nothing."""
+        """Close the file and let go of its lock (:func:`mark_closed` waits for it); closing
+        twice does nothing."""
         if self._file.id.valid:
             self._file.close()
+            os.close(self._lock)  # after the file: HDF5 would refuse to reopen it beside our lock
 
 
 LIBVER = ("v110", "latest")  # the oldest file format that SWMR appending needs
@@ -446,35 +473,90 @@ def _append_columns(group, table: dict[str, np.ndarray]) -> int:
     return n
 
 
+OPEN_FOR_WRITE = "already open for write"  # HDF5's words for a file whose writer never closed it
+
+
 def _open_for_reading(path: Path) -> h5py.File:
     """The file opened for reading; one whose writer was killed (it still says it is open for
     writing) in SWMR read mode, the mode made for reading files a writer may still be growing."""
     try:
         return h5py.File(path, "r")
     except OSError as exc:
-        if "already open for write" not in str(exc):
+        if OPEN_FOR_WRITE not in str(exc):
             raise
     # HDF5 retries a SWMR read whose checksum fails, up to 100 times with growing pauses (a
     # writer may be midway): a damaged file would take minutes to refuse. One attempt here.
     fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
     fapl.set_libver_bounds(h5py.h5f.LIBVER_V110, h5py.h5f.LIBVER_LATEST)
-    set_attempts = _hdf5_function("H5Pset_metadata_read_attempts")
+    set_attempts = _hdf5_function("H5Pset_metadata_read_attempts", [ctypes.c_int64, ctypes.c_uint])
     if set_attempts is not None:
         set_attempts(fapl.id, 1)
     return h5py.File(h5py.h5f.open(bytes(path), h5py.h5f.ACC_RDONLY | h5py.h5f.ACC_SWMR_READ, fapl=fapl))
 
 
-def _hdf5_function(name: str):
-    """A function of the HDF5 library h5py loaded that h5py does not wrap (None if not found)."""
-    import ctypes
+def mark_closed(path: str | Path) -> bool:
+    """Mark the trace of a killed run closed, so that any HDF5 reader opens it.
 
+    A run keeps its trace open for SWMR writing; killed, it leaves the file's superblock saying
+    "open for write", and plain ``h5py.File(path)`` (or ``h5dump``) refuses it until the flag
+    is cleared. This clears it as ``h5clear -s`` does (HDF5's ``clear_status_flags`` file
+    access property). Only a file nobody writes is touched: a live :class:`TraceWriter` holds a
+    shared lock on it, and this takes an exclusive one first. Rows past ``/committed`` stay
+    where they are (readers ignore them).
+
+    Parameters
+    ----------
+    path : str or Path
+        A ``trace.h5`` or a run folder holding one.
+
+    Returns
+    -------
+    bool
+        True if the flag was cleared; False if the file was not marked, is being written, is
+        missing or is not HDF5 (:meth:`Trace.read` says what is wrong with it), or the HDF5
+        library does not expose ``H5Pset``.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "trace.h5"
+    try:
+        lock = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+        fapl.set_file_locking(False, True)  # the lock taken above stands for HDF5's own
+        try:
+            h5py.h5f.open(bytes(path), h5py.h5f.ACC_RDONLY, fapl=fapl).close()
+            return False  # not marked
+        except OSError as exc:
+            if OPEN_FOR_WRITE not in str(exc):
+                return False
+        set_property = _hdf5_function("H5Pset", [ctypes.c_int64, ctypes.c_char_p, ctypes.c_void_p])
+        clear = ctypes.c_bool(True)
+        if set_property is None or set_property(fapl.id, b"clear_status_flags", ctypes.byref(clear)) < 0:
+            return False
+        h5py.h5f.open(bytes(path), h5py.h5f.ACC_RDWR, fapl=fapl).close()
+        return True
+    except BlockingIOError:
+        return False  # a live writer holds it
+    except OSError:
+        return False  # damaged beyond what clearing a flag mends: Trace.read names the fault
+    finally:
+        os.close(lock)
+
+
+def _hdf5_function(name: str, argtypes: list):
+    """A function of the HDF5 library h5py loaded that h5py does not wrap, taking ``argtypes``
+    and returning an ``int`` (None if not found)."""
     try:
         with open("/proc/self/maps") as maps:
             libraries = {line.split()[-1] for line in maps if "libhdf5" in line and "_hl" not in line}
         function = getattr(ctypes.CDLL(sorted(libraries)[0]), name)
     except (OSError, IndexError, AttributeError):
         return None
-    function.argtypes, function.restype = [ctypes.c_int64, ctypes.c_uint], ctypes.c_int
+    function.argtypes, function.restype = argtypes, ctypes.c_int
     return function
 
 
@@ -511,7 +593,12 @@ def _read(cls, f: h5py.File, path: Path) -> Trace:
     def rows(name: str, group) -> dict[str, np.ndarray]:
         """The committed rows of a growing group's datasets (rows past them: an unfinished chunk)."""
         n = committed.get(name)
-        return {k: (ds[:n] if n is not None else ds[()]) for k, ds in group.items()}
+        if n is None:
+            return {k: ds[()] for k, ds in group.items()}
+        stored = min((len(ds) for ds in group.values()), default=0)
+        if not 0 <= n <= stored:
+            raise ShoalError(f"{path}: /committed counts {n} rows of /{name}, which stores {stored}")
+        return {k: ds[:n] for k, ds in group.items()}
 
     phases = attr_json("phases")
     if not isinstance(phases, list) or not all(isinstance(p, str) for p in phases):
@@ -519,8 +606,9 @@ def _read(cls, f: h5py.File, path: Path) -> Trace:
     config = attr_json("config")
     g = need("tiling")
     grid = tuple(int(n) for n in g.attrs["grid"])
-    tiling = Tiling(grid, tuple(need(f"tiling/edges{a}")[()].astype(np.int64) for a in range(len(grid))),
-                    int(g.attrs["halo"]))
+    edges = tuple(need(f"tiling/edges{a}")[()].astype(np.int64) for a in range(len(grid)))
+    _check_grid(grid, edges, path)
+    tiling = Tiling(grid, edges, int(g.attrs["halo"]))
     g = need("cluster")
     cluster = Cluster(tuple(int(c) for c in g["cores"][()]),
                       Network(*(float(g.attrs[k]) for k in ("latency_s", "bandwidth_Bps", "overhead_s"))))
@@ -547,6 +635,7 @@ def _read(cls, f: h5py.File, path: Path) -> Trace:
         work_units=_work_units(ph, len(phases), path) if ph and "work" in ph.attrs else None,
     )
     _check_indices(trace, path)
+    _check_values(trace, path)
     return trace
 
 
@@ -593,6 +682,41 @@ def store_machine(path: str | Path, model: dict) -> None:
     as the ``/machine`` group of the trace file at ``path``, replacing one already there."""
     with h5py.File(path, "a", libver=LIBVER) as f:  # SWMR files take no new groups: reopened
         _write_machine(f, model)
+
+
+def _check_grid(grid: tuple[int, ...], edges: tuple[np.ndarray, ...], path: Path) -> None:
+    """A grid of 2 or 3 axes and at most :data:`MAX_CELLS` cells, cut along each axis at
+    increasing edges from 0 to its size."""
+    if len(grid) not in (2, 3) or min(grid) < 1:
+        raise ShoalError(f"{path}: /tiling has grid {list(grid)}, not 2 or 3 positive sizes")
+    cells = int(np.prod(grid, dtype=object))  # Python integers: no overflow
+    if cells > MAX_CELLS:
+        raise ShoalError(f"{path}: /tiling has a grid of {cells:.3g} cells ({' x '.join(map(str, grid))}), more "
+                         f"than the {MAX_CELLS:.3g} a trace may describe")
+    for axis, (n, e) in enumerate(zip(grid, edges, strict=True)):
+        if e.ndim != 1 or len(e) < 2 or e[0] != 0 or e[-1] != n or np.any(np.diff(e) <= 0):
+            raise ShoalError(f"{path}: /tiling/edges{axis} does not cut 0..{n} (the grid's axis {axis}) at increasing "
+                             "positions")
+
+
+def _check_values(t: Trace, path: Path) -> None:
+    """Times finite; costs finite and not negative; work, lock-free calls and bytes not negative."""
+    # (table, column, values, may it be negative, the rule): floats must be finite in any case
+    checks = [("tasks", c, t.tasks[c], True, "times must be finite") for c in ("start", "end", "ready")
+              if c in t.tasks]
+    checks += [("tasks", c, t.tasks[c], False, "costs must be finite and non-negative") for c in ("cost", "kernel")
+               if c in t.tasks]
+    checks += [("tasks", c, t.tasks[c], False, "counts must be non-negative") for c in ("work", "kernel_calls")
+               if c in t.tasks]
+    checks += [("messages", "bytes", t.messages["bytes"], False, "sizes must be non-negative"),
+               ("steps", "end", np.asarray(t.step_end), True, "times must be finite")]
+    for table, column, values, signed, rule in checks:
+        bad = ~np.isfinite(values) if values.dtype.kind == "f" else np.zeros(len(values), bool)
+        if not signed:
+            bad |= values < 0
+        if np.any(bad):
+            row = int(np.flatnonzero(bad)[0])
+            raise ShoalError(f"{path}: /{table}/{column} holds {values[row]} at row {row} ({rule})")
 
 
 def _write_machine(f: h5py.File, model: dict) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ShoalError
-from ..trace import Trace
+from ..trace import Trace, mark_closed
 from . import loads
 from .canvas import new_figure, save_figure
 from .timeline import select, timeline
@@ -78,7 +78,8 @@ def common_scale(frames: list[dict]) -> tuple[float, float] | None:
 def report_run(run: str | Path, steps: tuple[int | None, int | None] | None = None,
                cores: tuple[int | None, int | None] | None = None, absolute: bool = False,
                perfetto: bool = False) -> list[Path]:
-    """Draw every picture of a run folder into it.
+    """Draw every picture of a run folder into it. The trace of a killed run is marked closed
+    first (:func:`shoal.trace.mark_closed`), so that plain HDF5 readers open it afterwards.
 
     Parameters
     ----------
@@ -111,6 +112,7 @@ def report_run(run: str | Path, steps: tuple[int | None, int | None] | None = No
     run = Path(run)
     if not (run / "trace.h5").exists():
         raise ShoalError(f"{run} holds no trace.h5: not a run folder")
+    mark_closed(run / "trace.h5")  # a killed run's: then any HDF5 reader opens it (a live run's is left alone)
     trace = Trace.read(run / "trace.h5")
     selection, mask = select(trace, steps, cores)
     paths = [

@@ -28,7 +28,7 @@ from ..cluster import Cluster
 from ..compilation import announce
 from ..config import Scenario, scenario_params
 from ..errors import ShoalError
-from ..files import write_text
+from ..files import remove_partials, write_text
 from ..log import FILE_ONLY, Stages, run_log
 from ..placement import Balancer, policy_params
 from ..placement.proxy import ProxyLoads
@@ -38,7 +38,7 @@ from ..rundir import FolderLock, check_folder, claim_folder, new_folder
 from ..runtime.simulation import At, Every, Simulation, state_bytes
 from ..runtime.team import Team
 from ..tiling import Tiling
-from ..trace import Trace, TraceWriter
+from ..trace import Trace, TraceWriter, mark_closed
 from .frames import write_frame
 from .options import SimulationOptions
 from .resolving import Resolved, resolve
@@ -226,6 +226,9 @@ def _open_folder(plan: Resolved, built: Built, team: Team, own: bool) -> None:
         logger.warning(busy, extra=FILE_ONLY)
     (path / "state").mkdir(exist_ok=True)
     (path / "frames").mkdir(exist_ok=True)
+    stale = remove_partials(path / "state") + remove_partials(path, ("config.toml", "trace.h5", "summary.json"))
+    if stale:  # unfinished writes of a killed run: the lock says no one else is writing them
+        logger.info("removed %s", ", ".join(p.name for p in stale), extra=FILE_ONLY)
     if not own:
         write_text(path / "config.toml", sc.to_toml())
     built.trace = TraceWriter(path / "trace.h5", _trace_start(plan, built, team), resumed_at=first or None)
@@ -251,6 +254,7 @@ def _trace_start(plan: Resolved, built: Built, team: Team) -> Trace:
     sim, sc = built.sim, plan.scenario
     if plan.checkpoint is not None:
         source = plan.resume / "trace.h5"
+        mark_closed(source)  # a killed run's trace says "open for write" until then
         try:
             before = Trace.read(source).truncated(sim.step_count)
         except ShoalError as exc:
