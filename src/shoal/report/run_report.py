@@ -94,8 +94,8 @@ def report_run(run: str | Path, steps: tuple[int | None, int | None] | None = No
     absolute : bool
         Draw the load heatmap in CPU milliseconds rather than relative to each step's mean.
     perfetto : bool
-        Also write the selection's tasks as ``timeline.perfetto.json`` (Chrome trace event
-        format, for https://ui.perfetto.dev).
+        Also write the selection's tasks and the halo messages between them as
+        ``timeline.perfetto.json.gz`` (gzipped Chrome trace event JSON, for https://ui.perfetto.dev).
 
     Returns
     -------
@@ -124,7 +124,7 @@ def report_run(run: str | Path, steps: tuple[int | None, int | None] | None = No
     if perfetto:
         from ..perfetto import export
 
-        paths.append(export(trace, run / "timeline.perfetto.json", mask))
+        paths.append(export(trace, run / "timeline.perfetto.json.gz", mask))
     (run / "frames").mkdir(exist_ok=True)
     app = None if trace.predicted else app_of_run(trace.config)
     if app is None:
