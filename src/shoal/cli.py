@@ -413,6 +413,14 @@ def _cmd_export_tit(args) -> int:
     return 0
 
 
+def _cmd_export_lbaf(args) -> int:
+    from .lbaf import export_trace
+
+    for path in export_trace(args.trace, args.out):
+        print(path)
+    return 0
+
+
 def _cmd_convert_checkpoint(args) -> int:
     from .runtime.checkpoint import convert_pickle_checkpoint
 
@@ -618,6 +626,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sampi", action="store_true", help="add SAMPI's iteration_in/iteration_out/migrate")
     network_flags(p, overhead=False)
     p.set_defaults(func=_cmd_export_tit, overhead=0.0)
+
+    p = sub.add_parser("export-lbaf", help="export a trace as vt's LBDatafile JSON (LBAF, vt-tv): data.<node>.json")
+    p.add_argument("trace", help="a trace.h5 or a run folder")
+    p.add_argument("--out", required=True, help="folder for the per-node files (LBAF's data_stem: OUT/data)")
+    p.set_defaults(func=_cmd_export_lbaf)
 
     p = sub.add_parser("calibrate", help="a machine model for replays: a trace's, refined by timing this machine")
     p.add_argument("--out", default="machine.json", help="file for the machine model (JSON)")
