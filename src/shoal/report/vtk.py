@@ -1,8 +1,9 @@
 """VTK output, which ParaView and VisIt read directly: the one writer of shoal's VTK files.
 
 :class:`VTKFile` writes a VTK XML file whose arrays are zlib-compressed (VTK's
-``vtkZLibDataCompressor``) and appended raw after the XML, each array streamed block by block
-from its chunks, so a field is never copied whole in memory. :func:`write_image_data` and
+``vtkZLibDataCompressor``, level 1, blocks of 1 MiB compressed on every usable core) and
+appended raw after the XML, each array streamed block by block from its chunks, so a field is
+never copied whole in memory. :func:`write_image_data` and
 :func:`write_poly_data` are the two kinds of data set shoal writes; :func:`write_series` turns a
 run folder's frames into a time series of them, and :func:`add_to_series` lists a file an app
 exported itself.
@@ -22,7 +23,9 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
@@ -31,6 +34,7 @@ import numpy as np
 
 from ..errors import ShoalError
 from ..files import atomic_write, write_text
+from ..provenance import usable_cores
 
 SERIES_FOLDER = "paraview"  # under the run folder's frames/
 SERIES_FILE = "series.pvd"
@@ -137,9 +141,10 @@ class VTKFile:
                 f'compressor="{COMPRESSOR}">\n<{self.kind}{self.attributes}>\n{body}</{self.kind}>\n'
                 '<AppendedData encoding="raw">\n_').encode()
         slots = [head.index(_offset_slot(k).encode()) for k in range(len(self.arrays))]
-        with atomic_write(path, "wb") as fh:
+        threads = usable_cores()
+        with atomic_write(path, "wb") as fh, ThreadPoolExecutor(threads) as pool:
             fh.write(head)
-            offsets = [_append(fh, a, len(head)) for a in self.arrays]
+            offsets = [_append(fh, a, len(head), pool, 2 * threads) for a in self.arrays]
             fh.write(b"\n</AppendedData>\n</VTKFile>\n")
             for slot, offset in zip(slots, offsets, strict=True):
                 fh.seek(slot)
@@ -152,17 +157,17 @@ def _offset_slot(k: int) -> str:
     return f'offset="{k}"'.ljust(_OFFSET_WIDTH)
 
 
-def _append(fh, array: Array, start: int) -> int:
+def _append(fh, array: Array, start: int, pool: ThreadPoolExecutor, ahead: int) -> int:
     """Append ``array`` compressed (VTK's header of UInt64: blocks, block size, last block's
-    size or 0 when full, each block's compressed size; then the blocks); return its offset from
-    ``start``, where the appended data begins."""
+    size or 0 when full, each block's compressed size; then the blocks) by the ``pool``'s
+    threads, ``ahead`` blocks in flight at most; return its offset from ``start``, where the
+    appended data begins."""
     at = fh.tell()
     n = array.nbytes
     nblocks = -(-n // BLOCK_BYTES)
     fh.write(bytes(8 * (3 + nblocks)))  # the header, written once the blocks' sizes are known
     sizes = []
-    for block in _blocks(array, BLOCK_BYTES):
-        packed = zlib.compress(block, ZLIB_LEVEL)
+    for packed in _compressed(_blocks(array, BLOCK_BYTES), pool, ahead):
         sizes.append(len(packed))
         fh.write(packed)
     if len(sizes) != nblocks:
@@ -172,6 +177,18 @@ def _append(fh, array: Array, start: int) -> int:
     fh.write(np.array([nblocks, BLOCK_BYTES, n % BLOCK_BYTES, *sizes], dtype="<u8").tobytes())
     fh.seek(end)
     return at - start
+
+
+def _compressed(blocks: Iterable[bytes | memoryview], pool: ThreadPoolExecutor, ahead: int) -> Iterator[bytes]:
+    """Each block zlib-compressed, in order, by the ``pool``'s threads (zlib lets go of the
+    interpreter lock), ``ahead`` blocks in flight at most."""
+    flight: deque = deque()
+    for block in blocks:
+        flight.append(pool.submit(zlib.compress, block, ZLIB_LEVEL))
+        if len(flight) >= ahead:
+            yield flight.popleft().result()
+    while flight:
+        yield flight.popleft().result()
 
 
 def _blocks(array: Array, size: int) -> Iterator[bytes | memoryview]:
