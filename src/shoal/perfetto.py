@@ -15,8 +15,8 @@ The file is one JSON object with a ``traceEvents`` list, gzipped when its name e
 - every halo message is a flow (``cat`` and ``name`` ``"halo"``, ``id`` the message's row in
   the trace): a start event (``ph`` ``"s"``) in the middle of the task that packed it (the
   source tile's task before the reading phase: the previous phase's, or the previous step's
-  last) and an end event (``ph`` ``"f"``, ``bp`` ``"e"``) in the middle of the task that read
-  it, ``args`` holding ``src``, ``dst`` and ``bytes``. Perfetto draws it as an arrow between
+  last), ``args`` holding ``src``, ``dst`` and ``bytes``, and an end event (``ph`` ``"f"``,
+  ``bp`` ``"e"``) in the middle of the task that read it. Perfetto draws it as an arrow between
   the two tasks. A message whose packing or reading task is not exported (one read by the
   trace's first step, packed before it; one outside a selection) has no flow;
 - every balancing step is a global instant event (``ph`` ``"i"``, ``s`` ``"g"``) on the
@@ -102,7 +102,7 @@ def flow_events(trace: Trace, mask: np.ndarray, at_ns: np.ndarray, pid: np.ndarr
         out.append({"name": FLOW, "cat": FLOW, "ph": "s", "id": k, "ts": int(at_ns[a]) / 1e3, "pid": int(pid[a]),
                     "tid": int(tid[a]), "args": args})
         out.append({"name": FLOW, "cat": FLOW, "ph": "f", "bp": "e", "id": k, "ts": int(at_ns[b]) / 1e3,
-                    "pid": int(pid[b]), "tid": int(tid[b]), "args": args})
+                    "pid": int(pid[b]), "tid": int(tid[b])})
     return out
 
 
