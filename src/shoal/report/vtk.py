@@ -79,23 +79,27 @@ class Array:
 
     @classmethod
     def of(cls, name: str | None, values: np.ndarray) -> Array:
-        """An array in memory: 1D is one component per tuple, 2D ``(tuples, components)``."""
+        """An array in memory called ``name``: ``values`` 1D is one component per tuple, 2D
+        ``(tuples, components)``."""
         values = np.asarray(values)
         return cls(name, values.dtype, values.shape[1] if values.ndim == 2 else 1, len(values), lambda: [values])
 
     @classmethod
     def grid(cls, name: str, field: np.ndarray) -> Array:
-        """A field indexed ``[x, y(, z)]`` as one value per cell or point, x fastest (VTK's
-        order), written one slice of the last axis at a time."""
+        """A ``field`` indexed ``[x, y(, z)]`` as the array ``name`` of one value per cell or
+        point, x fastest (VTK's order), written one slice of the last axis at a time."""
         field = np.asarray(field)
         return cls(name, field.dtype, 1, field.size, lambda: (field[..., k].ravel(order="F")
                                                               for k in range(field.shape[-1])))
 
     @property
     def nbytes(self) -> int:
+        """Bytes of its values, uncompressed."""
         return self.tuples * self.components * self.dtype.itemsize
 
     def element(self, offset: str) -> str:
+        """Its ``DataArray`` element, appended data at the ``offset`` attribute given (a
+        :class:`~shoal.errors.ShoalError` for a dtype VTK has no type for)."""
         vtk_type = VTK_TYPES.get(self.dtype.str[1:])
         if vtk_type is None:
             raise ShoalError(f"array {self.name!r}: dtype {self.dtype} has no VTK type")
@@ -364,7 +368,8 @@ def write_series(run_folder: str | Path) -> Path:
 def write_frame(stem: Path, frame: dict[str, np.ndarray], time: float) -> Path | None:
     """A frame as ``stem.vtp`` (particles: positions ``x``, every per-particle array as point
     data) or ``stem.vti`` (grid arrays of one shape: one cell per grid cell, unit spacing), its
-    arrays ordered and named by :func:`ordered`; ``None`` for a frame that is neither."""
+    arrays ordered and named by :func:`ordered` and its simulated ``time`` as ``TimeValue``;
+    ``None`` for a frame that is neither."""
     if _is_particles(frame):
         n = len(frame["x"])
         fields = ordered({k: a for k, a in frame.items() if k != "x"}, lambda a: a.ndim in (1, 2) and len(a) == n)
