@@ -174,8 +174,6 @@ def _append(fh, array: Array, start: int, pool: ThreadPoolExecutor, ahead: int) 
     for packed in _compressed(_blocks(array, BLOCK_BYTES), pool, ahead):
         sizes.append(len(packed))
         fh.write(packed)
-    if len(sizes) != nblocks:
-        raise ValueError(f"array {array.name!r}: its chunks do not hold {n} bytes")
     end = fh.tell()
     fh.seek(at)
     fh.write(np.array([nblocks, BLOCK_BYTES, n % BLOCK_BYTES, *sizes], dtype="<u8").tobytes())
@@ -196,7 +194,8 @@ def _compressed(blocks: Iterable[bytes | memoryview], pool: ThreadPoolExecutor, 
 
 
 def _blocks(array: Array, size: int) -> Iterator[bytes | memoryview]:
-    """The bytes of ``array``'s chunks cut into blocks of ``size`` (the last one shorter)."""
+    """The bytes of ``array``'s chunks cut into blocks of ``size`` (the last one shorter); a
+    ValueError (a caller's mistake) when they are not the bytes the array declares."""
     pending = bytearray()
     total = 0
     for chunk in array.chunks():
