@@ -1,7 +1,9 @@
-"""Chrome/Perfetto trace event export: the file follows the format's rules (every event has
-its phase type, time, process and thread; complete events of one track never overlap) and
-holds exactly the trace's tasks and balancing steps."""
+"""Chrome/Perfetto trace event export: the file is strict JSON (gzipped on request) and follows
+the format's rules (every event has its phase type, time, process and thread; complete events of
+one track never overlap; every flow has one start and one end inside tasks) and holds exactly the
+trace's tasks, halo messages and balancing steps."""
 
+import gzip
 import json
 from collections import Counter, defaultdict
 
@@ -14,8 +16,16 @@ from shoal.report.timeline import select
 from test_report import hotspot_trace
 
 
+def _refuse(constant):
+    raise ValueError(f"not JSON: {constant}")
+
+
 def read_events(path):
-    doc = json.loads(path.read_text())
+    """The events of an export, read by a strict JSON parser (no NaN, no Infinity)."""
+    raw = path.read_bytes()
+    if path.suffix == ".gz":
+        raw = gzip.decompress(raw)
+    doc = json.loads(raw.decode("utf-8"), parse_constant=_refuse)
     assert doc["displayTimeUnit"] == "ms"
     return doc["traceEvents"]
 
@@ -32,8 +42,12 @@ def check_format(events):
             assert e["dur"] >= 0
         if e["ph"] == "i":
             assert e["s"] in ("g", "p", "t")
+        if e["ph"] in ("s", "f"):
+            assert isinstance(e["id"], int) and e["cat"] == e["name"] == perfetto.FLOW
+        if e["ph"] == "f":
+            assert e["bp"] == "e"  # binds to the slice enclosing its time
         by_ph[e["ph"]].append(e)
-    assert set(by_ph) <= {"M", "X", "i"}
+    assert set(by_ph) <= {"M", "X", "i", "s", "f"}
     tracks = defaultdict(list)
     for e in by_ph["X"]:  # in whole nanoseconds, as written
         tracks[e["pid"], e["tid"]].append((round(e["ts"] * 1e3), round((e["ts"] + e["dur"]) * 1e3)))
@@ -44,6 +58,45 @@ def check_format(events):
     named = {(e["pid"], e["tid"]) for e in by_ph["M"] if e["name"] == "thread_name"}
     assert set(tracks) <= named  # every track has a name
     return by_ph
+
+
+def flows(events):
+    """{message row: (packing task, reading task)}, each task the complete event whose track and
+    span hold the flow's start or end event; checks that every flow has exactly one of each."""
+    slices = defaultdict(list)
+    for e in events["X"]:
+        slices[e["pid"], e["tid"]].append(e)
+
+    def enclosing(f):
+        found = [e for e in slices[f["pid"], f["tid"]] if e["ts"] <= f["ts"] <= e["ts"] + e["dur"]]
+        assert len(found) == 1, f
+        return found[0]["args"]
+
+    starts = Counter(e["id"] for e in events["s"])
+    ends = Counter(e["id"] for e in events["f"])
+    assert set(starts.values()) <= {1} and set(ends.values()) <= {1} and starts.keys() == ends.keys()
+    start = {e["id"]: enclosing(e) for e in events["s"]}
+    return {e["id"]: (start[e["id"]], enclosing(e)) for e in events["f"]}
+
+
+def expected_flows(trace, tasks=None):
+    """{message row: ((step, phase, tile) of the task packing it, (step, phase, tile) of the task reading it)}
+    for the messages whose two tasks are among ``tasks`` (every task by default)."""
+    steps, last = trace.steps.tolist(), len(trace.phases) - 1
+    tasks = tasks if tasks is not None else set(zip(*(trace.tasks[k].tolist() for k in ("step", "phase", "tile")),
+                                                    strict=True))
+    m = trace.messages
+    out = {}
+    for k, (s, p, src, dst) in enumerate(zip(*(m[c].tolist() for c in ("step", "phase", "src", "dst")), strict=True)):
+        i = steps.index(s)
+        packer = (s, p - 1, src) if p > 0 else ((steps[i - 1], last, src) if i > 0 else None)
+        if packer in tasks and (s, p, dst) in tasks:
+            out[k] = (packer, (s, p, dst))
+    return out
+
+
+def as_task(args, phases):
+    return args["step"], phases.index(args["phase"]), args["tile"]
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +151,54 @@ def test_a_selection_exports_only_its_tasks(predicted, tmp_path):
     assert all(1 <= e["args"]["step"] < 3 and e["pid"] == 2 for e in tasks)  # cores 3-5 are node 1's
 
 
-def test_a_measured_run_exports_tracks_that_never_overlap(tmp_path):
+def test_every_halo_message_is_a_flow_from_the_task_that_packed_it_to_the_task_that_read_it(predicted, tmp_path):
+    events = check_format(read_events(perfetto.export(predicted, tmp_path / "t.json")))
+    got = {k: (as_task(a, predicted.phases), as_task(b, predicted.phases)) for k, (a, b) in flows(events).items()}
+    expected = expected_flows(predicted)
+    assert len(expected) == len(predicted.messages["step"]) > 0  # the hot spot's halos are all read after phase 0
+    assert got == expected
+    m = predicted.messages
+    for e in events["s"]:
+        assert e["args"] == {"src": int(m["src"][e["id"]]), "dst": int(m["dst"][e["id"]]),
+                             "bytes": int(m["bytes"][e["id"]])}
+
+
+def test_a_selection_exports_only_the_flows_between_its_tasks(predicted, tmp_path):
+    _, mask = select(predicted, steps=(1, 3), cores=(3, 9))
+    events = check_format(read_events(perfetto.export(predicted, tmp_path / "t.json", mask)))
+    t = predicted.tasks
+    chosen = set(zip(*(t[k][mask].tolist() for k in ("step", "phase", "tile")), strict=True))
+    got = {k: (as_task(a, predicted.phases), as_task(b, predicted.phases)) for k, (a, b) in flows(events).items()}
+    assert got == expected_flows(predicted, chosen)
+    assert 0 < len(got) < len(predicted.messages["step"])
+
+
+def test_the_gzipped_export_holds_the_same_events_and_the_same_bytes_every_time(predicted, tmp_path):
+    plain = perfetto.export(predicted, tmp_path / "t.json")
+    packed = perfetto.export(predicted, tmp_path / "t.json.gz")
+    assert packed.read_bytes()[:2] == b"\x1f\x8b"  # gzip's magic number
+    assert gzip.decompress(packed.read_bytes()) == plain.read_bytes()
+    assert perfetto.export(predicted, tmp_path / "again.json.gz").read_bytes() == packed.read_bytes()
+    assert len(packed.read_bytes()) < len(plain.read_bytes()) / 4
+
+
+def test_a_run_with_dynamic_balancing_exports_strict_json(tmp_path):
+    """Under a fixed period the trigger's columns are NaN: JSON has no NaN, so they are null."""
+    from conftest import tiny_run
+    from shoal.trace import Trace
+
+    rec = tiny_run(tmp_path / "run", steps=6, tiles=8, nodes=2, workers=2, placement="greedy", period=2)
+    trace = Trace.read(rec.path)
+    assert np.isnan(trace.balance["imbalance_s"]).all() and len(trace.balance["step"]) == 2
+    path = perfetto.export(trace, tmp_path / "t.json.gz")
+    events = check_format(read_events(path))  # a strict parser: NaN or Infinity would raise
+    instants = events["i"]
+    assert [e["args"]["step"] for e in instants] == trace.balance["step"].tolist()
+    assert all(e["args"]["imbalance_s"] is None and e["args"]["threshold_s"] is None for e in instants)
+    assert [e["args"]["lif_before"] for e in instants] == pytest.approx(trace.balance["lif_before"].tolist())
+
+
+def test_a_measured_run_exports_tracks_that_never_overlap_and_its_halos_as_flows(tmp_path):
     from conftest import tiny_run
     from shoal.trace import Trace
 
@@ -106,3 +206,7 @@ def test_a_measured_run_exports_tracks_that_never_overlap(tmp_path):
     trace = Trace.read(rec.path)
     events = check_format(read_events(perfetto.export(trace, tmp_path / "t.json")))
     assert len(events["X"]) == len(trace.tasks["step"])
+    got = {k: (as_task(a, trace.phases), as_task(b, trace.phases)) for k, (a, b) in flows(events).items()}
+    assert got == expected_flows(trace)
+    first = trace.messages["step"] == trace.steps[0]
+    assert len(got) == len(trace.messages["step"]) - np.count_nonzero(first & (trace.messages["phase"] == 0)) > 0

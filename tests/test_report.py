@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from matplotlib.collections import PolyCollection
 from PIL import Image
 
+from shoal.apps import all_apps
 from shoal.cluster import Cluster
 from shoal.errors import ShoalError
 from shoal.replay import ReplayConfig, replay
@@ -212,3 +213,46 @@ def test_importing_and_drawing_the_report_leaves_the_backend_alone():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "svg"
+
+
+# ----- every app's ParaView series ---------------------------------------------------------------
+def _vtk_reader(path):
+    """VTK's reader of a series file, updated: image data, poly data or an adaptive grid."""
+    from vtkmodules.vtkIOXML import vtkXMLImageDataReader, vtkXMLPolyDataReader, vtkXMLUniformGridAMRReader
+
+    reader = {".vti": vtkXMLImageDataReader, ".vtp": vtkXMLPolyDataReader,
+              ".vthb": vtkXMLUniformGridAMRReader}[path.suffix]()
+    reader.SetFileName(str(path))
+    reader.Update()
+    assert reader.GetErrorCode() == 0, path
+    return reader.GetOutput()
+
+
+@pytest.mark.parametrize("app", sorted(all_apps()))
+def test_every_apps_report_writes_a_paraview_series_of_its_frames_in_time_order(app, tmp_path):
+    """Whether the app exports its own files as the run goes or the report converts its frames,
+    the report lists frames/series.pvd: one file per frame, each there, VTK-readable and
+    compressed, at increasing times."""
+    from vtkmodules.util.numpy_support import vtk_to_numpy
+
+    from conftest import tiny_run
+    from shoal.report.vtk import read_series
+
+    run = tiny_run(tmp_path / app, app=app, steps=4, set=["run.frame_every=2"]).path
+    pvd = run / "frames" / "series.pvd"
+    assert pvd in report_run(run)
+    series = read_series(pvd)
+    assert len(series) == len(list((run / "frames").glob("state-*.npz"))) == 3  # steps 0, 2 and 4
+    files = sorted(series, key=series.get)
+    times = [series[f] for f in files]
+    assert files == sorted(files) and np.all(np.diff(times) > 0) and times[0] == 0.0
+    for name, t in series.items():
+        path = pvd.parent / name
+        arrays = [path] if path.suffix != ".vthb" else sorted(path.with_suffix("").glob("*.vti"))  # its boxes
+        assert arrays and all(b'compressor="vtkZLibDataCompressor"' in f.read_bytes()[:300] for f in arrays)
+        data = _vtk_reader(path)
+        if path.suffix != ".vthb":  # an adaptive grid's boxes carry the time, and are read through it
+            assert vtk_to_numpy(data.GetFieldData().GetArray("TimeValue"))[0] == t
+            assert data.GetNumberOfPoints() > 0
+        else:
+            assert data.GetNumberOfLevels() >= 1 and data.GetNumberOfCells() > 0

@@ -56,8 +56,8 @@ def test_report_writes_frames_contours_animation_and_a_paraview_series_vtk_reads
         mesh = reader.GetOutput()
         points, data = vtk_to_numpy(mesh.GetPoints().GetData()), mesh.GetPointData()
         assert np.array_equal(points[:, :2], z["x"]) and np.all(points[:, 2] == 0)
-        assert np.array_equal(vtk_to_numpy(data.GetArray("rho")), z["rho"])
-        assert np.array_equal(vtk_to_numpy(data.GetArray("v"))[:, :2], z["v"])
+        assert np.array_equal(vtk_to_numpy(data.GetArray("density")), z["rho"])
+        assert np.array_equal(vtk_to_numpy(data.GetArray("velocity"))[:, :2], z["v"])
         assert np.array_equal(vtk_to_numpy(data.GetArray("id")), z["id"])
     assert (run / "surge-front.png").exists()  # a Martin & Moyce column
 

@@ -5,14 +5,20 @@ shoal's words mapped onto vt's:
 
 - a vt *rank* is a shoal node, and a vt *phase* (the span between two load balancing
   calls) is a shoal step: phase ``id`` is the step number;
-- a vt *task* is a tile's work in a step: its entity is the tile (``seq_id`` = tile id in
-  collection 0, ``index`` = the tile's position in the tile grid, ``home`` = its node at the
-  first recorded step, ``migratable``), ``node`` the node that ran it, ``time`` its CPU seconds
-  summed over the step's phases, and each of shoal's phases a ``subphases`` entry;
+- a vt *task* is a tile's work in a step: its entity is the tile (``id`` and ``seq_id`` both
+  the tile id, in collection 0; ``index`` the tile's position in the tile grid, ``home`` its
+  node at the first recorded step, ``migratable``), ``node`` the node that ran it, ``time`` its
+  CPU seconds summed over the step's phases, and each of shoal's phases a ``subphases`` entry;
 - a vt *communication* is the halo traffic from one tile to another read in a step (summed
-  ``bytes``, ``messages`` counted), listed once, in the file of the node that ran the sender.
+  ``bytes``, ``messages`` counted), listed once, in the file of the node that ran the sender;
+  its ``from`` and ``to`` are the two tiles' entities.
 
-Every file lists every phase, even with no tasks, because LBAF reads each phase on every rank.
+Both ids, because the readers differ: vt's schema takes either, vt-tv reads ``seq_id`` with
+``collection_id``, and LBAF's only PyPI release (1.0.1) reads ``id`` alone, for tasks and for
+both ends of a communication. Every file lists every phase, even with no tasks, because LBAF
+reads each phase on every rank.
+
+``shoal export-lbaf TRACE --out DIR`` is :func:`export_trace`.
 """
 
 from __future__ import annotations
@@ -90,6 +96,32 @@ def export(trace: Trace, path: str | Path) -> Path:
     return out
 
 
+def export_trace(source: str | Path, out: str | Path) -> list[Path]:
+    """Read a trace and write it as LBDatafile JSON: what ``shoal export-lbaf`` does.
+
+    Parameters
+    ----------
+    source : str or Path
+        A ``trace.h5``, or a run folder holding one.
+    out : str or Path
+        The folder to write ``data.<rank>.json`` into (made if missing).
+
+    Returns
+    -------
+    list of Path
+        The files written, rank by rank.
+
+    Raises
+    ------
+    ShoalError
+        The trace cannot be read, ``out`` is a file, or the trace holds no tasks.
+    """
+    trace = Trace.read(source)
+    folder = export(trace, out)
+    return [folder / f"data.{r}.json" for r in range(trace.cluster.nodes)]
+
+
 def _entity(tile: int, home: int) -> dict:
-    """vt's description of a tile: a migratable object of collection 0."""
-    return {"type": "object", "seq_id": tile, "collection_id": COLLECTION, "migratable": True, "home": home}
+    """vt's description of a tile: a migratable object of collection 0, under both of vt's ids."""
+    return {"type": "object", "id": tile, "seq_id": tile, "collection_id": COLLECTION, "migratable": True,
+            "home": home}

@@ -19,6 +19,7 @@ from . import (
     compare,
     convert_checkpoint,
     demo,
+    export_lbaf,
     export_tit,
     lif,
     replay,
@@ -32,8 +33,8 @@ from . import (
 )
 
 # In the order ``shoal --help`` lists them.
-COMMANDS = [scenarios, run, compare, report, replay, sweep, export_tit, calibrate, validate, sampi, study, lif,
-            convert_checkpoint, demo]
+COMMANDS = [scenarios, run, compare, report, replay, sweep, export_tit, export_lbaf, calibrate, validate, sampi,
+            study, lif, convert_checkpoint, demo]
 
 
 class _HelpFormatter(argparse.HelpFormatter):

@@ -17,7 +17,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--absolute", action="store_true",
                    help="load heatmap in CPU ms per core instead of relative to each step's mean")
     p.add_argument("--perfetto", action="store_true",
-                   help="also write timeline.perfetto.json (open it at ui.perfetto.dev to zoom)")
+                   help="also write timeline.perfetto.json.gz (open it at ui.perfetto.dev to zoom)")
     p.set_defaults(func=main)
     return p
 

@@ -20,7 +20,6 @@ from scipy.spatial import cKDTree
 
 from ..errors import ShoalError
 from .canvas import new_figure, save_figure
-from .vtk import write_series
 
 FLUID = 0
 QUANTITIES = {"speed": "speed (m/s)", "rho": "density (kg/m³)", "p": "pressure (Pa)"}
@@ -192,7 +191,7 @@ def dam_break_front(frames, path: Path, width: float, dx: float, tank: float) ->
 
 def report_particles(run: Path, config: dict, app) -> list[Path]:
     """The pictures of a 2D particle run: frames and an animation drawn by the app, contour
-    views, VTK files and, for Martin & Moyce's column, the surge front."""
+    views and, for Martin & Moyce's column, the surge front."""
     frames = load_frames(run / "frames")
     if not frames:
         return []
@@ -204,7 +203,6 @@ def report_particles(run: Path, config: dict, app) -> list[Path]:
     paths.append(contour_views(frames[-1], run / "contours-final.png", ranges, 1.5 * dx))
     paths.append(contour_views(frames[len(frames) // 2], run / "contours-middle.png", ranges, 1.5 * dx))
     paths.append(animation(app, frames, run, ranges["speed"], axes_limits(frames), QUANTITIES["speed"]))
-    paths.append(write_series(run))  # frames/series.pvd: ParaView opens it with physical time
     blocks = params.get("fluid", [])
     if params.get("layout") == "tank" and len(blocks) == 1 and blocks[0][0] == 0 and blocks[0][1] == 0:
         width, height = blocks[0][2], blocks[0][3]

@@ -1,6 +1,6 @@
 """``shoal report RUN``: the load per node over steps, a timeline (or, for many cores, the
 cores' utilisation), the LIF per step, the load per tile, the placement after every balancing
-step, and the app's fields.
+step, and the app's fields, with the frames as a ParaView time series.
 
 Figures are drawn on their own Agg canvases (:mod:`shoal.report.canvas`): importing or calling
 the report leaves the caller's matplotlib backend alone.
@@ -95,14 +95,15 @@ def report_run(run: str | Path, steps: tuple[int | None, int | None] | None = No
     absolute : bool
         Draw the load heatmap in CPU milliseconds rather than relative to each step's mean.
     perfetto : bool
-        Also write the selection's tasks as ``timeline.perfetto.json`` (Chrome trace event
-        format, for https://ui.perfetto.dev).
+        Also write the selection's tasks and the halo messages between them as
+        ``timeline.perfetto.json.gz`` (gzipped Chrome trace event JSON, for https://ui.perfetto.dev).
 
     Returns
     -------
     list of Path
         The files written: ``load-heatmap.png``, ``timeline.png``, ``lif.png``, for 2D and 3D
-        tilings ``tile-load.png`` and ``placement.png``, the app's frames, and the Perfetto file.
+        tilings ``tile-load.png`` and ``placement.png``, the app's frames, the ParaView series
+        of a run that wrote frames (``frames/series.pvd``), and the Perfetto file.
 
     Raises
     ------
@@ -126,7 +127,7 @@ def report_run(run: str | Path, steps: tuple[int | None, int | None] | None = No
     if perfetto:
         from ..perfetto import export
 
-        paths.append(export(trace, run / "timeline.perfetto.json", mask))
+        paths.append(export(trace, run / "timeline.perfetto.json.gz", mask))
     (run / "frames").mkdir(exist_ok=True)
     app = None if trace.predicted else app_of_run(trace.config)
     if app is None:
@@ -140,4 +141,19 @@ def report_run(run: str | Path, steps: tuple[int | None, int | None] | None = No
         from .particles import report_particles
 
         paths += report_particles(run, trace.config, app)
-    return paths
+    series = paraview_series(app, run)
+    return paths + ([series] if series is not None else [])
+
+
+def paraview_series(app, run: Path) -> Path | None:
+    """The run's frames as a ParaView time series, ``frames/series.pvd``: converted from the
+    frames (:func:`~shoal.report.vtk.write_series`), or, for an app that exports its own files
+    as the run goes (it overrides :meth:`~shoal.runtime.app.App.export`), the series the run
+    wrote. ``None`` for a run that wrote no frames."""
+    from ..runtime.app import App
+    from .vtk import SERIES_FILE, write_series
+
+    frames = run / "frames"
+    if type(app).export is not App.export:
+        return frames / SERIES_FILE if (frames / SERIES_FILE).exists() else None
+    return write_series(run) if any(frames.glob("state-*.npz")) else None

@@ -12,9 +12,8 @@ nothing is blanked: every cell is the state's own.
 
 VTK's level 0 is the coarsest level present (VTK refuses an empty level 0); the cell data
 ``level`` holds the app's own. Cell data: ``h``, ``hu``, ``hv``, ``b``, ``eta`` (``h + b``,
-NaN where dry, as :meth:`~shoal.apps.swe.app.SWEApp.uniform`) and ``level``, x fastest. The
-XML is written with NumPy (:mod:`shoal.report.vtk`'s arrays), so nothing here needs the
-``vtk`` wheel.
+NaN where dry, as :meth:`~shoal.apps.swe.app.SWEApp.uniform`) and ``level``, x fastest,
+zlib-compressed by :mod:`shoal.report.vtk`'s writer, so nothing here needs the ``vtk`` wheel.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ import numpy as np
 
 from ...errors import ShoalError
 from ...files import write_text
-from ...report.vtk import SERIES_FILE, SERIES_FOLDER, _data_array, _write_xml, add_to_series
+from ...report.vtk import SERIES_FILE, SERIES_FOLDER, Array, add_to_series, write_image_data
 
 FIELDS = ("h", "hu", "hv", "b")
 
@@ -137,14 +136,8 @@ def write_step(app, gathered: dict[str, np.ndarray], path: str | Path) -> Path:
 def _write_box(path: Path, fields: dict[str, np.ndarray], corner: tuple[float, float], dx: float,
                time: float) -> Path:
     """One box of cells as image data: its lower-left corner, square cells of side ``dx``."""
-    nx, ny = fields["h"].shape
-    extent = f"0 {nx} 0 {ny} 0 0"
-    # VTK orders cells x fastest: Fortran order of an array indexed [x, y].
-    cells = "".join(_data_array(name, a.ravel(order="F")) for name, a in fields.items())
-    piece = f'<Piece Extent="{extent}">\n<PointData/>\n<CellData>\n{cells}</CellData>\n</Piece>\n'
-    attributes = (f' WholeExtent="{extent}" Origin="{float(corner[0])!r} {float(corner[1])!r} 0" '
-                  f'Spacing="{dx!r} {dx!r} {dx!r}"')
-    return _write_xml(path, "ImageData", attributes, piece, time)
+    return write_image_data(path, fields["h"].shape, time, cells=[Array.grid(k, a) for k, a in fields.items()],
+                            origin=corner, spacing=(dx, dx, dx))
 
 
 def export(app, gathered: dict[str, np.ndarray], frames: str | Path, step: int) -> Path:
