@@ -16,10 +16,10 @@ from PIL import Image
 from shoal.apps import all_apps
 from shoal.cluster import Cluster
 from shoal.errors import ShoalError
+from shoal.graphics.canvas import node_colors
 from shoal.replay import ReplayConfig, replay
 from shoal.replay.run import write_replay
 from shoal.report import loads, report_run
-from shoal.report.canvas import node_colors
 from shoal.report.timeline import BINS, parse_range, select, task_cores, timeline, utilisation
 from shoal.tiling import Tiling
 from shoal.trace import Trace
@@ -236,7 +236,7 @@ def test_every_apps_report_writes_a_paraview_series_of_its_frames_in_time_order(
     from vtkmodules.util.numpy_support import vtk_to_numpy
 
     from conftest import tiny_run
-    from shoal.report.vtk import read_series
+    from shoal.graphics.vtk import read_series
 
     run = tiny_run(tmp_path / app, app=app, steps=4, set=["run.frame_every=2"]).path
     pvd = run / "frames" / "series.pvd"

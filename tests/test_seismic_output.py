@@ -20,7 +20,7 @@ from shoal.apps.seismic.output import read_seismograms, seismogram_arrays, write
 from shoal.apps.seismic.params import SeismicParams
 from shoal.apps.seismic.vtk import STRESSES, VELOCITY, export, write_snapshot
 from shoal.errors import ShoalError
-from shoal.report.canvas import new_figure
+from shoal.graphics.canvas import new_figure
 
 FIELDS = VELOCITY + STRESSES
 

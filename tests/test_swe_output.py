@@ -22,7 +22,7 @@ from shoal.apps.swe import drawing
 from shoal.apps.swe.setups import average4
 from shoal.apps.swe.vtk import add_to_series, boxes, export, write_step
 from shoal.cluster import Cluster
-from shoal.report.canvas import new_figure
+from shoal.graphics.canvas import new_figure
 from shoal.runtime import LocalExecutor
 from shoal.tiling import Tiling
 

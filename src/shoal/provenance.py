@@ -26,6 +26,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from .resources import usable_cores
+
 BUSY_LOAD_PER_CORE = 0.25  # other programs' runnable threads per usable core above which timings are distorted
 THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 LIBRARIES = ("numpy", "numba", "mpi4py", "h5py")
@@ -168,14 +170,6 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "unknown"
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity mask where the system has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def load_average() -> list[float] | None:

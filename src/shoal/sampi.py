@@ -32,11 +32,11 @@ import numpy as np
 from .config import balance_table, load_scenario
 from .errors import ShoalError
 from .files import write_json, write_text
+from .graphics.canvas import new_figure, save_figure
 from .replay.calibrate import calibrate, machine_model
 from .replay.machine import MachineModel
 from .replay.run import ReplayConfig, coarsening_for, modelled, replay
 from .replay.sweep import sweep
-from .report.canvas import new_figure, save_figure
 from .report.loads import load_heatmap
 from .session import open_run, run_scenario
 from .tiling import Tiling

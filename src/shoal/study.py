@@ -615,7 +615,7 @@ def draw_cores(runs: list[PolicyRun], cores: int, path: Path) -> Path:
     path : Path
         The PNG to write.
     """
-    from .report.canvas import new_figure, node_colors, save_figure
+    from .graphics.canvas import new_figure, node_colors, save_figure
 
     fig = new_figure(8.0, 2.2 * len(runs) + 0.6)
     axes = fig.subplots(len(runs), 1, sharex=True, squeeze=False)[:, 0]

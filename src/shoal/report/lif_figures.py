@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..graphics.canvas import new_figure, save_figure
 from ..imbalance import expected_lif_exact, lif_distribution, tiles_per_node_for
-from .canvas import new_figure, save_figure
 
 PAPER_TARGET = 0.21  # the E[LIF] of Birdshot's Figure 4
 

@@ -1,7 +1,7 @@
 """Where the load was: per node over steps, per tile over the grid, and which node owned
 each tile after every balancing step.
 
-Each function returns a figure (see :mod:`shoal.report.canvas`) whose drawn arrays hold every
+Each function returns a figure (see :mod:`shoal.graphics.canvas`) whose drawn arrays hold every
 step, node and tile of the trace; the picture's size stays bounded however many there are.
 """
 
@@ -14,9 +14,9 @@ from matplotlib import colors
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from ..graphics.canvas import MAX_INCHES, new_figure, node_colors
 from ..imbalance import lif
 from ..trace import Trace
-from .canvas import MAX_INCHES, new_figure, node_colors
 
 
 def relative_load(trace: Trace) -> np.ndarray:

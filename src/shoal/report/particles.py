@@ -19,7 +19,7 @@ from scipy.interpolate import griddata
 from scipy.spatial import cKDTree
 
 from ..errors import ShoalError
-from .canvas import new_figure, save_figure
+from ..graphics.canvas import new_figure, save_figure
 
 FLUID = 0
 QUANTITIES = {"speed": "speed (m/s)", "rho": "density (kg/m³)", "p": "pressure (Pa)"}

@@ -2,7 +2,7 @@
 cores' utilisation), the LIF per step, the load per tile, the placement after every balancing
 step, and the app's fields, with the frames as a ParaView time series.
 
-Figures are drawn on their own Agg canvases (:mod:`shoal.report.canvas`): importing or calling
+Figures are drawn on their own Agg canvases (:mod:`shoal.graphics.canvas`): importing or calling
 the report leaves the caller's matplotlib backend alone.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ShoalError
+from ..graphics.canvas import new_figure, save_figure
 from ..trace import Trace, mark_closed
 from . import loads
-from .canvas import new_figure, save_figure
 from .timeline import select, timeline
 
 
@@ -65,7 +65,7 @@ def app_frames(app, run: Path) -> list[Path]:
 
 def common_scale(frames: list[dict]) -> tuple[float, float] | None:
     """The range of what the default picture colours by, over every frame."""
-    from .drawing import frame_values
+    from ..graphics.drawing import frame_values
 
     try:
         values = [frame_values(f)[0] for f in frames]
@@ -147,11 +147,11 @@ def report_run(run: str | Path, steps: tuple[int | None, int | None] | None = No
 
 def paraview_series(app, run: Path) -> Path | None:
     """The run's frames as a ParaView time series, ``frames/series.pvd``: converted from the
-    frames (:func:`~shoal.report.vtk.write_series`), or, for an app that exports its own files
+    frames (:func:`~shoal.graphics.vtk.write_series`), or, for an app that exports its own files
     as the run goes (it overrides :meth:`~shoal.runtime.app.App.export`), the series the run
     wrote. ``None`` for a run that wrote no frames."""
+    from ..graphics.vtk import SERIES_FILE, write_series
     from ..runtime.app import App
-    from .vtk import SERIES_FILE, write_series
 
     frames = run / "frames"
     if type(app).export is not App.export:

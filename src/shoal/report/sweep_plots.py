@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .canvas import new_figure, save_figure
+from ..graphics.canvas import new_figure, save_figure
 
 
 def _axes(width_in: float, height_in: float, panels: int = 1):

@@ -17,8 +17,8 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from ..errors import ShoalError
+from ..graphics.canvas import new_figure
 from ..trace import Trace
-from .canvas import new_figure
 
 DETAIL_CORES = 32  # up to this many cores a timeline draws every task; beyond, utilisation
 DETAIL_TASKS = 20_000  # and up to this many tasks

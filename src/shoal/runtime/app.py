@@ -275,7 +275,7 @@ class App(abc.ABC):
             Lower and upper colour limits, in the drawn field's units; default the frame's own
             range (pass one scale to every frame of an animation so colours mean the same).
         """
-        from ..report.drawing import draw_arrays
+        from ..graphics.drawing import draw_arrays
 
         return draw_arrays(frame, ax, scale)
 
@@ -289,7 +289,7 @@ class App(abc.ABC):
         """Write the gathered state of ``step`` into a run folder's ``frames`` folder in a form
         other programs open (ParaView's VTK), beside each frame a run writes; return the file to
         open. An app overrides it when its frames are too coarse for that (an adaptive grid's).
-        Default: nothing (``shoal report`` converts the frames: :func:`shoal.report.vtk.write_series`)."""
+        Default: nothing (``shoal report`` converts the frames: :func:`shoal.graphics.vtk.write_series`)."""
         return None
 
 

@@ -198,7 +198,7 @@ def seismogram_figure(gathered_or_frame: dict[str, np.ndarray]):
     matplotlib.figure.Figure
         On its own Agg canvas; the title gives the velocity one trace spacing stands for.
     """
-    from ...report.canvas import new_figure
+    from ...graphics.canvas import new_figure
 
     times, seis = seismograms_so_far(gathered_or_frame)
     seis = np.asarray(seis, dtype=float)
@@ -236,6 +236,6 @@ def draw_seismograms(gathered_or_frame: dict[str, np.ndarray], path: str | Path)
     Path
         ``path``.
     """
-    from ...report.canvas import save_figure
+    from ...graphics.canvas import save_figure
 
     return save_figure(seismogram_figure(gathered_or_frame), Path(path), dpi=100)

@@ -12,7 +12,7 @@ at its own staggered node of the same indices (vx half a cell further along x, s
 along x and z, ...: :data:`~shoal.apps.seismic.source.OFFSETS`), not interpolated to the
 point. Field data ``TimeValue`` holds the simulated time.
 
-The arrays are zlib-compressed and appended raw after the XML by :mod:`shoal.report.vtk`'s
+The arrays are zlib-compressed and appended raw after the XML by :mod:`shoal.graphics.vtk`'s
 writer, plane by plane: no second copy of a field in memory, which matters at tens of millions
 of points, and the cells the wave has not reached (exact zeros) take next to nothing.
 ``frames/series.pvd`` lists every step with its simulated time (open it);
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import ShoalError
-from ...report.vtk import SERIES_FILE, SERIES_FOLDER, Array, add_to_series, write_image_data
+from ...graphics.vtk import SERIES_FILE, SERIES_FOLDER, Array, add_to_series, write_image_data
 from .output import SEISMOGRAMS_FILE, write_seismograms
 
 VELOCITY = ("vx", "vy", "vz")

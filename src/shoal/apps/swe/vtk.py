@@ -13,7 +13,7 @@ nothing is blanked: every cell is the state's own.
 VTK's level 0 is the coarsest level present (VTK refuses an empty level 0); the cell data
 ``level`` holds the app's own. Cell data: ``h``, ``hu``, ``hv``, ``b``, ``eta`` (``h + b``,
 NaN where dry, as :meth:`~shoal.apps.swe.app.SWEApp.uniform`) and ``level``, x fastest,
-zlib-compressed by :mod:`shoal.report.vtk`'s writer, so nothing here needs the ``vtk`` wheel.
+zlib-compressed by :mod:`shoal.graphics.vtk`'s writer, so nothing here needs the ``vtk`` wheel.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 
 from ...errors import ShoalError
 from ...files import write_text
-from ...report.vtk import SERIES_FILE, SERIES_FOLDER, Array, add_to_series, write_image_data
+from ...graphics.vtk import SERIES_FILE, SERIES_FOLDER, Array, add_to_series, write_image_data
 
 FIELDS = ("h", "hu", "hv", "b")
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import ShoalError
 from ..files import atomic_write, write_text
-from ..provenance import usable_cores
+from ..resources import usable_cores
 
 SERIES_FOLDER = "paraview"  # under the run folder's frames/
 SERIES_FILE = "series.pvd"
