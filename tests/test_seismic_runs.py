@@ -102,6 +102,54 @@ def test_mpi_ranks_give_the_same_bits(ranks, reference, mpirun, tmp_path):
     assert open_run(tmp_path / "mpi").summary["ranks"] == ranks
 
 
+# ----- resuming with another step count -------------------------------------------------------
+RESUMED = 150  # past two doublings of the seismograms' first room (64 samples)
+
+
+@pytest.fixture(scope="module")
+def checkpointed(tmp_path_factory):
+    """A run of STEPS steps with checkpoints every 10, and one of RESUMED steps that never stopped."""
+    base = tmp_path_factory.mktemp("seismic-resume")
+    kw = dict(tiles=4, nodes=1, workers=1, placement="sfc", period=0, set=SMALL)
+    short = run_scenario("seismic-halfspace", steps=STEPS, checkpoint_every=10, out=base / "short", **kw)
+    whole = run_scenario("seismic-halfspace", steps=RESUMED, out=base / "whole", **kw)
+    return short, whole
+
+
+def test_a_run_resumed_with_more_steps_records_every_sample_and_matches_one_that_never_stopped(checkpointed,
+                                                                                              tmp_path):
+    short, whole = checkpointed
+    resumed = run_scenario(None, resume=short.path, steps=RESUMED, out=tmp_path / "resumed")
+    assert resumed.summary["resumed_from_step"] == 20
+    cmp = compare_runs(whole.path, resumed.path)
+    assert cmp.identical, cmp.max_abs_diff
+    seis = resumed.state()["seismograms"]
+    assert seis.shape == (1, RESUMED + 1, 3) and np.isfinite(seis).all()
+    assert np.abs(seis[0, -50:, 2]).max() > 0  # the late samples are the wave's, not a placeholder
+
+
+@pytest.mark.mpi(ranks=(2,))
+def test_a_run_resumed_with_more_steps_under_mpi_matches_one_that_never_stopped(ranks, checkpointed, mpirun,
+                                                                               tmp_path):
+    short, whole = checkpointed
+    mpirun(ranks, "run", "--resume", short.path, "--steps", str(RESUMED), "--nodes", "2", "--out", tmp_path / "mpi")
+    cmp = compare_runs(whole.path, tmp_path / "mpi")
+    assert cmp.identical, cmp.max_abs_diff
+    assert open_run(tmp_path / "mpi").state()["seismograms"].shape == (1, RESUMED + 1, 3)
+
+
+def test_seismograms_grow_with_the_run_not_with_the_planned_steps():
+    """A tile's seismograms hold what was recorded (the first room, then doublings), whatever
+    the run plans: ten million planned steps take no more than ten."""
+    params = _SPEC.params(**{**_TINY.__dict__})
+    tiling = Tiling.from_count((20, 14), 1)
+    for planned in (10, 10**7):
+        state = _SPEC.build(params, planned).init_tile(0, tiling)
+        assert state["seis"].shape == (3, 64)
+    got = _in_process(params, tiling, steps=130)
+    assert got["seismograms"].shape == (1, 131, 3) and np.isfinite(got["seismograms"]).all()
+
+
 def _work(run, phase):
     t = run.trace.tasks
     mine = t["phase"] == run.trace.phases.index(phase)
