@@ -25,7 +25,7 @@ from shoal.tiling import Tiling
 # 24 x 20 x 14 cells of 100 m, a C-PML 4 cells thick, the source off centre, a free surface
 SMALL = ["app.cells=[24,20,14]", "app.spacing=100.0", "app.scale=1.0", "app.absorbing=4", "app.f0=6.0",
          "app.t0=0.2", "app.source_at=[900.0,1100.0,600.0]", "app.receivers=[[1500.0,1000.0,0.0]]",
-         "run.frame_every=0"]
+         "run.frame_every=0", "app.points_per_wavelength=2"]  # a short wave, for bits not waveforms
 STEPS = 24
 
 
@@ -55,7 +55,7 @@ def test_the_state_is_bitwise_the_same_for_any_tiling_placement_and_skipping(ref
 
 _SPEC = get_app("seismic")
 _TINY = _SPEC.params(cells=[20, 14, 12], spacing=100.0, absorbing=3, f0=6.0, t0=0.2, source_at=[700.0, 800.0, 500.0],
-                     receivers=[[1200.0, 700.0, 0.0]])
+                     receivers=[[1200.0, 700.0, 0.0]], points_per_wavelength=2.0)
 
 
 def _in_process(params, tiling, steps=12):
@@ -195,7 +195,13 @@ def test_a_two_dimensional_run_is_the_same_for_any_tiling(tmp_path):
 @pytest.mark.parametrize("assignment, expected", [
     ("app.layers=[[0.0,6000.0,5300.0,2700.0]]", "an S speed of at least sqrt(3)/2 of its P speed"),
     ("app.layers=[[0.0,6000.0,3464.0,-2700.0]]", "a negative or zero density"),
-    ("app.layers=[[0.0,6000.0,3464.0,2700.0],[100.0,5000.0,2800.0,2600.0]]", ""),  # fine: two layers
+    ("app.layers=[[0.0,6000.0,3464.0,2700.0],[100.0,5600.0,3200.0,2600.0]]", ""),  # fine: two layers
+    # 3464 / (2.5 x 8 Hz x 100 m) = 1.73; 5 needs f0 <= 3464 / (5 x 2.5 x 100) = 2.77 Hz
+    ("app.f0=8.0", "app.f0 = 8 Hz is too high for cells of 100 m: the ricker wavelet reaches 20 Hz (2.5 f0), where "
+                   "the slowest wave (S, 3464 m/s at depth 0 m) spans 1.73 grid points per wavelength and the "
+                   "order-4 scheme needs 5: use app.f0 <= 2.77 Hz"),
+    ("app.order=2", "spans 5.54 grid points per wavelength and the order-2 scheme needs 10"),
+    ("app.points_per_wavelength=-1.0", "app.dt, app.t0 and app.points_per_wavelength must be >= 0"),
     ("app.absorbing=12", "app.absorbing (12 cells) leaves no interior along x: the domain has 24 cells"),
     ("app.source_at=[20000.0,6000.0,2000.0]", "app.source_at [20000.0, 6000.0, 2000.0] is outside the domain"),
     ("app.dt=0.05", "above the stability (CFL) limit"),

@@ -28,7 +28,7 @@ from ...runtime.app import App, Phase, StepContext
 from ...tiling import Tiling
 from . import kernels
 from .cpml import profile
-from .medium import coefficients, time_step
+from .medium import check_resolution, coefficients, time_step
 from .params import SeismicParams
 from .source import MOMENT_FIELDS, nearest_node, wavelet
 
@@ -79,6 +79,7 @@ class SeismicApp(App):
         self.grid = (self.shape[0], self.shape[1])
         self.dtype = np.dtype(params.dtype)
         self.dt = time_step(params)
+        check_resolution(params)
         self.coef = coefficients(params, self.dt, self.dtype)
         self.kernels = kernels.compiled(params.order, self.threed, params.dtype)
         vp, _, _ = params.medium(params.depths())
