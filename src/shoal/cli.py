@@ -395,6 +395,14 @@ def _cmd_study(args) -> int:
     return 0
 
 
+def _cmd_export(args) -> int:
+    from .apps.seismic.streams import export
+
+    paths = export(args.run, args.format, args.out, origin_time=args.origin_time, network=args.network)
+    print(f"wrote {len(paths)} {args.format} file(s) to {args.out}")
+    return 0
+
+
 def _cmd_export_tit(args) -> int:
     from .replay.run import coarsening_for
     from .replay.simgrid import export_tit
@@ -610,6 +618,14 @@ def build_parser() -> argparse.ArgumentParser:
     model_flags(p)
     machine_flags(p)
     p.set_defaults(func=_cmd_sweep)
+
+    p = sub.add_parser("export", help="export a seismic run's seismograms as SAC or miniSEED (needs shoal[obspy])")
+    p.add_argument("run", help="a seismic run folder")
+    p.add_argument("--format", choices=("sac", "mseed"), required=True, help="SAC (one file per trace) or miniSEED")
+    p.add_argument("--out", required=True, help="folder for the files")
+    p.add_argument("--origin-time", help="absolute time of the run's t = 0 (default 1970-01-01T00:00:00)")
+    p.add_argument("--network", default="XX", help="network code")
+    p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("export-tit", help="export a trace as SimGrid time-independent traces (smpirun -replay)")
     p.add_argument("trace", help="a trace.h5 or a run folder")
