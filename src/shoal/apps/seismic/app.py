@@ -358,7 +358,8 @@ class SeismicApp(App):
 
     # ----- output -----------------------------------------------------------------------------
     def gather(self, states: dict, tiling: Tiling) -> dict[str, np.ndarray]:
-        """Every field's interior on the global grid, the seismograms and the time."""
+        """Every field's interior on the global grid, the seismograms, the receivers' and the
+        source's positions and the time."""
         nx, ny, nz = self.shape
         out = {name: np.empty((nx, ny, nz), dtype=self.dtype) for name in FIELDS}
         step = int(next(iter(states.values()))["step"])
@@ -373,6 +374,7 @@ class SeismicApp(App):
                 seis[r, :, comp] = state["seis"][row, :step + 1]
         out["seismograms"] = seis
         out["receivers"] = np.array([self.p.point(r) for r in self.p.receivers], dtype=float).reshape(-1, 3)
+        out["source"] = np.array(self.p.point(self.p.source_at), dtype=float)
         out["time"] = np.array(step * self.dt)
         out["dt"] = np.array(self.dt)
         return out
