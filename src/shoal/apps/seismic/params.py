@@ -200,7 +200,9 @@ class SeismicParams:
 
 def seismic_memory(p: SeismicParams) -> int:
     """Bytes of a run's state: nine fields with two ghost layers, the memory variables of the
-    absorbing layers (six per layer cell) and a copy for halos, at the run's precision."""
+    absorbing layers (six per layer cell) and a copy for halos, at the run's precision. The
+    seismograms are not counted: they grow with the steps run (24 bytes per receiver and step),
+    not with the steps planned."""
     nx, ny, nz = p.shape
     g = p.order // 2
     size = 4 if p.dtype == "float32" else 8
