@@ -22,7 +22,8 @@ from shoal.sampi import (
 )
 from shoal.trace import Trace, aggregate
 
-TINY = ["app.scale=0.1", "app.absorbing=4"]  # 50 x 35 x 13 cells
+# 50 x 35 x 13 cells of 4 km: a load study, 1 point per S wavelength (the waveform does not matter)
+TINY = ["app.scale=0.1", "app.absorbing=4", "app.points_per_wavelength=1"]
 STEPS = 12
 
 

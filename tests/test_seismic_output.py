@@ -265,7 +265,8 @@ def test_draw_the_surface_and_the_speed():
     ax = fig.add_subplot()
     image = drawing.draw(f, ax, field="speed", plane="surface")
     np.testing.assert_array_equal(image.get_array(), f["speed_surface"].T)
-    assert image.get_clim() == (0.0, float(f["speed_surface"].max()))
+    top = float(np.percentile(f["speed_surface"].astype(float), 99.5))  # robust: not the largest value
+    assert image.get_clim() == (0.0, top) and top < float(f["speed_surface"].max())
     assert image.get_extent() == [-50.0, 1150.0, -50.0, 850.0]
     bottom, top = ax.get_ylim()
     assert bottom < top  # seen from above: y up
@@ -273,6 +274,78 @@ def test_draw_the_surface_and_the_speed():
     assert (min(edge.get_ydata()), max(edge.get_ydata())) == (200.0, 600.0)
     f["vz_section"][:] = 0.0
     assert drawing.draw(f, fig.add_subplot()).get_clim() == (-1.0, 1.0)  # at rest
+
+
+def _spiked_frame(app, spike=100.0):
+    """A frame whose vz section is a unit-amplitude wave plus a few cells of ``spike`` (a source)."""
+    f = drawing.frame(app, _gathered(app))
+    n0, n1 = f["vz_section"].shape
+    i, k = np.meshgrid(np.arange(n0), np.arange(n1), indexing="ij")
+    f["vz_section"] = np.sin(i * 0.9 + k * 0.7).astype(np.float32)
+    f["vz_section"][5, 3] = spike
+    f["vz_section"][6, 3] = -spike
+    return f
+
+
+def test_a_wavefield_is_coloured_up_to_a_high_percentile_of_its_magnitude_not_its_maximum():
+    app = _app(**(SMALL | {"cells": [60, 9, 40]}))
+    f = _spiked_frame(app)
+    fig = new_figure(7, 5)
+    image = drawing.draw(f, fig.add_subplot())
+    top = float(np.percentile(np.abs(f["vz_section"].astype(float)), 99.5))
+    assert image.get_clim() == (-top, top)  # symmetric, at the 99.5th percentile of |vz|
+    assert 0.99 < top <= 1.0  # the wave, not the two cells of 100 at the source
+
+
+def test_the_reports_common_scale_of_a_signed_field_is_robust_over_every_frame():
+    from shoal.report.run_report import common_scale
+
+    app = _app(**(SMALL | {"cells": [60, 9, 40]}))
+    frames = [_spiked_frame(app, spike) for spike in (100.0, 1000.0)]
+    frames[1]["vz_section"] *= 0.5
+    every = np.concatenate([np.abs(f["vz_section"].astype(float)).ravel() for f in frames])
+    top = float(np.percentile(every, 99.5))
+    assert common_scale(frames, signed={"vz_section"}) == (-top, top) and top <= 1.0
+    assert common_scale(frames) == (-500.0, 500.0)  # a field not declared signed: its range (the spikes')
+
+
+def test_the_section_draws_the_layer_interfaces():
+    app = _app(**(SMALL | {"layers": [[0.0, 6000.0, 3464.0, 2700.0], [250.0, 6500.0, 3700.0, 2800.0],
+                                      [450.0, 7000.0, 4000.0, 2900.0], [5000.0, 8000.0, 4600.0, 3300.0]]}))
+    f = drawing.frame(app, _gathered(app))
+    np.testing.assert_array_equal(f["interfaces"], [250.0, 450.0])  # 5000 m is below the grid's 600 m
+    fig = new_figure(7, 5)
+    ax = fig.add_subplot()
+    drawing.draw(f, ax)
+    lines = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
+    assert sorted(line.get_ydata()[0] for line in lines) == [250.0, 450.0]
+    assert all(tuple(line.get_xdata()) == (-50.0, 1150.0) for line in lines)  # across the section
+    assert "layer interfaces" in [t.get_text() for t in ax.get_legend().get_texts()]
+    surface = new_figure(7, 5).add_subplot()
+    drawing.draw(f, surface, plane="surface")
+    assert "layer interfaces" not in [line.get_label() for line in surface.get_lines()]
+
+
+def test_seismograms_of_a_2d_run_have_no_vy_panel_and_receivers_are_labelled_by_offset():
+    app = _app(**(SMALL | {"cells": [12, 7], "source_at": [550.0, 260.0]}))
+    g = _gathered(app) | {"vx": np.zeros((12, 1, 7)), "vy": np.zeros((12, 1, 7)), "vz": np.zeros((12, 1, 7)),
+                          "receivers": np.array([[0.0, 0.0, 0.0], [550.0, 0.0, 0.0], [1100.0, 0.0, 300.0]]),
+                          "source": np.array([550.0, 0.0, 260.0])}
+    for arrays in (g, drawing.frame(app, g)):
+        fig = drawing.seismogram_figure(arrays)
+        assert [ax.get_title() for ax in fig.axes] == ["vx", "vz"]
+        assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["-0.55", "0", "0.55"]  # km along x
+        assert fig.axes[0].get_ylabel() == "offset along x from the source (km)"
+
+
+def test_seismograms_of_a_3d_run_are_labelled_by_distance_from_the_source():
+    app = _app(**SMALL)
+    f = drawing.frame(app, _gathered(app))  # receivers (0, 0, 0), (550, 800, 0), (1100, 0, 600)
+    fig = drawing.seismogram_figure(f)
+    assert [ax.get_title() for ax in fig.axes] == ["vx", "vy", "vz"]
+    expected = [np.hypot(550.0, 340.0), np.hypot(0.0, 460.0), np.hypot(550.0, 340.0)]
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [f"{d / 1000:.3g}" for d in expected]
+    assert fig.axes[0].get_ylabel() == "distance from the source (km)"
 
 
 def test_seismogram_figure_draws_every_receiver_and_component_on_one_scale():
@@ -316,7 +389,7 @@ cells = [20, 16, 12]
 spacing = 100.0
 absorbing = 3
 source_at = [1000.0, 800.0, 600.0]
-f0 = 8.0
+f0 = 2.5
 t0 = 0.01
 receivers = [[600.0, 800.0, 0.0], [1400.0, 800.0, 300.0]]
 """

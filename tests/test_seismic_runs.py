@@ -25,7 +25,7 @@ from shoal.tiling import Tiling
 # 24 x 20 x 14 cells of 100 m, a C-PML 4 cells thick, the source off centre, a free surface
 SMALL = ["app.cells=[24,20,14]", "app.spacing=100.0", "app.scale=1.0", "app.absorbing=4", "app.f0=6.0",
          "app.t0=0.2", "app.source_at=[900.0,1100.0,600.0]", "app.receivers=[[1500.0,1000.0,0.0]]",
-         "run.frame_every=0"]
+         "run.frame_every=0", "app.points_per_wavelength=2"]  # a short wave, for bits not waveforms
 STEPS = 24
 
 
@@ -55,7 +55,7 @@ def test_the_state_is_bitwise_the_same_for_any_tiling_placement_and_skipping(ref
 
 _SPEC = get_app("seismic")
 _TINY = _SPEC.params(cells=[20, 14, 12], spacing=100.0, absorbing=3, f0=6.0, t0=0.2, source_at=[700.0, 800.0, 500.0],
-                     receivers=[[1200.0, 700.0, 0.0]])
+                     receivers=[[1200.0, 700.0, 0.0]], points_per_wavelength=2.0)
 
 
 def _in_process(params, tiling, steps=12):
@@ -100,6 +100,54 @@ def test_mpi_ranks_give_the_same_bits(ranks, reference, mpirun, tmp_path):
     cmp = compare_runs(reference.path, tmp_path / "mpi")
     assert cmp.identical, cmp.max_abs_diff
     assert open_run(tmp_path / "mpi").summary["ranks"] == ranks
+
+
+# ----- resuming with another step count -------------------------------------------------------
+RESUMED = 150  # past two doublings of the seismograms' first room (64 samples)
+
+
+@pytest.fixture(scope="module")
+def checkpointed(tmp_path_factory):
+    """A run of STEPS steps with checkpoints every 10, and one of RESUMED steps that never stopped."""
+    base = tmp_path_factory.mktemp("seismic-resume")
+    kw = dict(tiles=4, nodes=1, workers=1, placement="sfc", period=0, set=SMALL)
+    short = run_scenario("seismic-halfspace", steps=STEPS, checkpoint_every=10, out=base / "short", **kw)
+    whole = run_scenario("seismic-halfspace", steps=RESUMED, out=base / "whole", **kw)
+    return short, whole
+
+
+def test_a_run_resumed_with_more_steps_records_every_sample_and_matches_one_that_never_stopped(checkpointed,
+                                                                                              tmp_path):
+    short, whole = checkpointed
+    resumed = run_scenario(None, resume=short.path, steps=RESUMED, out=tmp_path / "resumed")
+    assert resumed.summary["resumed_from_step"] == 20
+    cmp = compare_runs(whole.path, resumed.path)
+    assert cmp.identical, cmp.max_abs_diff
+    seis = resumed.state()["seismograms"]
+    assert seis.shape == (1, RESUMED + 1, 3) and np.isfinite(seis).all()
+    assert np.abs(seis[0, -50:, 2]).max() > 0  # the late samples are the wave's, not a placeholder
+
+
+@pytest.mark.mpi(ranks=(2,))
+def test_a_run_resumed_with_more_steps_under_mpi_matches_one_that_never_stopped(ranks, checkpointed, mpirun,
+                                                                               tmp_path):
+    short, whole = checkpointed
+    mpirun(ranks, "run", "--resume", short.path, "--steps", str(RESUMED), "--nodes", "2", "--out", tmp_path / "mpi")
+    cmp = compare_runs(whole.path, tmp_path / "mpi")
+    assert cmp.identical, cmp.max_abs_diff
+    assert open_run(tmp_path / "mpi").state()["seismograms"].shape == (1, RESUMED + 1, 3)
+
+
+def test_seismograms_grow_with_the_run_not_with_the_planned_steps():
+    """A tile's seismograms hold what was recorded (the first room, then doublings), whatever
+    the run plans: ten million planned steps take no more than ten."""
+    params = _SPEC.params(**{**_TINY.__dict__})
+    tiling = Tiling.from_count((20, 14), 1)
+    for planned in (10, 10**7):
+        state = _SPEC.build(params, planned).init_tile(0, tiling)
+        assert state["seis"].shape == (3, 64)
+    got = _in_process(params, tiling, steps=130)
+    assert got["seismograms"].shape == (1, 131, 3) and np.isfinite(got["seismograms"]).all()
 
 
 def _work(run, phase):
@@ -147,7 +195,13 @@ def test_a_two_dimensional_run_is_the_same_for_any_tiling(tmp_path):
 @pytest.mark.parametrize("assignment, expected", [
     ("app.layers=[[0.0,6000.0,5300.0,2700.0]]", "an S speed of at least sqrt(3)/2 of its P speed"),
     ("app.layers=[[0.0,6000.0,3464.0,-2700.0]]", "a negative or zero density"),
-    ("app.layers=[[0.0,6000.0,3464.0,2700.0],[100.0,5000.0,2800.0,2600.0]]", ""),  # fine: two layers
+    ("app.layers=[[0.0,6000.0,3464.0,2700.0],[100.0,5600.0,3200.0,2600.0]]", ""),  # fine: two layers
+    # 3464 / (2.5 x 8 Hz x 100 m) = 1.73; 5 needs f0 <= 3464 / (5 x 2.5 x 100) = 2.77 Hz
+    ("app.f0=8.0", "app.f0 = 8 Hz is too high for cells of 100 m: the ricker wavelet reaches 20 Hz (2.5 f0), where "
+                   "the slowest wave (S, 3464 m/s at depth 0 m) spans 1.73 grid points per wavelength and the "
+                   "order-4 scheme needs 5: use app.f0 <= 2.77 Hz"),
+    ("app.order=2", "spans 5.54 grid points per wavelength and the order-2 scheme needs 10"),
+    ("app.points_per_wavelength=-1.0", "app.dt, app.t0 and app.points_per_wavelength must be >= 0"),
     ("app.absorbing=12", "app.absorbing (12 cells) leaves no interior along x: the domain has 24 cells"),
     ("app.source_at=[20000.0,6000.0,2000.0]", "app.source_at [20000.0, 6000.0, 2000.0] is outside the domain"),
     ("app.dt=0.05", "above the stability (CFL) limit"),

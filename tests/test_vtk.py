@@ -10,8 +10,8 @@ from vtkmodules.util.numpy_support import vtk_to_numpy
 from vtkmodules.vtkIOXML import vtkXMLImageDataReader, vtkXMLPolyDataReader
 
 from shoal.errors import ShoalError
-from shoal.graphics.vtk import Array, write_image_data, write_poly_data, write_series
 from shoal.graphics import vtk
+from shoal.graphics.vtk import Array, write_image_data, write_poly_data, write_series
 from shoal.session import run_scenario
 
 SPH2D = ["app.dx=0.1", "app.tank=[2.0, 1.2]", "app.fluid=[[0.0, 0.0, 0.5, 1.0]]"]

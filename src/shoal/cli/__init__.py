@@ -19,6 +19,7 @@ from . import (
     compare,
     convert_checkpoint,
     demo,
+    export,
     export_lbaf,
     export_tit,
     lif,
@@ -33,7 +34,7 @@ from . import (
 )
 
 # In the order ``shoal --help`` lists them.
-COMMANDS = [scenarios, run, compare, report, replay, sweep, export_tit, export_lbaf, calibrate, validate, sampi,
+COMMANDS = [scenarios, run, compare, report, replay, sweep, export, export_tit, export_lbaf, calibrate, validate, sampi,
             study, lif, convert_checkpoint, demo]
 
 

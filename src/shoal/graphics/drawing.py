@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
+#: The colour scale of a signed field (a wavefield, a surface) reaches this percentile of its
+#: magnitude, not its largest value: a few cells at a source would wash out everything else.
+ROBUST_PERCENTILE = 99.5
+
 
 def frame_values(frame: dict[str, np.ndarray]) -> tuple[np.ndarray, str]:
     """The values the default picture colours by, and their label: particle speed when there
@@ -40,6 +44,30 @@ def draw_arrays(frame: dict[str, np.ndarray], ax, scale: tuple[float, float] | N
         ax.set_ylabel("y cell")
     ax.set_title(label)
     return mappable
+
+
+def robust_bound(values) -> float:
+    """The bound ``m`` of a symmetric colour scale ``[-m, m]`` that a few extreme cells do not
+    set: the :data:`ROBUST_PERCENTILE`-th percentile of ``|values|`` (finite ones).
+
+    Parameters
+    ----------
+    values : array_like
+        The field (any shape; NaN and infinities are left out).
+
+    Returns
+    -------
+    float
+        That percentile; the largest magnitude when the percentile is 0 (a field that is zero
+        but in a few cells); 1.0 for a field at rest.
+    """
+    a = np.abs(np.asarray(values, dtype=float)).ravel()
+    a = a[np.isfinite(a)]
+    if not a.size:
+        return 1.0
+    top = float(np.percentile(a, ROBUST_PERCENTILE))
+    top = top if top > 0 else float(a.max())
+    return top if top > 0 else 1.0
 
 
 def _first_grid_field(frame: dict[str, np.ndarray]) -> tuple[str, np.ndarray]:

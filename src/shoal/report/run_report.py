@@ -49,12 +49,21 @@ def app_frames(app, run: Path) -> list[Path]:
     if "x" not in frames[0][1]:
         frames += [(p.with_name(p.stem.replace("state", "frame") + ".png"), _load(p))  # already frames
                    for p in sorted((run / "frames").glob("state-*.npz"))]
-    scale = common_scale([f for _, f in frames])
+    from ..apps import get_app
+
+    layout = get_app(app.name).layout
+    scale = common_scale([f for _, f in frames], signed={n for n, hints in layout.items() if "signed" in hints})
     paths = []
     for path, frame in frames:
         fig = new_figure(7, 5)
         ax = fig.add_subplot()
-        fig.colorbar(app.draw(frame, ax, scale), ax=ax)
+        mappable = app.draw(frame, ax, scale)
+        if ax.get_aspect() == 1.0:  # a picture of fixed aspect: the figure about as tall, the colour bar as tall
+            (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+            fig.set_size_inches(7, min(max(3.0, 6 * abs(y1 - y0) / abs(x1 - x0) + 1.4), 9.0))
+            fig.colorbar(mappable, cax=ax.inset_axes((1.03, 0.0, 0.03, 1.0)))
+        else:
+            fig.colorbar(mappable, ax=ax)
         paths.append(save_figure(fig, path, dpi=100))
     if len(frames) > 2:  # grid apps: the frames written on the way, in sequence
         from .particles import animation
@@ -63,16 +72,36 @@ def app_frames(app, run: Path) -> list[Path]:
     return paths
 
 
-def common_scale(frames: list[dict]) -> tuple[float, float] | None:
-    """The range of what the default picture colours by, over every frame."""
-    from ..graphics.drawing import frame_values
+def common_scale(frames: list[dict], signed=()) -> tuple[float, float] | None:
+    """The range of what the default picture colours by, over every frame.
+
+    Parameters
+    ----------
+    frames : list of dict
+        The app's frames.
+    signed : collection of str
+        Fields the app's layout calls signed: their range is symmetric about 0 up to a high
+        percentile of their magnitude (:func:`~shoal.graphics.drawing.robust_bound`); any other
+        field's goes from its least to its largest value.
+
+    Returns
+    -------
+    (float, float) or None
+        The range; ``None`` when the frames hold no field or no finite value.
+    """
+    from ..graphics.drawing import frame_values, robust_bound
 
     try:
-        values = [frame_values(f)[0] for f in frames]
+        values = [frame_values(f) for f in frames]
     except ValueError:
         return None
-    finite = np.concatenate([v[np.isfinite(v)].ravel() for v in values])
-    return (float(finite.min()), float(finite.max())) if finite.size else None
+    finite = np.concatenate([v[np.isfinite(v)].ravel() for v, _ in values])
+    if not finite.size:
+        return None
+    if values[0][1] in signed:
+        top = robust_bound(finite)
+        return (-top, top)
+    return (float(finite.min()), float(finite.max()))
 
 
 def report_run(run: str | Path, steps: tuple[int | None, int | None] | None = None,

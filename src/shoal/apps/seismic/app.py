@@ -28,7 +28,7 @@ from ...runtime.app import App, Phase, StepContext
 from ...tiling import Tiling
 from . import kernels
 from .cpml import profile
-from .medium import coefficients, time_step
+from .medium import check_resolution, coefficients, time_step
 from .params import SeismicParams
 from .source import MOMENT_FIELDS, nearest_node, wavelet
 
@@ -37,6 +37,7 @@ STRESS = ("sxx", "syy", "szz", "sxy", "sxz", "syz")
 FIELDS = VELOCITY + STRESS
 WEIGHTS = ("ca", "cb", "cc", "zh", "zz", "m", "mh", "bx", "bz")  # rows of the C-PML terms' weights
 BLOCK = (8, 8, 32)  # cells of a skipping block along x, y, z (aligned to the global grid)
+SAMPLES = 64  # a tile's first room for seismogram samples; doubled whenever the run outgrows it
 CHECK_EVERY = 10  # steps between checks that the wavefield is still finite
 
 # C-PML terms per axis: (plus difference?, source field, destination fields, coefficient names, half node?)
@@ -78,6 +79,7 @@ class SeismicApp(App):
         self.grid = (self.shape[0], self.shape[1])
         self.dtype = np.dtype(params.dtype)
         self.dt = time_step(params)
+        check_resolution(params)
         self.coef = coefficients(params, self.dt, self.dtype)
         self.kernels = kernels.compiled(params.order, self.threed, params.dtype)
         vp, _, _ = params.medium(params.depths())
@@ -207,8 +209,9 @@ class SeismicApp(App):
         mine = [(r, c) for r, nodes in enumerate(self.receiver_nodes) for c, node in enumerate(nodes)
                 if x0 <= node[0] < x1 and y0 <= node[1] < y1]
         state["rec"] = np.array(mine, dtype=np.int64).reshape(-1, 2)
-        state["seis"] = np.full((len(mine), self.steps + 1), np.nan)
-        state["seis"][:, 0] = 0.0
+        # sized as the run goes (see _record): a run may be resumed with more steps than planned
+        state["seis"] = np.full((len(mine), SAMPLES if mine else 0), np.nan)
+        state["seis"][:, :1] = 0.0
         state["step"] = 0
         return state
 
@@ -261,17 +264,26 @@ class SeismicApp(App):
         if self.p.source == "force":
             self._inject(state["v"], lay, VELOCITY, (ctx.step + 0.5) * self.dt)
         state["step"] = ctx.step + 1
-        if len(state["rec"]) and ctx.step + 1 < state["seis"].shape[1]:
-            origin = lay["origin"]
-            for row, (r, comp) in enumerate(state["rec"]):
-                i, j, k = (self.receiver_nodes[r][comp][a] - origin[a] for a in range(3))
-                state["seis"][row, ctx.step + 1] = state["v"][comp, i, j, k]
+        if len(state["rec"]):
+            self._record(state, lay, ctx.step + 1)
         if (ctx.step + 1) % CHECK_EVERY == 0 and kernels.any_not_finite(state["v"]):
             raise ShoalError(f"the wavefield is no longer finite (unstable) at t = {(ctx.step + 1) * self.dt:.6g} s; "
                              f"app.dt {self.dt:.6g} s, app.cfl {self.p.cfl}")
         return cells
 
     # ----- pieces of the phases ---------------------------------------------------------------
+    def _record(self, state, lay, n: int) -> None:
+        """The tile's receivers' sample ``n``; the samples' room doubles when the run outgrows it."""
+        seis = state["seis"]
+        if n >= seis.shape[1]:
+            grown = np.full((seis.shape[0], max(2 * seis.shape[1], n + 1)), np.nan)
+            grown[:, :seis.shape[1]] = seis
+            state["seis"] = seis = grown
+        origin = lay["origin"]
+        for row, (r, comp) in enumerate(state["rec"]):
+            i, j, k = (self.receiver_nodes[r][comp][a] - origin[a] for a in range(3))
+            seis[row, n] = state["v"][comp, i, j, k]
+
     def _activate(self, state, inputs, lay) -> np.ndarray:
         halo = np.array([self.g, self.gy, self.g], dtype=np.int64)
         return kernels.activate(state["active"], tuple(inputs), lay["lo"], lay["hi"], halo, lay["always"])
@@ -346,10 +358,12 @@ class SeismicApp(App):
 
     # ----- output -----------------------------------------------------------------------------
     def gather(self, states: dict, tiling: Tiling) -> dict[str, np.ndarray]:
-        """Every field's interior on the global grid, the seismograms and the time."""
+        """Every field's interior on the global grid, the seismograms, the receivers' and the
+        source's positions and the time."""
         nx, ny, nz = self.shape
         out = {name: np.empty((nx, ny, nz), dtype=self.dtype) for name in FIELDS}
-        seis = np.full((len(self.receiver_nodes), self.steps + 1, 3), np.nan)
+        step = int(next(iter(states.values()))["step"])
+        seis = np.full((len(self.receiver_nodes), step + 1, 3), np.nan)  # the samples recorded so far
         g, gy = self.g, self.gy
         for tile, state in states.items():
             (x0, x1), (y0, y1) = tiling.bounds(tile)
@@ -357,10 +371,10 @@ class SeismicApp(App):
             for name, a in zip(FIELDS, arrays, strict=True):
                 out[name][x0:x1, y0:y1] = a[g:a.shape[0] - g, gy:a.shape[1] - gy, g:a.shape[2] - g]
             for row, (r, comp) in enumerate(state["rec"]):
-                seis[r, :, comp] = state["seis"][row]
-        step = int(next(iter(states.values()))["step"])
-        out["seismograms"] = seis[:, :step + 1]  # the samples recorded so far
+                seis[r, :, comp] = state["seis"][row, :step + 1]
+        out["seismograms"] = seis
         out["receivers"] = np.array([self.p.point(r) for r in self.p.receivers], dtype=float).reshape(-1, 3)
+        out["source"] = np.array(self.p.point(self.p.source_at), dtype=float)
         out["time"] = np.array(step * self.dt)
         out["dt"] = np.array(self.dt)
         return out

@@ -12,8 +12,11 @@ A frame (:func:`frame`) holds, as float32 (a picture needs no more):
 and as float64 or int: ``receivers`` ``(nrec, 3)`` and ``source`` ``(3,)`` (x, y, z in metres),
 ``section_y`` (the slice's y), ``spacing`` (the grid's cell side), ``stride`` (every stride-th
 node is kept along each axis), ``shape`` (the grid's ``nx, ny, nz``), ``pml`` (C-PML cells at x-,
-x+, y-, y+, top, bottom) and ``time``. ``vz_section`` comes first, so the report's common colour
-scale over a run's frames is its range.
+x+, y-, y+, top, bottom), ``interfaces`` (the depths of the layers' tops below the surface) and
+``time``. ``vz_section`` comes first, so the report's common colour scale over a run's frames is
+its: ``vz`` is signed (the app's layout says so), so that scale is symmetric about 0 and reaches
+the 99.5th percentile of ``|vz|`` over every frame (:func:`shoal.graphics.drawing.robust_bound`),
+not its largest value, which a few cells at the source would set.
 
 Every value is the field at its own staggered node (no interpolation): ``vz`` sits half a cell
 below the normal-stress node, and ``|v|`` combines vx, vy and vz of the same indices; the picture
@@ -26,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...graphics.drawing import robust_bound
 from .source import OFFSETS, nearest_node
 
 MAX_BYTES = 2 * 2**20  # a frame's size: 2 MB
@@ -79,8 +83,33 @@ def frame(app, gathered: dict[str, np.ndarray], max_bytes: int = MAX_BYTES) -> d
         "receivers": np.asarray(gathered["receivers"], dtype=float).reshape(-1, 3), "source": source,
         "section_y": np.array(j * p.dx), "spacing": np.array(float(p.dx)), "stride": np.array(stride),
         "shape": np.array(p.shape, dtype=np.int64), "pml": np.array(p.pml_widths(), dtype=np.int64),
-        "time": np.array(float(gathered.get("time", np.nan))),
+        "interfaces": interfaces(p), "time": np.array(float(gathered.get("time", np.nan))),
     }
+
+
+def interfaces(p) -> np.ndarray:
+    """Depths (m) of the layers' tops below the surface and above the grid's bottom."""
+    tops = np.array([float(layer[0]) for layer in p.layers[1:]])
+    return tops[tops < p.extent[2]]
+
+
+def is_2d(arrays: dict[str, np.ndarray]) -> bool:
+    """Whether a frame, a gathered state or a seismograms file is of a 2D run (the x-z plane)."""
+    if "shape" in arrays:
+        return int(np.asarray(arrays["shape"])[1]) == 1
+    if "vy" in arrays:
+        return np.shape(arrays["vy"])[1] == 1
+    return int(arrays.get("ndim", 3)) == 2
+
+
+def offsets(arrays: dict[str, np.ndarray]) -> np.ndarray | None:
+    """Each receiver's horizontal offset from the source (m): along x in 2D (signed), the
+    distance in 3D; ``None`` without the source's position."""
+    if "source" not in arrays:
+        return None
+    rec = np.asarray(arrays["receivers"], dtype=float).reshape(-1, 3)
+    d = rec[:, :2] - np.asarray(arrays["source"], dtype=float)[:2]
+    return d[:, 0] if is_2d(arrays) else np.hypot(d[:, 0], d[:, 1])
 
 
 def seismograms_so_far(gathered: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -121,7 +150,9 @@ def draw(frame: dict[str, np.ndarray], ax, scale: tuple[float, float] | None = N
     scale : (float, float), optional
         The range of the drawn field (m/s; the report's common scale over a run's frames). ``vz``
         is drawn on a diverging map symmetric about 0, plus or minus the larger bound's
-        magnitude; ``speed`` from 0 to the upper bound. Default: the frame's own range.
+        magnitude; ``speed`` from 0 to the upper bound. Default: the frame's own robust range,
+        up to the 99.5th percentile of the field's magnitude
+        (:func:`shoal.graphics.drawing.robust_bound`): the few cells above it saturate.
     field : {"vz", "speed"}
         The vertical velocity or the speed ``|v|``.
     plane : {"section", "surface"}
@@ -133,11 +164,7 @@ def draw(frame: dict[str, np.ndarray], ax, scale: tuple[float, float] | None = N
         The slice, for a colour bar.
     """
     values = frame[f"{field}_{plane}"]
-    if scale is not None:
-        top = max(abs(float(scale[0])), abs(float(scale[1])))
-    else:
-        finite = np.abs(values[np.isfinite(values)])
-        top = float(finite.max()) if finite.size else 0.0
+    top = max(abs(float(scale[0])), abs(float(scale[1]))) if scale is not None else robust_bound(values)
     top = top if top > 0 else 1.0  # a wavefield at rest: any range draws it blank
     dx, stride = float(frame["spacing"]), int(frame["stride"])
     h = dx * stride
@@ -169,24 +196,38 @@ def draw(frame: dict[str, np.ndarray], ax, scale: tuple[float, float] | None = N
         where = "surface z = 0"
     x0, x1, z0, z1 = inner
     ax.plot([x0, x1, x1, x0, x0], [z0, z0, z1, z1, z0], ls="--", lw=0.8, color="0.3", label="C-PML inner edge")
+    if plane == "section":
+        for k, depth in enumerate(np.asarray(frame.get("interfaces", ()), dtype=float)):
+            ax.plot([extent[0], extent[1]], [depth, depth], ls=":", lw=0.9, color="0.15",
+                    label="layer interfaces" if k == 0 else None)
     (rx, rz), (sx, sz) = across
     if len(rx):
         ax.plot(rx, rz, ls="none", marker="v", ms=6, mfc="white", mec="black", clip_on=False, label="receivers")
     ax.plot([sx], [sz], ls="none", marker="*", ms=12, mfc="gold", mec="black", clip_on=False, label="source")
     ax.set_xlim(extent[0], extent[1])
     ax.set_aspect("equal")
-    ax.set_xlabel("x (m)")
+    # coordinates stay in metres; a domain of tens of kilometres is labelled in km
+    unit = "km" if max(lx, ly, lz) >= 20e3 else "m"
+    if unit == "km":
+        from matplotlib.ticker import FuncFormatter
+
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1000:g}"))
+        ax.set_ylabel(ax.get_ylabel().replace("(m)", "(km)"))
+        where = where.replace(f"{float(frame['section_y']):.6g} m", f"{float(frame['section_y']) / 1000:.6g} km")
+    ax.set_xlabel(f"x ({unit})")
     t = float(frame["time"]) if "time" in frame else np.nan
     when = f"t = {t:.4g} s, " if np.isfinite(t) else ""
-    ax.set_title(f"{when}{FIELDS[field]}, {where}")
+    ax.set_title(f"{when}{FIELDS[field]}, {where}", pad=10)  # clear of the receivers on the surface
     ax.legend(loc="lower right", fontsize="x-small")
     return mappable
 
 
 def seismogram_figure(gathered_or_frame: dict[str, np.ndarray]):
-    """Every receiver's vx, vy and vz against time: one panel per component, one trace per
-    receiver offset by its number (receiver 0 on top), all on one amplitude scale so that
-    amplitudes compare across receivers and components.
+    """Every receiver's velocity components against time: one panel per component (vx, vy and
+    vz; vx and vz in 2D, where vy is zero), one trace per receiver offset by its number
+    (receiver 0 on top) and labelled by its horizontal offset from the source, all on one
+    amplitude scale so that amplitudes compare across receivers and components.
 
     Parameters
     ----------
@@ -203,20 +244,28 @@ def seismogram_figure(gathered_or_frame: dict[str, np.ndarray]):
     times, seis = seismograms_so_far(gathered_or_frame)
     seis = np.asarray(seis, dtype=float)
     nrec = seis.shape[0]
-    peak = float(np.nanmax(np.abs(seis))) if seis.size else 0.0
+    components = (0, 2) if is_2d(gathered_or_frame) else (0, 1, 2)
+    shown = seis[:, :, components]
+    peak = float(np.nanmax(np.abs(shown))) if shown.size else 0.0
     gain = 0.45 / peak if peak > 0 else 1.0  # the largest swing spans just under one trace spacing
-    fig = new_figure(9.0, min(3.0 + 0.3 * nrec, 14.0))
-    axes = fig.subplots(1, 3, sharey=True)
-    for c, (ax, name) in enumerate(zip(axes, COMPONENTS, strict=True)):
+    fig = new_figure(3.0 * len(components), min(3.0 + 0.3 * nrec, 14.0))
+    axes = fig.subplots(1, len(components), sharey=True)
+    for ax, c in zip(axes, components, strict=True):
         for r in range(nrec):
             ax.plot(times, r + gain * seis[r, :, c], lw=0.7, color="k")
-        ax.set_title(name)
+        ax.set_title(COMPONENTS[c])
         ax.set_xlabel("time (s)")
         if len(times) > 1:
             ax.set_xlim(times[0], times[-1])
-    axes[0].set_ylabel("receiver")
     axes[0].set_ylim(max(nrec, 1) - 0.5, -0.5)
-    axes[0].yaxis.get_major_locator().set_params(integer=True)
+    offset = offsets(gathered_or_frame)
+    if offset is None:
+        axes[0].set_ylabel("receiver")
+        axes[0].yaxis.get_major_locator().set_params(integer=True)
+    else:
+        axes[0].set_yticks(range(nrec), [f"{d / 1000:.3g}" for d in offset])
+        axes[0].set_ylabel("offset along x from the source (km)" if is_2d(gathered_or_frame)
+                           else "distance from the source (km)")
     fig.suptitle(f"seismograms: one trace spacing = {1 / gain if peak > 0 else 0.0:.3g} m/s")
     return fig
 

@@ -1,4 +1,5 @@
-"""The layered medium as per-level coefficients of the scheme, and the time step.
+"""The layered medium as per-level coefficients of the scheme, the time step, and whether the
+grid resolves the source's shortest waves.
 
 The medium varies with depth only, so every material coefficient is one value per z level,
 already multiplied by ``dt / dx``: normal stresses and buoyancy of vx and vy at integer levels,
@@ -16,6 +17,12 @@ import numpy as np
 from ...errors import ShoalError
 from .kernels import C1, C2
 from .params import SeismicParams
+from .source import highest_frequency
+
+#: Grid points per shortest wavelength a scheme needs to keep its dispersion small: about 5 for
+#: the 4th-order staggered scheme (Levander 1988, Geophysics 53, 1425) and about 10 at 2nd
+#: order (Alford, Kelly & Boore 1974, Geophysics 39, 834).
+POINTS_NEEDED = {4: 5.0, 2: 10.0}
 
 
 def stability_limit(p: SeismicParams) -> float:
@@ -35,6 +42,67 @@ def time_step(p: SeismicParams) -> float:
                              f"layer at dx = {p.dx:g} m")
         return float(p.dt)
     return p.cfl * limit
+
+
+def points_per_wavelength(p: SeismicParams) -> tuple[float, float, str, float, float]:
+    """How many grid points the shortest wave of the run spans.
+
+    The shortest wave is the slowest one of the medium (S; P where a layer is a fluid, ``vs = 0``)
+    at the source's highest significant frequency (:func:`.source.highest_frequency`).
+
+    Parameters
+    ----------
+    p : SeismicParams
+        The run's parameters.
+
+    Returns
+    -------
+    points : float
+        ``v_min / (f_max dx)``.
+    speed : float
+        ``v_min`` (m/s).
+    wave : str
+        ``"S"`` or ``"P"``: which wave that speed is.
+    depth : float
+        Where the medium is slowest (m).
+    f_max : float
+        The highest significant frequency (Hz).
+    """
+    depth = p.depths()
+    vp, vs, _ = p.medium(depth)
+    slow = np.where(vs > 0, vs, vp)
+    k = int(np.argmin(slow))
+    f_max = highest_frequency(p.wavelet) * p.f0
+    return float(slow[k]) / (f_max * p.dx), float(slow[k]), "S" if vs[k] > 0 else "P", float(depth[k]), f_max
+
+
+def check_resolution(p: SeismicParams) -> float:
+    """Refuse a source whose shortest waves the grid cannot resolve, in one line that says how
+    many points per wavelength the grid gives, how many the scheme needs and what would do.
+
+    Parameters
+    ----------
+    p : SeismicParams
+        The run's parameters; ``app.points_per_wavelength`` (> 0) replaces the scheme's need
+        (:data:`POINTS_NEEDED`).
+
+    Returns
+    -------
+    float
+        The points per wavelength the grid gives.
+    """
+    points, speed, wave, depth, f_max = points_per_wavelength(p)
+    needed = p.points_per_wavelength or POINTS_NEEDED[p.order]
+    if points < needed:
+        ratio = highest_frequency(p.wavelet)
+        raise ShoalError(
+            f"app.f0 = {p.f0:g} Hz is too high for cells of {p.dx:g} m: the {p.wavelet} wavelet reaches "
+            f"{f_max:.3g} Hz ({ratio:g} f0), where the slowest wave ({wave}, {speed:g} m/s at depth {depth:g} m) "
+            f"spans {points:.2f} grid points per wavelength and the order-{p.order} scheme needs {needed:g}: "
+            f"use app.f0 <= {speed / (needed * ratio * p.dx):.3g} Hz or cells of at most "
+            f"{speed / (needed * f_max):.3g} m (app.scale >= {p.scale * needed / points:.3g}), "
+            "or accept fewer with app.points_per_wavelength")
+    return points
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,14 @@
 """Seismograms as a file: a NumPy ``.npz`` archive of documented layout.
 
-Why NumPy and not ObsPy's miniSEED or SAC: those are what seismologists' tools open, but
-writing them needs ObsPy (compiled libraries and a dozen dependencies) for a handful of arrays,
-and both hold one channel per trace named by a station code, with geographic coordinates at
-best (SAC's header) and no place for a position in metres on the grid, the node a component was
-read at or the source's parameters; SAC keeps only float32 samples. An ``.npz`` needs nothing
-beyond NumPy, keeps the run's samples bit for bit beside every receiver's position and the
-source, and becomes an ObsPy ``Stream`` in a few lines where one is wanted::
-
-    import numpy as np
-    from obspy import Stream, Trace
-    s = read_seismograms("seismograms.npz")
-    Stream([Trace(np.ascontiguousarray(s["data"][r, :, c]),
-                  header={"delta": float(s["dt"]), "station": f"R{r:03d}", "channel": str(s["components"][c])})
-            for r in range(len(s["positions"])) for c in range(3)]).write("run.mseed", format="MSEED")
+Why NumPy first: miniSEED and SAC are what seismologists' tools open, but writing them needs
+ObsPy (compiled libraries and a dozen dependencies) for a handful of arrays, and both hold one
+channel per trace named by a station code, with geographic coordinates at best (SAC's header)
+and no place for a position in metres on the grid, the node a component was read at or the
+source's parameters; SAC keeps only float32 samples. An ``.npz`` needs nothing beyond NumPy and
+keeps the run's samples bit for bit beside every receiver's position and the source. With the
+``obspy`` extra, :func:`~shoal.apps.seismic.streams.to_obspy` makes an ObsPy ``Stream`` of it
+(codes, coordinates, distances, origin time) and ``shoal export RUN --format sac|mseed`` writes
+the files.
 
 Layout (every member an array; lengths in metres, z is depth, positive down):
 
@@ -31,6 +26,8 @@ Layout (every member an array; lengths in metres, z is depth, positive down):
     Where each component was read: its own staggered node nearest the receiver (no interpolation).
 ``dt``, ``time``
     The time step and the simulated time the file was written at (s).
+``ndim``
+    2 (the x-z plane: ``vy`` is zero and means nothing) or 3; a file without it is 3D.
 ``source_kind``, ``source_position``, ``source_amplitude``, ``source_direction``, ``source_moment``
     The source: ``force``, ``explosion`` or ``moment``; its position ``(x, y, z)``; N or N m; a
     force's direction ``(x, y, z)``; the moment tensor ``(xx, yy, zz, xy, xz, yz)``.
@@ -79,6 +76,7 @@ def seismogram_arrays(params, gathered: dict[str, np.ndarray]) -> dict[str, np.n
         "times": times, "data": np.ascontiguousarray(data), "components": np.array(COMPONENTS),
         "units": np.array("m/s"), "positions": positions, "sampled_at": sampled,
         "dt": np.array(float(gathered["dt"])), "time": np.array(float(gathered["time"])),
+        "ndim": np.array(p.ndim, dtype=np.int64),
         "source_kind": np.array(p.source), "source_position": np.array(p.point(p.source_at), dtype=np.float64),
         "source_amplitude": np.array(float(p.amplitude)),
         "source_direction": np.array(p.direction, dtype=np.float64),

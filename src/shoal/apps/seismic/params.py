@@ -54,6 +54,9 @@ class SeismicParams:
     t0: float = 0.0  # the wavelet's centre (s); 0: 1.2 / f0
     receivers: list[list[float]] = field(default_factory=list)  # positions in metres
     skip_zero: bool = True  # skip regions whose inputs are all exactly zero (changes no bit)
+    # the fewest grid points per shortest wavelength the run accepts; 0: the scheme's own need
+    # (5 at order 4, 10 at order 2; see .medium.check_resolution)
+    points_per_wavelength: float = 0.0
 
     # ----- derived -------------------------------------------------------------------------------
     @property
@@ -99,7 +102,8 @@ class SeismicParams:
             raise ShoalError(f"app.cells must be [nx, ny, nz] or, in 2D, [nx, nz]; got {self.cells!r}")
         for n in self.cells:
             integer("cells", n, low=1)
-        for name in ("spacing", "scale", "cfl", "dt", "reflection", "kappa_max", "amplitude", "f0", "t0"):
+        for name in ("spacing", "scale", "cfl", "dt", "reflection", "kappa_max", "amplitude", "f0", "t0",
+                     "points_per_wavelength"):
             number(name, getattr(self, name))
         choice("order", self.order, (2, 4))
         choice("dtype", self.dtype, DTYPES)
@@ -113,8 +117,8 @@ class SeismicParams:
             raise ShoalError("app.spacing, app.scale and app.f0 must be positive")
         if not 0 < self.cfl <= 1:
             raise ShoalError(f"app.cfl must be in (0, 1] (a fraction of the stability limit), got {self.cfl}")
-        if self.dt < 0 or self.t0 < 0:
-            raise ShoalError("app.dt and app.t0 must be >= 0 (0: derived)")
+        if self.dt < 0 or self.t0 < 0 or self.points_per_wavelength < 0:
+            raise ShoalError("app.dt, app.t0 and app.points_per_wavelength must be >= 0 (0: derived)")
         if not 0 < self.reflection < 1:
             raise ShoalError(f"app.reflection must be in (0, 1), got {self.reflection}")
         if self.kappa_max < 1:
@@ -196,7 +200,9 @@ class SeismicParams:
 
 def seismic_memory(p: SeismicParams) -> int:
     """Bytes of a run's state: nine fields with two ghost layers, the memory variables of the
-    absorbing layers (six per layer cell) and a copy for halos, at the run's precision."""
+    absorbing layers (six per layer cell) and a copy for halos, at the run's precision. The
+    seismograms are not counted: they grow with the steps run (24 bytes per receiver and step),
+    not with the steps planned."""
     nx, ny, nz = p.shape
     g = p.order // 2
     size = 4 if p.dtype == "float32" else 8

@@ -10,6 +10,7 @@ A source put on the nodes it uses (as the verification tests do) keeps the schem
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -47,6 +48,36 @@ def wavelet(kind: str, f0: float, t0: float, t) -> np.ndarray:
     if kind == "dgaussian":
         return -2.0 * (math.pi * f0) ** 2 * tau * np.exp(-a)
     raise ValueError(f"unknown wavelet {kind!r}")
+
+
+#: The fraction of its peak a wavelet's amplitude spectrum has fallen to at its highest
+#: significant frequency: a Ricker's at 2.5 f0, the usual upper bound of its band (3.3%).
+SIGNIFICANT = 2.5**2 * math.exp(1.0 - 2.5**2)
+
+
+@functools.cache
+def highest_frequency(kind: str) -> float:
+    """The highest significant frequency of a wavelet, in units of its ``f0``.
+
+    Above it the amplitude spectrum stays below :data:`SIGNIFICANT` of its peak. With
+    ``x = f / f0`` the spectra are ``x^2 exp(-x^2)`` (Ricker), ``exp(-x^2)`` (Gaussian) and
+    ``x exp(-x^2)`` (its derivative), so the bound is 2.5 for a Ricker, 1.85 for a Gaussian and
+    2.25 for its derivative.
+
+    Parameters
+    ----------
+    kind : {"ricker", "gaussian", "dgaussian"}
+        The wavelet.
+
+    Returns
+    -------
+    float
+        ``f_max / f0``.
+    """
+    power = {"ricker": 2, "gaussian": 0, "dgaussian": 1}[kind]
+    x = np.linspace(0.0, 5.0, 500_001)
+    spectrum = x**power * np.exp(-x * x)
+    return round(float(x[np.nonzero(spectrum >= SIGNIFICANT * spectrum.max())[0][-1]]), 3)
 
 
 def nearest_node(field: str, position, dx: float, shape) -> tuple[int, int, int]:

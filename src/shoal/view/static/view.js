@@ -81,6 +81,22 @@ function finiteRange(values, mask) {
   return lo <= hi ? [lo, hi] : null;
 }
 
+// A signed field (a wavefield, a surface) is coloured symmetrically about 0 up to a high percentile
+// of its magnitude, not its largest value, which a few cells at a source would set (as the report
+// does: shoal/report/drawing.py, ROBUST_PERCENTILE).
+export const ROBUST_PERCENTILE = 99.5;
+
+/** The bound m of the colour scale [-m, m] of a signed field: the ROBUST_PERCENTILE-th percentile of
+ *  |values| (finite ones; linear between neighbours, as NumPy's default); the largest magnitude when
+ *  that is 0; 1 for a field at rest. */
+export function robustBound(values) {
+  const a = Float64Array.from(Array.prototype.filter.call(values, Number.isFinite), Math.abs).sort();
+  if (!a.length) return 1;
+  const at = ROBUST_PERCENTILE / 100 * (a.length - 1), lo = Math.floor(at), hi = Math.min(lo + 1, a.length - 1);
+  const top = a[lo] + (a[hi] - a[lo]) * (at - lo);
+  return (top > 0 ? top : a[a.length - 1]) || 1;
+}
+
 // ----- state ----------------------------------------------------------------------------------------
 // A source is what the panels draw: the live run, or a finished run opened for playback.
 const newSource = () => ({hello: null, frame: null, rows: [], stepTime: [], lif: [], first: 0,
@@ -94,22 +110,26 @@ let drawn = null;               // how the frame canvas maps to the frame: for c
 const RECENT = 30;              // live frames kept so a click can show a trail / probe of the past
 const source = () => mode === "live" ? live : playback;
 
-/** Fold a frame's value ranges into its source's ranges of the run (colour scale "run so far"). */
+/** Fold a frame's value ranges into its source's ranges of the run (colour scale "run so far"); a
+ *  signed grid's is the largest of its frames' robust bounds, symmetric. */
 function foldRanges(src, msg) {
   const {header: h, arrays: a} = msg;
   const fluid = a.kind ? (i) => a.kind.data[i] === 0 : null;
   const keys = h.colourings.map((c) => [`point:${c.name}`, fluid]).concat(h.grids.map((g) => [`grid:${g.name}`, null]));
+  const signed = new Set(h.grids.filter((g) => g.signed).map((g) => `grid:${g.name}`));
   for (const [key, mask] of keys) {
-    const r = a[key] && finiteRange(a[key].data, mask);
+    let r = a[key] && finiteRange(a[key].data, mask);
     if (!r) continue;
+    if (signed.has(key)) { const m = robustBound(a[key].data); r = [-m, m]; }
     const old = src.ranges[key];
     src.ranges[key] = old ? [Math.min(old[0], r[0]), Math.max(old[1], r[1])] : r;
   }
 }
 
-function colourRange(key, values, mask) {
+function colourRange(key, values, mask, signed = false) {
   const src = source();
   if ($("scale").value === "run" && src.ranges[key]) return src.ranges[key];
+  if (signed) { const m = robustBound(values); return [-m, m]; }
   return finiteRange(values, mask) || [0, 1];
 }
 
@@ -202,7 +222,7 @@ function gridBox(src, g, nx, ny) {
 function drawGrid(canvas, ctx, src, msg, name) {
   const g = msg.header.grids.find((q) => q.name === name), arr = msg.arrays[`grid:${name}`];
   const [nx, ny] = arr.shape, data = arr.data;
-  let range = colourRange(`grid:${name}`, data);
+  let range = colourRange(`grid:${name}`, data, null, g.signed);
   if (g.signed) { const m = Math.max(Math.abs(range[0]), Math.abs(range[1])) || 1; range = [-m, m]; }  // white at 0
   const lut = g.signed ? DIVERGING : LUT;
   // The field as an image, [i_x, j_y] with j up (down for a depth axis: the app's layout says);
@@ -235,12 +255,23 @@ function drawGrid(canvas, ctx, src, msg, name) {
     }
     ctx.stroke();
   }
+  // A depth section (the app's layout says "down") of a layered medium: its interfaces, dotted.
+  const tops = msg.arrays["extra:interfaces"], meta = msg.header.meta;
+  if (g.down && tops && meta.spacing && meta.stride) {
+    ctx.strokeStyle = "rgba(30,30,30,0.8)"; ctx.lineWidth = 1; ctx.setLineDash([2, 3]);
+    ctx.beginPath();
+    for (const depth of tops.data) {
+      const y = py0 + (depth / (meta.spacing * meta.stride * g.stride) + 0.5) * (py1 - py0) / ny;
+      ctx.moveTo(px0, y); ctx.lineTo(px1, y);
+    }
+    ctx.stroke(); ctx.setLineDash([]);
+  }
   if (probe && probe.grid === name) {
     ctx.strokeStyle = "#e4002b"; ctx.lineWidth = 2;
     const [qx, qy] = [px0 + (probe.i + 0.5) * (px1 - px0) / nx, py0 + (row(probe.j) + 0.5) * (py1 - py0) / ny];
     ctx.beginPath(); ctx.arc(qx, qy, 6, 0, 2 * Math.PI); ctx.stroke();
   }
-  colourBar(range, name, g.signed ? DIVERGING_CSS : LUT_CSS);
+  colourBar(range, name, g.signed ? DIVERGING_CSS : LUT_CSS, g.signed);
   drawn = {kind: "grid", tr, msg, grid: g, nx, ny, box};
 }
 
@@ -267,12 +298,13 @@ function contour(data, nx, ny, level) {
   return segments;
 }
 
-function colourBar([lo, hi], label, colours = LUT_CSS) {
+function colourBar([lo, hi], label, colours = LUT_CSS, robust = false) {
   const canvas = $("colourbar"), ctx = canvas.getContext("2d");
   colours.forEach((c, k) => { ctx.fillStyle = c; ctx.fillRect(k * canvas.width / 256, 0, canvas.width / 256 + 1, canvas.height); });
   $("range-lo").textContent = fmt(lo);
   $("range-hi").textContent = fmt(hi);
-  $("range-name").textContent = `${label} · ${$("scale").value === "run" ? "run's range" : "frame's range"}`;
+  const what = robust ? `±${ROBUST_PERCENTILE}th percentile of |value|` : "range";
+  $("range-name").textContent = `${label} · ${$("scale").value === "run" ? `run's ${what}` : `frame's ${what}`}`;
 }
 
 // ----- small plots ---------------------------------------------------------------------------------
