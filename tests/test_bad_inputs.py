@@ -6,6 +6,7 @@ the line that tells them what to fix.
 
 import logging
 import shutil
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -302,3 +303,60 @@ def test_compare_of_a_final_state_holding_nan_is_an_error_naming_the_field(capsy
                     "nothing, not even itself")
     assert f"field {name!r} of {run} holds NaN" in one_error_line(capsys, ["compare", str(finished), str(run)])
     assert main(["compare", str(finished), str(finished)]) == 0
+
+
+# ----- where a run writes, and sizes that cannot be meant --------------------------------------------
+@pytest.mark.parametrize("name", ["/tmp/x", "../../escaped", "..", "a/b", ""])
+def test_a_scenario_name_is_a_label_and_the_run_stays_under_the_chosen_folder(name, tmp_path, monkeypatch, capsys):
+    work = tmp_path / "deep" / "work"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    scenario = work / "mine.toml"
+    scenario.write_text(f'name = "{name}"\n[run]\nsteps = 2\ntiles = 4\nnodes = 1\n[app]\nname = "synthetic"\n'
+                        "grid = [16, 16]\n")
+    outside = lambda: set(Path("/tmp").glob("x-*")) | set(tmp_path.glob("*")) | set((tmp_path / "deep").glob("*"))  # noqa: E731
+    before = outside()
+    assert main(["run", str(scenario)]) == 0, capsys.readouterr().err
+    made = list((work / "runs").iterdir())
+    assert len(made) == 1 and (made[0] / "summary.json").exists()
+    assert made[0].resolve().parent == (work / "runs").resolve()
+    assert outside() == before and sorted(p.name for p in work.iterdir()) == ["mine.toml", "runs"]
+
+
+def test_an_empty_out_is_refused_and_nothing_is_written(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert "--out names no folder" in one_error_line(capsys, ["run", "synthetic-hotspot", *SMALL, "--out", ""])
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--steps", "99999999999999999999"], "run.steps must be <= 2147483647 (a trace numbers steps with 32-bit"),
+    (["--set", "run.steps=99999999999999999999"], "run.steps must be <= 2147483647"),
+    (["--invasive", "workload", "--cores", "100000"], "the run asks for 100000 worker threads"),
+])
+def test_sizes_that_cannot_be_meant_are_refused(argv, expected, tmp_path, capsys):
+    assert expected in one_error_line(capsys, ["run", "synthetic-hotspot", *argv, "--out", str(tmp_path / "r")])
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("body", [
+    "[run]\nsteps = " + "[" * 1000 + "]" * 1000,
+    "[run]\nsteps = " + "{a = " * 1000 + "1" + "}" * 1000,
+])
+def test_a_scenario_nested_a_thousand_deep_is_one_line(body, tmp_path, capsys):
+    path = tmp_path / "deep.toml"
+    path.write_text('name = "deep"\n[app]\nname = "synthetic"\n' + body + "\n")
+    assert one_error_line(capsys, ["run", str(path), "--out", str(tmp_path / "r")]) == \
+        f"error: {path}: invalid TOML: nested too deeply"
+    deep = "[" * 1000 + "]" * 1000
+    assert "nested too deeply" in one_error_line(capsys, ["run", "synthetic-hotspot", "--set", f"run.steps={deep}",
+                                                          "--out", str(tmp_path / "r")])
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("every, frames", [(0, []), (3, [0, 3, 6, 7])])
+def test_frame_every_writes_what_it_says(every, frames, tmp_path):
+    rec = run_scenario("synthetic-hotspot", steps=7, tiles=4, nodes=1,
+                       set=["app.grid=[16,16]", f"run.frame_every={every}"], out=tmp_path / "r")
+    written = sorted(int(p.stem.split("-")[1]) for p in (rec.path / "frames").glob("state-*.npz"))
+    assert written == frames and (rec.path / "state" / "final.npz").exists()

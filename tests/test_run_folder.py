@@ -1,10 +1,18 @@
 """Run folders belong to one run: an ``--out`` this run may not write into is refused with one
 line before anything is written; a lock stops two runs sharing a folder; ``--resume``
 continues its own folder only; replays claim their folders the same way; ``compare`` of a
-damaged folder is an error (exit 2), never "different"."""
+damaged folder is an error (exit 2), never "different". Its files follow the user's umask, and a
+file system without locks gets an exclusive owner file instead."""
 
+import errno
+import logging
 import os
 import shutil
+import socket
+import stat
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -12,6 +20,7 @@ import pytest
 from shoal.cli import main
 from shoal.compare import compare_runs
 from shoal.errors import ShoalError
+from shoal.files import write_text
 from shoal.replay import ReplayConfig, replay
 from shoal.replay.run import write_replay
 from shoal.rundir import claim_folder
@@ -198,3 +207,80 @@ def test_compare_of_a_damaged_folder_is_an_error_not_a_difference(damage, says, 
         compare_runs(finished, run)
     assert main(["compare", str(run), str(finished)]) == 2
     assert says in one_line_error(capsys)
+
+
+# ----- files users can share -------------------------------------------------------------------------
+SHARE = textwrap.dedent('''
+    import os, sys
+    os.umask(int(sys.argv[2], 8))
+    from shoal.cli import main
+    raise SystemExit(main(["run", "synthetic-hotspot", "--steps", "4", "--tiles", "4", "--nodes", "1",
+                           "--checkpoint-every", "2", "--set", "app.grid=[16,16]", "--set", "run.frame_every=2",
+                           "--out", sys.argv[1]]))
+''')
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_a_run_folders_files_follow_the_users_umask(umask, mode, tmp_path):
+    done = subprocess.run([sys.executable, "-c", SHARE, str(tmp_path / "r"), oct(umask)], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    files = [p for p in (tmp_path / "r").rglob("*") if p.is_file()]
+    assert len(files) > 8
+    modes = {str(p.relative_to(tmp_path)): oct(stat.S_IMODE(p.stat().st_mode)) for p in files}
+    assert set(modes.values()) == {oct(mode)}, modes
+
+
+def test_an_atomic_rewrite_keeps_the_files_mode(tmp_path):
+    path = tmp_path / "kept.txt"
+    write_text(path, "first")
+    path.chmod(0o640)
+    write_text(path, "second")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640 and path.read_text() == "second"
+
+
+def no_locks(*args, **kwargs):
+    raise OSError(errno.ENOLCK, "No locks available")
+
+
+def test_a_file_system_without_locks_gets_an_owner_file_and_one_line(tmp_path, monkeypatch, caplog):
+    import shoal.rundir as rundir
+
+    monkeypatch.setattr(rundir.fcntl, "flock", no_locks)
+    monkeypatch.delenv("HDF5_USE_FILE_LOCKING", raising=False)  # the fallback sets it for this process
+    with caplog.at_level(logging.WARNING, logger="shoal"):
+        lock = claim_folder(tmp_path / "run")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "refuses locks (No locks available)" in warnings[0] and "run.owner" in warnings[0]
+    owner = tmp_path / "run" / rundir.OWNER
+    assert owner.read_text().split() == [socket.gethostname(), str(os.getpid())]
+    with pytest.raises(ShoalError, match=f"in use by another run \\(pid {os.getpid()} on .*remove .*run.owner"):
+        claim_folder(tmp_path / "run")
+    lock.release()
+    assert not owner.exists()
+    claim_folder(tmp_path / "run").release()  # free again
+
+
+def test_an_owner_file_left_by_a_dead_run_on_this_host_is_taken_over(tmp_path, monkeypatch):
+    import shoal.rundir as rundir
+
+    monkeypatch.setattr(rundir.fcntl, "flock", no_locks)
+    monkeypatch.delenv("HDF5_USE_FILE_LOCKING", raising=False)  # the fallback sets it for this process
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / rundir.OWNER).write_text(f"{socket.gethostname()} {gone.stdout.strip()}\n")
+    lock = claim_folder(tmp_path / "run", own=True)
+    assert (tmp_path / "run" / rundir.OWNER).read_text().split()[1] == str(os.getpid())
+    lock.release()
+    (tmp_path / "run" / rundir.OWNER).write_text("another-host 12345\n")
+    with pytest.raises(ShoalError, match="pid 12345 on another-host; if that run is gone, remove"):
+        claim_folder(tmp_path / "run", own=True)
+
+
+def test_a_whole_run_works_where_locks_are_refused(tmp_path, monkeypatch):
+    import shoal.rundir as rundir
+
+    monkeypatch.setattr(rundir.fcntl, "flock", no_locks)
+    monkeypatch.delenv("HDF5_USE_FILE_LOCKING", raising=False)  # the fallback sets it for this process
+    rec = run_scenario("synthetic-hotspot", out=tmp_path / "r", **KW)
+    assert rec.summary is not None and not (tmp_path / "r" / rundir.OWNER).exists()

@@ -31,7 +31,7 @@ import tomli_w
 
 from .apps import get_app
 from .errors import ShoalError
-from .options import assign, at_least, check, option
+from .options import assign, at_least, both, check, option
 
 
 def _period(value: int | str) -> int | str:
@@ -50,6 +50,13 @@ def _check_policy(name: str) -> None:
     get_policy(name)
 
 
+def _recordable(steps: int) -> str | None:
+    if steps > MAX_STEPS:
+        return f"must be <= {MAX_STEPS} (a trace numbers steps with 32-bit integers)"
+    return None
+
+
+MAX_STEPS = 2**31 - 1
 SCENARIOS = "the scenario's"
 
 
@@ -59,7 +66,7 @@ class RunParams:
     with its type, default, help and check; the fields with a flag are also ``shoal run``'s flags
     and keywords of :func:`shoal.run`. :meth:`validate` checks them."""
 
-    steps: int = option(50, "time steps, counted from step 0", check=at_least(1), unset=SCENARIOS)
+    steps: int = option(50, "time steps, counted from step 0", check=both(at_least(1), _recordable), unset=SCENARIOS)
     tiles: int = option(0, "total number of tiles (0: tiles_per_core x the cluster's cores)", check=at_least(0),
                         group="tiles", unset=SCENARIOS)
     tiles_per_core: int = option(4, "tiles per worker thread of the cluster, when tiles is 0", check=at_least(1),
@@ -79,7 +86,8 @@ class RunParams:
     seed: int = option(0, "seed of random placements and balancers", check=at_least(0), unset=SCENARIOS)
     halo: int = option(1, "halo width in cells", flag=False, check=at_least(0))
     checkpoint_every: int = option(0, "steps between checkpoints (0: none)", check=at_least(0), unset=SCENARIOS)
-    frame_every: int = option(0, "steps between the app's frames (0: only the last step's)", flag=False,
+    frame_every: int = option(0, "steps between the app's frames in frames/, the last step's too (0: none; the final "
+                                 "state is always state/final.npz)", flag=False,
                               check=at_least(0))
     overlap: bool = option(True, "MPI: send halos the moment they are packed (false: once the rank ends the phase)",
                            flag=False)
@@ -212,10 +220,23 @@ class Scenario:
         raise ShoalError(f"unknown key {key!r}; valid keys: {', '.join(valid)}")
 
 
+def parse_toml(text: str, source: str) -> dict:
+    """TOML ``text`` from ``source`` as a table; a ShoalError naming ``source`` for invalid TOML,
+    and for TOML nested so deeply that the parser would run out of stack (a thousand tables)."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ShoalError(f"{source}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise ShoalError(f"{source}: invalid TOML: nested too deeply") from None
+
+
 def _parse_value(raw: str) -> Any:
     try:
-        return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
+        return parse_toml(f"v = {raw}", "--set")["v"]
+    except ShoalError as exc:
+        if "nested too deeply" in str(exc):
+            raise
         return raw  # a bare word such as birdshot
 
 
@@ -360,8 +381,4 @@ def load_scenario(name_or_path: str) -> Scenario:
             raise ShoalError(f"{source}: not a TOML scenario (the file is not UTF-8 text)") from None
         except OSError as exc:
             raise ShoalError(f"{source}: cannot read it ({exc.strerror})") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ShoalError(f"{source}: invalid TOML: {exc}") from None
-    return scenario_from_dict(data, source)
+    return scenario_from_dict(parse_toml(text, source), source)

@@ -66,12 +66,25 @@ def check_run(app_spec, params, worker_threads: int, *, allow_large: bool = Fals
         raise ShoalError(f"this run needs about {_size(estimate)} of memory ({app_spec.name} state x "
                          f"{STATE_COPIES}); the machine has {_size(memory)} available: shrink it, or pass "
                          "--allow-large to try anyway")
+    check_threads(worker_threads, threads=threads)
+    return estimate
+
+
+def check_threads(worker_threads: int, allow_large: bool = False, threads: int | None = None) -> None:
+    """Refuse a run that would start more than ``threads`` worker threads (default
+    :func:`thread_budget`) unless ``allow_large``: with the invasive manager's pool (``--cores``)
+    as with ``--workers``.
+
+    Raises
+    ------
+    ShoalError
+        Naming the threads asked for, the machine's cores and the budget.
+    """
     threads = thread_budget() if threads is None else threads
-    if worker_threads > threads:
+    if worker_threads > threads and not allow_large:
         raise ShoalError(f"the run asks for {worker_threads} worker threads; this machine has "
                          f"{os.cpu_count()} cores and a run may start {threads} ({THREADS_PER_CORE} per core): "
                          "use fewer, or pass --allow-large to try anyway")
-    return estimate
 
 
 def _size(n: float) -> str:

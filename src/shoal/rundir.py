@@ -9,9 +9,10 @@ naming the first one's process id.
 The lock is ``flock``, which the kernel lets go of however the process ends. Some cluster file
 systems (NFS mounted without a lock daemon) refuse every lock with "No locks available": there
 the run says so in one line and holds an exclusive *owner file* instead (``run.owner``, made
-with ``O_EXCL``, naming the host and process). A run killed without cleaning up leaves that
-file behind; the next run on the same host takes it over once its process is gone, and a run on
-another host is refused naming the file to remove.
+with ``O_EXCL``, naming the host and process), and HDF5 opens files without its own locks
+(``HDF5_USE_FILE_LOCKING=FALSE``, unless the user set it). A run killed without cleaning up
+leaves that file behind; the next run on the same host takes it over once its process is gone,
+and a run on another host is refused naming the file to remove.
 
 Replays (``shoal replay``) claim their predicted run folders the same way.
 """
@@ -126,7 +127,7 @@ def claim_folder(path: Path, own: bool = False) -> FolderLock:
     made = not path.exists()
     try:
         path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o666)  # the umask decides, as for every file
     except OSError as exc:
         raise ShoalError(f"--out {path} cannot be written: {exc.strerror}") from None
     try:
@@ -158,10 +159,10 @@ def _own(path: Path, made: bool, why: str) -> FolderLock:
     owner = path / OWNER
     for _ in range(2):  # a stale owner file of this host is taken over once
         try:
-            fd = os.open(owner, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(owner, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except FileExistsError:
             host, pid = _read_owner(owner)
-            if host == socket.gethostname() and pid is not None and not _alive(pid):
+            if _stale(host, pid):
                 owner.unlink(missing_ok=True)
                 continue
             where = f"pid {pid} on {host}" if pid is not None else "a run that left no pid"
@@ -171,8 +172,9 @@ def _own(path: Path, made: bool, why: str) -> FolderLock:
             raise ShoalError(f"--out {path} cannot be written: {exc.strerror}") from None
         with os.fdopen(fd, "w") as fh:
             fh.write(f"{socket.gethostname()} {os.getpid()}\n")
+        os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")  # HDF5 would refuse its files there too
         logger.warning("%s: this file system refuses locks (%s): the run holds %s instead (a run killed "
-                       "without cleanup leaves it behind)", path, why, OWNER)
+                       "without cleanup leaves it behind) and opens HDF5 files without locking", path, why, OWNER)
         return FolderLock(-1, made, owner)
     raise ShoalError(f"{path} is in use by another run (remove {owner} if that run is gone)")
 
@@ -183,6 +185,11 @@ def _read_owner(owner: Path) -> tuple[str, int | None]:
         return host, int(pid)
     except (OSError, ValueError):
         return "unknown host", None
+
+
+def _stale(host: str, pid: int | None) -> bool:
+    """Whether an owner file names a process of this host that is gone."""
+    return host == socket.gethostname() and pid is not None and not _alive(pid)
 
 
 def _alive(pid: int) -> bool:
@@ -197,10 +204,12 @@ def _alive(pid: int) -> bool:
 
 def lock_holder(path: Path) -> str | None:
     """Who holds ``path``'s lock (``"pid N"``, or ``"pid N on HOST"`` for an owner file), or
-    None when nobody does."""
+    None when nobody does (an owner file of a process of this host that is gone counts as none)."""
     if (path / OWNER).exists():
         host, pid = _read_owner(path / OWNER)
-        return f"pid {pid} on {host}"
+        if not _stale(host, pid):
+            return f"pid {pid} on {host}; if that run is gone, remove {path / OWNER}"
+        return None
     try:
         fd = os.open(path / LOCK, os.O_RDONLY)
     except OSError:

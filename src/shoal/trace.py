@@ -312,7 +312,10 @@ class TraceWriter:
         self._file = h5py.File(self.path, "a", libver=LIBVER)
         self._file.swmr_mode = True
         self._lock = os.open(self.path, os.O_RDONLY)
-        fcntl.flock(self._lock, fcntl.LOCK_SH)  # "being written": see mark_closed
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_SH)  # "being written": see mark_closed
+        except OSError:
+            pass  # a file system without locks: mark_closed cannot take its lock either, and leaves the file be
 
     def append(self, result=None, placements=(), workers=(), balance_rows=()) -> None:
         """Append one chunk and only then raise ``/committed``, so a chunk cut short by a kill

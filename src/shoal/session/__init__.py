@@ -36,6 +36,7 @@ from ..config import RunParams, Scenario
 from ..errors import ShoalError
 from ..log import FILE_ONLY, Stages
 from ..options import declared, document, keywords, parameters_section
+from ..resources import check_threads
 from ..runtime.launch import current_team
 from ..runtime.simulation import Simulation
 from .building import TRACE_CHUNK_STEPS, Built, build
@@ -84,6 +85,8 @@ def run_scenario(scenario: str | Scenario, **options: Any) -> RunRecord:
     stage = Stages()
     with stage("resolve"):
         check_invasive(opts.invasive, opts.cores, opts.manager, opts.invade_every)
+        if opts.invasive is not None and opts.cores is not None:
+            check_threads(opts.cores, opts.allow_large)  # the worker threads follow the pool's cores
         plan = resolve(scenario, overrides, opts, team, opts.resume)
         if (opts.invasive or opts.manager) and plan.scenario.run.resize:
             raise ShoalError("run.resize and the resource manager would both set the worker threads: give one")

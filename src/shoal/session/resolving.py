@@ -4,13 +4,12 @@ when resuming, the checkpoint to continue from: everything checked, nothing writ
 from __future__ import annotations
 
 import copy
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..apps import get_app
-from ..config import Scenario, load_scenario, scenario_from_dict
+from ..config import Scenario, load_scenario, parse_toml, scenario_from_dict
 from ..errors import ShoalError
 from ..placement import PlacementPolicy, get_policy
 from ..resources import check_run
@@ -101,7 +100,7 @@ def resumable(run: Path) -> Scenario:
         raise ShoalError(f"{run} is not a run folder (no config.toml)")
     Checkpoint.latest_path(run / "state")
     try:
-        config = tomllib.loads((run / "config.toml").read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ShoalError(f"{run / 'config.toml'} is not valid TOML: {exc}") from None
-    return scenario_from_dict(config, str(run))
+        text = (run / "config.toml").read_text()
+    except (UnicodeDecodeError, OSError) as exc:
+        raise ShoalError(f"{run / 'config.toml'} cannot be read: {exc}") from None
+    return scenario_from_dict(parse_toml(text, str(run / "config.toml")), str(run))
