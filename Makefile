@@ -1,7 +1,7 @@
 # Two entry points: `make demo` runs the main job, `make test` runs the suite.
 # Both create .venv and install shoal into it first.
-# Any of Python 3.11-3.13 that runs, the newest first (PYTHON=... to choose).
-PYTHON ?= $(shell for v in 3.13 3.12 3.11; do python$$v -c 'import sys' >/dev/null 2>&1 && { echo python$$v; exit; }; done; echo python3.11)
+# Any of Python 3.11-3.14 that runs (the Pythons Numba supports), the newest first (PYTHON=... to choose).
+PYTHON ?= $(shell for v in 3.14 3.13 3.12 3.11; do python$$v -c 'import sys' >/dev/null 2>&1 && { echo python$$v; exit; }; done; echo python3.11)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
