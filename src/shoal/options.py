@@ -184,13 +184,15 @@ def typed(hint: Any, value: Any, where: str) -> Any:
 
 # ----- the command line ------------------------------------------------------------------------------
 def flag_name(f: dataclasses.Field, opt: Option) -> str:
-    """The flag of a declared field: its own name, or ``--`` and the field's name with dashes."""
+    """The flag of the declared field ``f`` whose declaration is ``opt``: the flag ``opt`` names,
+    or ``--`` and the field's name with dashes."""
     return opt.flag if isinstance(opt.flag, str) else "--" + f.name.replace("_", "-")
 
 
 def add_flags(parser: argparse.ArgumentParser, cls: type, groups: dict | None = None,
               only: Iterable[str] | None = None) -> dict:
-    """Add a flag for every declared field of ``cls`` that has one (or those named in ``only``).
+    """Add to ``parser`` a flag for every declared field of ``cls`` that has one (or those named
+    in ``only``).
 
     Every flag's default is None (or an empty list for repeatable ones): unset, so that what the
     scenario or the function says wins. Returns the mutually exclusive groups by name, shared

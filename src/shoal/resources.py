@@ -71,9 +71,9 @@ def check_run(app_spec, params, worker_threads: int, *, allow_large: bool = Fals
 
 
 def check_threads(worker_threads: int, allow_large: bool = False, threads: int | None = None) -> None:
-    """Refuse a run that would start more than ``threads`` worker threads (default
-    :func:`thread_budget`) unless ``allow_large``: with the invasive manager's pool (``--cores``)
-    as with ``--workers``.
+    """Refuse a run that would start ``worker_threads`` worker threads, more than ``threads``
+    (default :func:`thread_budget`), unless ``allow_large``: with the invasive manager's pool
+    (``--cores``) as with ``--workers``.
 
     Raises
     ------

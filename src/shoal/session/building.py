@@ -129,6 +129,9 @@ def build(plan: Resolved, team: Team, *, manager: ManagerAddress | None = None, 
     callbacks attached, in timed stages (``app``, ``decompose``, ``place``, ``prepare``,
     ``claim``, ``proxy``, ``attach``).
 
+    Everything that checks the input runs before the folder is claimed; should anything after
+    fail, a folder this run made is removed again.
+
     Parameters
     ----------
     plan : Resolved
@@ -148,9 +151,6 @@ def build(plan: Resolved, team: Team, *, manager: ManagerAddress | None = None, 
         Steps between the viewer's frames (default: the live view's choice).
     stages : Stages, optional
         Where the stages' times go.
-
-    Everything that checks the input runs before the folder is claimed; should anything after
-    fail, a folder this run made is removed again.
     """
     stage = stages if stages is not None else Stages()
     sc, policy, checkpoint = plan.scenario, plan.policy, plan.checkpoint
