@@ -119,7 +119,7 @@ def test_ranks_hold_cores_by_their_work_and_the_state_is_bitwise_the_same(ranks,
 
 
 @pytest.mark.parametrize("flags, match", [
-    (["--invasive", "workload", "--cores", "0"], "--cores must be a whole number of at least 1"),
+    (["--invasive", "workload", "--cores", "0"], "--cores must be positive, got 0"),
     (["--invasive", "nonsense"], "unknown invasive policy 'nonsense'"),
     (["--invasive", "workload", "--manager", "m.json"], "not both"),
     (["--manager", "missing.json"], "cannot read it"),

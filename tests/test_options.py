@@ -63,7 +63,7 @@ def test_an_unknown_keyword_names_the_known_ones(tmp_path):
     ({"period": -2}, "run.period: a period must be >= 0 steps, got -2"),
     ({"period": True}, "run.period expects int or str, got True"),
     ({"placement": "teleport"}, "unknown placement"),
-    ({"view_every": 0}, "view_every must be positive, got 0"),
+    ({"view_every": 0}, "--view-every must be positive, got 0"),
     ({"allow_large": "yes"}, "allow_large expects bool"),
 ])
 def test_a_bad_keyword_value_is_one_clear_error_before_anything_is_written(tmp_path, keywords, message):
@@ -119,7 +119,7 @@ def test_a_declared_check_holds_whatever_the_value_came_from(count):
     if count >= 1:
         check(example)
     else:
-        with pytest.raises(ShoalError, match=f"count must be positive, got {count}"):
+        with pytest.raises(ShoalError, match=f"--count must be positive, got {count}"):
             check(example)
     assert "hidden" not in values(parser.parse_args([]), _Example)
 

@@ -110,15 +110,16 @@ def both(*checks: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
     return check
 
 
-def check(obj: Any, where: str = "") -> None:
+def check(obj: Any, where: str | None = None) -> None:
     """Run every declared check of the dataclass instance ``obj``.
 
     Parameters
     ----------
     obj : dataclass instance
         Its fields' values.
-    where : str
-        How its fields are named in messages (``"run."`` gives ``run.steps``).
+    where : str, optional
+        How its fields are named in messages: ``"run."`` gives ``run.steps``; by default a field
+        with a flag is named by its flag (``--view-every``), one without by its name.
 
     Raises
     ------
@@ -129,12 +130,13 @@ def check(obj: Any, where: str = "") -> None:
         if opt.check is None:
             continue
         value = getattr(obj, f.name)
+        name = f"{where}{f.name}" if where is not None else flag_name(f, opt) if opt.flag else f.name
         try:
             complaint = opt.check(value)
         except ShoalError as exc:  # a check that says it all itself
-            raise ShoalError(f"{where}{f.name}: {exc}") from None
+            raise ShoalError(f"{name}: {exc}") from None
         if complaint:
-            raise ShoalError(f"{where}{f.name} {complaint}, got {value!r}")
+            raise ShoalError(f"{name} {complaint}, got {value!r}")
 
 
 # ----- typed values ----------------------------------------------------------------------------------
