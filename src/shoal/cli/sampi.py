@@ -44,7 +44,7 @@ def main(args: argparse.Namespace) -> int:
 
     wf = Workflow(args.scenario, fine=parse_pair(args.fine), coarse=parse_pair(args.coarse), sets=args.set or [],
                   steps=args.steps, periods=parse_list(args.periods), tiles_per_core=parse_list(args.tiles_per_core),
-                  nodes=args.nodes, cores=args.cores, fig6=(args.fig6_tiles_per_core, args.fig6period),
+                  nodes=args.nodes, cores=args.cores, fig6=(args.fig6_tiles_per_core, args.fig6_period),
                   validate=args.validate, repeats=args.repeats, validate_steps=args.validate_steps, jobs=args.jobs)
     out = Path(args.out)
     run_workflow(wf, out, skip_zero=args.skip_zero, say=lambda line: print(line, file=sys.stderr, flush=True))
