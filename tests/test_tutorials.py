@@ -5,7 +5,7 @@ outputs with ``--update``). The comparison's own rules are tested first."""
 
 import pytest
 
-from tutorials import NOTICE, TUTORIALS, blocks, compare, is_output, run_page
+from tutorials import NOTICE, TUTORIALS, TutorialFailed, blocks, compare, is_output, run_page
 
 RUN = "100 steps, 64 tiles on 2 nodes x 1 workers (birdshot): step 26.99 ms, LIF 0.047"
 
@@ -94,6 +94,44 @@ srun shoal run x
     assert is_output(output) and output.follows is command and not is_output(listing)
     assert srun.markers == {"not run": "needs a cluster"}
     assert page[output.start:output.end] == "scenarios it printed\n"
+
+
+SMALL_PAGE = """Save this:
+
+<!-- file: tiles.py -->
+```python
+COUNT = 3
+```
+
+```python
+from tiles import COUNT
+
+print(f"{COUNT} tiles in 1.25 s")
+```
+
+```
+4 tiles in 0.50 s
+```
+
+```python
+assert COUNT == CLAIM
+```
+"""
+
+
+def test_a_page_runs_in_one_namespace_its_saved_files_import_and_an_update_rewrites_its_outputs(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(SMALL_PAGE.replace("CLAIM", "3"))
+    outcome = run_page(page, tmp_path / "work")
+    assert outcome.problems == ["page.md: ```python block 'from tiles import COUNT':\n"
+                                "printed: '3 tiles in 1.25 s'\n  shown: '4 tiles in 0.50 s'"]
+    assert outcome.updated == page.read_text().replace("4 tiles in 0.50 s", "3 tiles in 1.25 s")
+    fixed = tmp_path / "fixed.md"
+    fixed.write_text(outcome.updated)
+    assert run_page(fixed, tmp_path / "again").problems == []
+    page.write_text(SMALL_PAGE.replace("CLAIM", "4"))
+    with pytest.raises(TutorialFailed, match="AssertionError"):
+        run_page(page, tmp_path / "claim")
 
 
 PAGES = sorted(TUTORIALS.glob("*.md"))

@@ -52,7 +52,8 @@ PIECE = re.compile(r"^```(?P<lang>\w*)\n(?P<code>.*?)^```[ \t]*$|^<!-- readme-co
                    re.S | re.M)
 MARKER = re.compile(r"<!-- (file|not run|output): *(.+?) *-->")
 NUMBER = r"[-+]?\d[\d,]*\.\d+(?:e[-+]?\d+)?"
-TOKEN = re.compile(rf"(?P<any>…)|(?P<number>{NUMBER})|(?P<space>\s+)|(?P<rule>(?P<r>[━─═])(?P=r)*)|(?P<char>.)")
+TOKEN = re.compile(rf"(?P<any>…)|(?P<number>{NUMBER})|(?P<integer>\d+)|(?P<space>\s+)|(?P<rule>(?P<r>[━─═])(?P=r)*)"
+                   r"|(?P<char>.)")
 BODY, HEADER = "│", "┃"
 
 
@@ -66,6 +67,12 @@ class Block:
     end: int
     markers: dict[str, str] = field(default_factory=dict)
     follows: Block | None = None  # the block it comes right after (nothing but blank lines between)
+
+    @property
+    def name(self) -> str:
+        """How a message names the block: its language and first line."""
+        first = (self.code.strip().splitlines() or [""])[0]
+        return f"```{self.lang} block {first[:60]!r}"
 
 
 def blocks(text: str) -> list[Block]:
@@ -101,7 +108,7 @@ def pattern(line: str, exact: bool = False, free_cells: tuple[int, ...] = ()) ->
         kind, text = m.lastgroup, m.group()
         if text in (BODY, HEADER):
             cell += 1
-        if cell in free_cells and text.isdigit():
+        if kind == "integer" and cell in free_cells:
             out.append(r"\d+")
         elif kind == "any":
             out.append("(.*?)")
@@ -126,12 +133,15 @@ def rank_cells(lines: list[str]) -> tuple[int, ...]:
     return ()
 
 
+def is_row(line: str) -> bool:
+    return line.lstrip().startswith(BODY)
+
+
 def segments(lines: list[str]) -> list[list[str]]:
     """Lines in order, each alone, except the rows of a table's body, together."""
     out: list[list[str]] = []
     for line in lines:
-        row = line.lstrip().startswith(BODY)
-        if row and out and out[-1][0].lstrip().startswith(BODY):
+        if is_row(line) and out and is_row(out[-1][0]):
             out[-1].append(line)
         else:
             out.append([line])
@@ -139,6 +149,7 @@ def segments(lines: list[str]) -> list[list[str]]:
 
 
 def trimmed(text: str) -> list[str]:
+    """The lines of ``text`` without trailing spaces, nor blank lines at either end."""
     lines = [line.rstrip() for line in text.splitlines()]
     while lines and not lines[0]:
         lines.pop(0)
@@ -151,34 +162,22 @@ def compare(shown: str, printed: str, exact: bool = False) -> tuple[list[str], s
     """Differences between an output block and what was printed (none: it matches), and the
     block as an update writes it: what was printed, with each ``…`` of a matching line kept."""
     want, got = trimmed(shown), trimmed(printed)
-    free = rank_cells(want)
-    problems: list[str] = []
-    updated: list[str] = []
     a, b = segments(want), segments(got)
-    if [len(s) > 1 or s[0].lstrip().startswith(BODY) for s in a] != \
-            [len(s) > 1 or s[0].lstrip().startswith(BODY) for s in b] or len(a) != len(b):
-        problems.append("the lines differ:\n" + side_by_side(want, got))
-        return problems, "\n".join(got)
-    for shown_rows, printed_rows in zip(a, b, strict=True):
-        if len(shown_rows) != len(printed_rows):
-            problems.append(f"{len(printed_rows)} table rows printed, {len(shown_rows)} shown:\n"
-                            + side_by_side(shown_rows, printed_rows))
-            updated += printed_rows
-            continue
-        table = len(shown_rows) > 1 or shown_rows[0].lstrip().startswith(BODY)
-        unused = [(pattern(s, exact, free if table else ()), s) for s in shown_rows]
-        for line in printed_rows:
-            hit = next((k for k, (p, _) in enumerate(unused) if p.fullmatch(line)), None) if table else \
-                (0 if unused[0][0].fullmatch(line) else None)
-            if hit is None:
-                target = "no shown row matches" if table else f"shown: {unused[0][1].strip()!r}"
-                problems.append(f"printed: {line.strip()!r}\n  {target}")
+    if [(is_row(s[0]), len(s)) for s in a] != [(is_row(s[0]), len(s)) for s in b]:
+        return ["the lines differ:\n" + side_by_side(want, got)], "\n".join(got)
+    free = rank_cells(want)
+    problems, updated = [], []
+    for shown_lines, printed_lines in zip(a, b, strict=True):
+        table = is_row(shown_lines[0])  # its rows match in any order
+        unused = [pattern(line, exact, free if table else ()) for line in shown_lines]
+        for line in printed_lines:
+            k = next((k for k, p in enumerate(unused) if p.fullmatch(line)), None)
+            if k is None:
+                problems.append(f"printed: {line.strip()!r}\n  shown: "
+                                + ("no row matches it" if table else repr(shown_lines[0].strip())))
                 updated.append(line)
-                if not table:
-                    unused.pop(0)
-                continue
-            p, _ = unused.pop(hit)
-            updated.append(keep_wildcards(p.fullmatch(line), line))
+            else:
+                updated.append(keep_wildcards(unused.pop(k).fullmatch(line), line))
     return problems, "\n".join(updated)
 
 
@@ -301,8 +300,7 @@ def run_page(page: Path, workdir: Path) -> Outcome:
     problems, skipped, edits = [], [], []
     try:
         for b in blocks(text):
-            first = (b.code.strip().splitlines() or [""])[0]
-            where = f"{page.name}: ```{b.lang} block {first[:60]!r}"
+            where = f"{page.name}: {b.name}"
             if "not run" in b.markers:
                 skipped.append(f"{where}: {b.markers['not run']}")
                 continue
@@ -313,7 +311,7 @@ def run_page(page: Path, workdir: Path) -> Outcome:
                 if id(b.follows) not in printed:
                     continue  # after a skipped command
                 found, updated = compare(b.code, printed[id(b.follows)], exact=b.markers.get("output") == "exact")
-                problems += [f"{where}:\n{p}" for p in found]
+                problems += [f"{page.name}: {b.follows.name}:\n{p}" for p in found]
                 edits.append((b, updated))
                 continue
             if b.lang == "bash":
