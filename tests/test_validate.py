@@ -85,3 +85,23 @@ def test_every_case_runs_repeats_times_and_keeps_runs_spreads_and_provenance(tmp
         f"{k:02d}-synthetic-hotspot-2x1-{label}-{r}" for k, label in enumerate(("sfc", "birdshot")) for r in range(3))
     prov = result.provenance
     assert prov["busy"] in (True, False, None) and "load_after" in prov and prov["wall_s"] > 0
+
+
+def test_the_commands_table_names_the_lock_its_replays_modeled(tmp_path, monkeypatch, capsys):
+    from shoal.cli import main
+    from shoal.cli.flags import lock_line
+
+    monkeypatch.setattr(v, "CASES", [("synthetic", "synthetic-hotspot", ["app.grid=[32,32]"], 2, 1, "sfc", 0)])
+    monkeypatch.setattr(v, "STEPS", {"synthetic": 4})
+    monkeypatch.setattr(v, "calibrate", lambda **kw: {"task_overhead_s": 1e-6, "payload_overhead_s": 0.0,
+                                                       "wake_s": 0.0, "restart_s": 0.0, "handoff_s": 0.0})
+    modeled, real = [], v.replay
+
+    def replay(trace, cfg):  # the real replay, noting the lock it was asked for
+        modeled.append(cfg.gil)
+        return real(trace, cfg)
+
+    monkeypatch.setattr(v, "replay", replay)
+    assert main(["validate", "--repeats", "1", "--out", str(tmp_path)]) == 0
+    assert modeled == [v.LOCK]
+    assert f"modeled {lock_line(modeled)})" in " ".join(capsys.readouterr().out.split())

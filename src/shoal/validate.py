@@ -45,6 +45,8 @@ CASES = [
 ]
 STEPS = {"synthetic": 120, "sph": 300}
 REPEATS = 5
+# The recorded nodes are threads of one process: one interpreter lock for all of them.
+LOCK = "shared"
 COLUMNS = ("scenario", "nodes x workers", "placement", "predicted (s)", "measured (s)", "error",
            "rank meas. / pred.", "ranking held")
 
@@ -149,7 +151,7 @@ def predict(trace: Trace, nodes: int, workers: int, placement: str, period: int,
         This machine's executor overheads (:func:`~shoal.replay.calibrate.calibrate`).
     """
     cfg = ReplayConfig(nodes=nodes, cores=workers, placement=placement, period=period, network=IN_PROCESS,
-                       gil="shared", **machine_model(calibration))
+                       gil=LOCK, **machine_model(calibration))
     return replay(trace, cfg).makespan
 
 

@@ -25,7 +25,8 @@ def main(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from ..provenance import busy_warning, describe
-    from ..validate import COLUMNS, table, validate
+    from ..validate import COLUMNS, LOCK, table, validate
+    from .flags import lock_line
 
     console = Console(width=max(Console().width, 100))
     result = validate(Path(args.out), quick=args.quick, repeats=args.repeats,
@@ -37,7 +38,8 @@ def main(args: argparse.Namespace) -> int:
                       f"(executor overhead {cal['task_overhead_s'] * 1e6:.1f} us/task and "
                       f"{cal['payload_overhead_s'] * 1e6:.2f} us/payload, wake-up {cal['wake_s'] * 1e6:.0f} us, "
                       f"restart {cal['restart_s'] * 1e3:.2f} ms; first case; lock hand-off per lock-free call "
-                      f"{median_handoff * 1e6:.1f} us, median of the cases on several threads)")
+                      f"{median_handoff * 1e6:.1f} us, median of the cases on several threads; modeled "
+                      f"{lock_line([LOCK])})")
     for col in COLUMNS:
         out.add_column(col, justify="left" if col in ("scenario", "placement") else "right")
     for row in table(result):
