@@ -196,6 +196,28 @@ def test_a_late_page_gets_status_hello_history_and_the_latest_frame(tmp_path):
     run(go())
 
 
+def test_a_run_that_reconnects_is_replayed_to_a_late_page_once():
+    from shoal.view.hub import Hub
+
+    hello, loads, placement, frames = _messages()
+
+    async def go():
+        hub = Hub()
+        for m in (hello, loads[0], placement, frames[0], loads[1]):
+            hub.publish(m)
+        for m in (hello, loads[0], placement, loads[1], loads[2], frames[1]):  # the feed sends its logs again
+            hub.publish(m)
+        page = hub.join()
+        got = []
+        while page._items:
+            got.append(await page.get())
+        return got
+
+    got = run(go())
+    assert protocol.decode(got[0])[0]["type"] == "status"
+    assert got[1:] == [hello, loads[0], placement, loads[1], loads[2], frames[1]]
+
+
 def _stalled_page(port: int, token: str) -> socket.socket:
     """A WebSocket client that completes the handshake and then never reads."""
     s = socket.socket()
