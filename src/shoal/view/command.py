@@ -51,14 +51,14 @@ def main(args: argparse.Namespace) -> int:
     Raises
     ------
     ShoalError
-        For a RUN_DIR that does not exist or is not a run, or a port in use.
+        For a RUN_DIR that does not exist, is not a run or is damaged, or a port in use.
     """
-    from .playback import check_run
+    from .playback import Playback
 
     playback = None
     if args.run_dir:
         run = Path(args.run_dir)
-        check_run(run)
+        Playback(run).check()
         root = Path(args.root) if args.root else run.resolve().parent
         if run.resolve().parent != root.resolve():
             raise ShoalError(f"{run} does not lie in --root {root}")
