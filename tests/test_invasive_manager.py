@@ -4,14 +4,19 @@ with applications that die, a manager that dies, and ranks that set up without d
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from multiprocessing.connection import Client
 
 import pytest
 from hypothesis import settings
@@ -21,7 +26,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from shoal.errors import ShoalError
 from shoal.invasive.client import Invasion, setup
 from shoal.invasive.manager import POLICIES, Constraints, ResourceManager
-from shoal.invasive.server import pool, start_manager
+from shoal.invasive.server import MAX_MESSAGE_BYTES, encode, pool, start_manager
 
 
 def kinds(out):
@@ -401,3 +406,95 @@ def test_the_default_pool_is_this_process_cpus_and_a_larger_one_is_logical():
     cpus = sorted(os.sched_getaffinity(0))
     assert pool() == (len(cpus), cpus)
     assert pool(len(cpus) + 4) == (len(cpus) + 4, None)
+
+
+# ----- peers that misbehave ---------------------------------------------------------------------------
+def registered(address, authkey, name):
+    """An invasion registered from a thread, or ``None`` if that took more than a minute."""
+    invasion = Invasion(address, authkey, name=name)
+    done = threading.Thread(target=invasion.register, daemon=True)
+    done.start()
+    done.join(60)
+    return None if done.is_alive() else invasion
+
+
+def raw_peer(handle):
+    """A connection to the manager that passed the key check, spoken to byte by byte."""
+    connection = Client(handle.address, "AF_UNIX", authkey=handle.authkey)
+    return connection, socket.socket(fileno=os.dup(connection.fileno()))
+
+
+def test_peers_stalled_in_the_handshake_or_inside_a_message_hold_up_no_one(manager):
+    connection, partial = raw_peer(manager)
+    partial.sendall(struct.pack("!i", 100) + b'{"type": "reg')  # a message's first bytes, never the rest
+    stalled = [socket.socket(socket.AF_UNIX) for _ in range(3)]
+    for s in stalled:
+        s.connect(manager.address)  # and never answers the key check
+    invasion = registered(manager.address, manager.authkey, "served")
+    assert invasion is not None, "an application could not register beside peers that stall"
+    assert invasion.invade(workload=1.0) == {0, 1, 2, 3}
+    invasion.retreat()
+    for s in (*stalled, partial):
+        s.close()
+    connection.close()
+
+
+def test_a_peer_stalled_in_the_handshake_is_hung_up_on(tmp_path):
+    with start_manager(cores=2, handshake_timeout=0.5) as handle:
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(60)
+        s.connect(handle.address)
+        challenge = s.recv(1024)
+        assert b"#CHALLENGE#" in challenge
+        assert s.recv(1024) == b""  # never answered: the manager hung up
+        s.close()
+
+
+def test_a_message_over_the_bound_is_refused_in_one_line_and_the_manager_goes_on(manager):
+    connection, sock = raw_peer(manager)
+    sock.sendall(struct.pack("!i", 400 * 2**20) + b"{" * 1000)  # a 400 MB message's length and first bytes
+    assert connection.poll(60), "no answer to a message over the bound"
+    assert json.loads(connection.recv_bytes()) == {
+        "type": "error", "message": f"a message of {400 * 2**20} bytes (at most {MAX_MESSAGE_BYTES}); connection "
+                                    "closed"}
+    with pytest.raises(EOFError):
+        connection.recv_bytes()
+    sock.close()
+    connection.close()
+    with Invasion(manager.address, manager.authkey, name="next") as invasion:
+        assert invasion.invade(workload=1.0) == {0, 1, 2, 3}
+
+
+def test_a_peer_that_floods_without_reading_holds_up_no_one(manager):
+    connection, sock = raw_peer(manager)
+    connection.send_bytes(encode({"type": "register", "name": "flood", "pid": 0}))
+    invade = encode({"type": "invade", "blocking": True, "workload": 1.0})
+    flood = b"".join(struct.pack("!i", len(invade)) + invade for _ in range(100_000))  # 5 MB of answers
+    threading.Thread(target=send_all, args=(sock, flood), daemon=True).start()  # blocks once the manager stops reading
+    waiting, before = 0, -1
+    deadline = time.monotonic() + 120
+    while (not waiting or waiting != before) and time.monotonic() < deadline:  # until its answers stop coming
+        time.sleep(0.5)
+        before, waiting = waiting, unread(sock)
+    assert waiting > 0
+    other = registered(manager.address, manager.authkey, "served")
+    assert other is not None, "an application could not register beside a peer that does not read"
+    assert other.app == 2 and other.pool == 4
+    sock.shutdown(socket.SHUT_RDWR)  # the flooder goes: its cores return to the other
+    assert poll_until(other, lambda cores: len(cores) == 4, 30.0) == {0, 1, 2, 3}
+    other.retreat()
+    sock.close()
+    connection.close()
+
+
+def send_all(sock: socket.socket, data: bytes) -> None:
+    with contextlib.suppress(OSError):  # the test hung up
+        sock.sendall(data)
+
+
+def unread(sock: socket.socket) -> int:
+    """Bytes waiting in ``sock``'s receive queue."""
+    import fcntl
+    import termios
+
+    return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))[0]

@@ -3,6 +3,7 @@ run up or changes its result (a viewer that stalls, leaves, or asks the run to s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -32,11 +33,14 @@ class FakeViewer:
     """A Unix socket server standing in for ``shoal view``: it records every message of every
     connection, and behaves as ``mode`` says: ``read`` everything, ``stall`` (accept and never
     read), ``close`` (hang up after the first frame, then take the next connection), ``stop``
-    (send ``stop`` on the run's hello)."""
+    (send ``stop`` on the run's hello). Once it has read an ``end`` it takes no more connections
+    (a run never connects after its end)."""
 
     def __init__(self, path: Path, mode: str = "read"):
         self.path, self.mode = path, mode
         self.connections: list[list[tuple[dict, dict]]] = []
+        self.hung_up = threading.Event()  # mode close: the first connection is closed
+        self.ended = threading.Event()  # an end was read
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(str(path))
         self.server.listen(2)
@@ -45,32 +49,46 @@ class FakeViewer:
         self.thread.start()
 
     def _serve(self):
-        while True:
+        while not self.ended.is_set():
             try:
                 conn, _ = self.server.accept()
             except OSError:
-                return
+                return  # closed
             self.held.append(conn)
             if self.mode == "stall":
                 continue
             messages = []
             self.connections.append(messages)
-            while (data := protocol.receive(conn)) is not None:
-                header, arrays = protocol.decode(data)
-                messages.append((header, {k: v.copy() for k, v in arrays.items()}))
-                if header["type"] == "hello" and self.mode == "stop":
-                    protocol.send(conn, protocol.encode("stop"))
-                if header["type"] == "frame" and self.mode == "close" and len(self.connections) == 1:
-                    conn.close()
-                    break
-                if header["type"] == "end":
-                    break
+            try:
+                self._read(conn, messages)
+            except OSError:
+                return  # closed before the run's end
+
+    def _read(self, conn, messages):
+        while (data := protocol.receive(conn)) is not None:
+            header, arrays = protocol.decode(data)
+            messages.append((header, {k: v.copy() for k, v in arrays.items()}))
+            if header["type"] == "hello" and self.mode == "stop":
+                protocol.send(conn, protocol.encode("stop"))
+            if header["type"] == "frame" and self.mode == "close" and len(self.connections) == 1:
+                conn.close()
+                self.hung_up.set()
+                return
+            if header["type"] == "end":
+                self.ended.set()
+                return
 
     def close(self):
+        """Stop, once the run's end has been read (the run hands its end to the socket and
+        returns: the end may still be on its way here)."""
+        if self.mode != "stall":
+            self.ended.wait(60)
+        with contextlib.suppress(OSError):
+            self.server.shutdown(socket.SHUT_RDWR)  # wakes an accept
         self.server.close()
         for conn in self.held:
             conn.close()
-        self.thread.join(5)
+        self.thread.join(60)
 
     def messages(self, kind: str, connection: int = -1) -> list[tuple[dict, dict]]:
         """The messages of one type received on a connection (the last by default)."""
@@ -178,15 +196,21 @@ def test_a_viewer_that_never_reads_drops_frames_and_changes_nothing(sock, tmp_pa
 
 def test_a_viewer_that_leaves_is_reconnected_and_sent_everything_again(sock, tmp_path):
     viewer = FakeViewer(sock, mode="close")
+
+    def first_step_done(k):  # the run goes on once the viewer has hung up (its end goes to the next connection)
+        if k == 0:
+            assert viewer.hung_up.wait(60)
+
     rec = run_scenario("synthetic-hotspot", steps=10, tiles=16, nodes=2, set=SMALL, out=tmp_path / "run", view=sock,
-                       view_every=2, on_step=lambda k: time.sleep(0.01))
+                       view_every=2, on_step=first_step_done)
     viewer.close()
-    assert rec.summary is not None and len(viewer.connections) >= 2
+    assert rec.summary is not None and len(viewer.connections) == 2
     assert all(c[0][0]["type"] == "hello" for c in viewer.connections)
     steps, _ = load_rows(viewer.messages("loads"))  # the last connection: every step's loads, from the first
     np.testing.assert_array_equal(steps, np.arange(10))
     assert viewer.messages("placement")[0][0]["reason"] == "initial"
-    assert viewer.connections[-1][-1][0]["status"] == "finished"
+    end = viewer.connections[-1][-1][0]
+    assert end["type"] == "end" and end["status"] == "finished" and end["step"] == 10
 
 
 def test_a_viewer_that_asks_to_stop_leaves_a_resumable_run(sock, tmp_path):

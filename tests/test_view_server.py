@@ -55,12 +55,12 @@ def tiny_run(tmp_path_factory) -> Path:
 
 
 @contextlib.asynccontextmanager
-async def serving(root: Path, playback: str | None = None):
-    """An in-process viewer on a free loopback port, and a client of it."""
+async def serving(root: Path, playback: str | None = None, host: str = "127.0.0.1"):
+    """An in-process viewer on a free port of ``host`` (loopback by default), and a client of it."""
     private = Path(tempfile.mkdtemp(prefix="sv-"))  # a short path: Unix socket names are short
-    viewer = Viewer(root, private / "feed.sock", playback=playback)
+    viewer = Viewer(root, private / "feed.sock", host=host, playback=playback)
     await viewer.listen()
-    client = TestClient(TestServer(make_app(viewer), host="127.0.0.1"))
+    client = TestClient(TestServer(make_app(viewer), host=host))
     await client.start_server()
     try:
         yield viewer, client
@@ -114,6 +114,59 @@ def test_foreign_host_and_origin_are_refused(tmp_path):
                 await client.ws_connect("/ws", params=t, headers={"Origin": "http://evil.example"})
 
     run(go())
+
+
+def _machine_address() -> str | None:
+    """An address of this machine other than loopback (the one a route out would use), if any."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("192.0.2.1", 9))  # no packet is sent
+        address = s.getsockname()[0]
+        return None if address.startswith("127.") else address
+    return None
+
+
+def test_a_viewer_on_every_interface_is_reached_by_this_machines_names_and_no_other(tmp_path):
+    address = _machine_address()
+
+    async def go():
+        async with serving(tmp_path, host="0.0.0.0") as (viewer, client):
+            port, t = client.port, {"token": viewer.token}
+
+            async def status(target: str, host: str) -> int:
+                url = URL(f"http://{target}:{port}/api/runs?token={viewer.token}", encoded=True)
+                async with client.session.get(url, headers={"Host": host}) as r:
+                    return r.status
+
+            got = {"local 0.0.0.0": await status("127.0.0.1", f"0.0.0.0:{port}"),
+                   "local loopback": await status("127.0.0.1", f"localhost:{port}"),
+                   "host name": await status("127.0.0.1", f"{socket.gethostname().upper()}:{port}"),
+                   "rebound": await status("127.0.0.1", f"evil.example:{port}"),
+                   "other port": await status("127.0.0.1", f"{socket.gethostname()}:{port + 1}")}
+            if address is not None:  # as another machine reaches it: at this machine's address
+                got["address"] = await status(address, f"{address}:{port}")
+                got["address, rebound"] = await status(address, f"evil.example:{port}")
+                r = await client.session.get(URL(f"http://{address}:{port}/api/runs"), params=t,
+                                             headers={"Origin": f"http://{address}:{port}"})
+                got["address, own origin"] = r.status
+            return got
+
+    got = run(go())
+    assert got.pop("rebound") == got.pop("other port") == 403
+    assert got.pop("address, rebound", 403) == 403
+    assert set(got.values()) == {200}, got
+
+
+def test_a_viewer_on_loopback_accepts_loopback_names_only(tmp_path):
+    address = _machine_address()
+
+    async def go():
+        async with serving(tmp_path) as (viewer, client):
+            t = {"token": viewer.token}
+            names = [socket.gethostname(), *([address] if address else [])]
+            return [(await client.get("/api/runs", params=t, headers={"Host": f"{n}:{client.port}"})).status
+                    for n in names]
+
+    assert set(run(go())) == {403}
 
 
 def test_names_outside_the_root_are_not_found(tmp_path, tiny_run):
@@ -194,6 +247,28 @@ def test_a_late_page_gets_status_hello_history_and_the_latest_frame(tmp_path):
             writer.close()
 
     run(go())
+
+
+def test_a_run_that_reconnects_is_replayed_to_a_late_page_once():
+    from shoal.view.hub import Hub
+
+    hello, loads, placement, frames = _messages()
+
+    async def go():
+        hub = Hub()
+        for m in (hello, loads[0], placement, frames[0], loads[1]):
+            hub.publish(m)
+        for m in (hello, loads[0], placement, loads[1], loads[2], frames[1]):  # the feed sends its logs again
+            hub.publish(m)
+        page = hub.join()
+        got = []
+        while page._items:
+            got.append(await page.get())
+        return got
+
+    got = run(go())
+    assert protocol.decode(got[0])[0]["type"] == "status"
+    assert got[1:] == [hello, loads[0], placement, loads[1], loads[2], frames[1]]
 
 
 def _stalled_page(port: int, token: str) -> socket.socket:
@@ -294,6 +369,93 @@ def test_parameter_sets_save_and_load_as_toml(tmp_path):
     assert tomllib.loads(text) == {"scenario": "synthetic-hotspot", "run": {"steps": 12, "placement": "birdshot"},
                                    "app": {"grid": [48, 40]}}
     assert back == {"scenario": "synthetic-hotspot", "params": params}
+
+
+NESTED = {  # a parameter set nested beyond any parameter, and the line it is refused with
+    "tables in a section": ("scenario = 'synthetic-hotspot'\n[run.sub.deeper]\nx = 1\n",
+                            "error: unknown key 'run.sub'; "),
+    "arrays 2000 deep": ("scenario = 'synthetic-hotspot'\n[app]\ngrid = " + "[" * 2000 + "]" * 2000 + "\n",
+                         "error: the parameter set nests values more than 8 deep\n"),
+    "inline tables 500 deep": ("scenario = 'synthetic-hotspot'\n[app]\ngrid = " + "{a = " * 500 + "1" + "}" * 500,
+                               "error: the parameter set nests values more than 8 deep\n"),
+    "arrays 20 deep": ("scenario = 'synthetic-hotspot'\n[app]\ngrid = " + "[" * 20 + "]" * 20 + "\n",
+                       "error: app.grid: a value nested more than 8 deep\n"),
+}
+
+
+def test_nested_parameters_are_refused_in_one_line(tmp_path):
+    async def go():
+        async with serving(tmp_path) as (viewer, client):
+            t = {"token": viewer.token}
+            got = {}
+            for name, (text, _) in NESTED.items():
+                r = await client.post("/api/params/load", params=t, data=text)
+                got[name] = r.status, await r.text()
+            deep = "[" * 5000 + "]" * 5000
+            for path, body in (("/api/run", {"scenario": "synthetic-hotspot", "params": {"app.grid": deep}}),
+                               ("/api/params/save", {"scenario": "synthetic-hotspot", "params": {"app.grid": deep}})):
+                r = await client.post(path, params=t, json=body)
+                got[path] = r.status, await r.text()
+            r = await client.post("/api/run", params=t, data=deep)  # the body itself
+            got["body"] = r.status, await r.text()
+            return got
+
+    got = run(go())
+    for name, (_, line) in NESTED.items():
+        status, text = got.pop(name)
+        assert status == 400 and text.startswith(line) and text.count("\n") == 1, (name, text[:200])
+    assert got == {"/api/run": (400, "error: app.grid: a value nested more than 8 deep\n"),
+                   "/api/params/save": (400, "error: app.grid: a value nested more than 8 deep\n"),
+                   "body": (400, "the body is not JSON\n")}
+
+
+def test_a_run_from_the_page_reads_files_under_the_root_only(tmp_path):
+    from shoal.view.runs import assignments
+
+    root = tmp_path / "root"
+    root.mkdir()
+    np.save(root / "bed.npy", np.zeros((8, 8)))
+    np.save(tmp_path / "outside.npy", np.zeros((8, 8)))
+    (root / "link.npy").symlink_to(tmp_path / "outside.npy")
+    here = root.resolve()
+
+    async def go():
+        async with serving(root) as (viewer, client):
+            got = {}
+            for value in ("/etc/hostname", "../outside.npy", str(tmp_path / "outside.npy"), "link.npy"):
+                r = await client.post("/api/run", params={"token": viewer.token}, json={
+                    "scenario": "swe-lake-at-rest", "params": {"app.bathymetry_file": f'"{value}"'}})
+                got[value] = r.status, await r.text()
+            return got
+
+    for value, answer in run(go()).items():
+        assert answer == (400, f"error: app.bathymetry_file: {value} lies outside the viewer's root {here} (runs "
+                               "started from the page read files there only)\n")
+    assert sorted(p.name for p in root.iterdir()) == ["bed.npy", "link.npy"]  # no run was started
+    for value in ("bed.npy", '"bed.npy"', str(root / "bed.npy")):  # in the root: the run gets its absolute path
+        assert assignments("swe-lake-at-rest", {"app.bathymetry_file": value}, root=root) == [
+            f'app.bathymetry_file="{here / "bed.npy"}"']
+
+
+def test_a_run_from_the_page_lands_under_the_root_whatever_the_name(tmp_path):
+    from shoal.view.runs import new_name
+
+    root = tmp_path / "root"
+    root.mkdir()
+
+    async def go():
+        async with serving(root) as (viewer, client):
+            got = []
+            for name in ("../escape", "/tmp/x.toml", "synthetic-hotspot/../../escape", str(tmp_path / "escape")):
+                r = await client.post("/api/run", params={"token": viewer.token}, json={"scenario": name,
+                                                                                         "params": {}})
+                got.append((r.status, (await r.text()).startswith(f"error: unknown scenario {name!r}; built-in: ")))
+            return got
+
+    assert run(go()) == [(400, True)] * 4
+    assert list(root.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["root"]
+    for label in ("../../escape", "/abs/path", ".hidden", "a b"):  # a name is a label: the folder stays in the root
+        assert (root / new_name(root, label)).parent == root and "/" not in new_name(root, label)
 
 
 # ----- runs from the page -----------------------------------------------------------------------
@@ -507,6 +669,33 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, tiny_run):
         busy.close()
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: cannot serve on 127.0.0.1:") and "\n" not in err
+
+
+DAMAGE = {  # what is done to a copy of a finished run, and the line shoal view refuses it with
+    "config.toml not TOML": (lambda run: (run / "config.toml").write_text("x = ["),
+                             "{run}/config.toml is not valid TOML: Invalid value (at end of document)"),
+    "config.toml not a run's": (lambda run: (run / "config.toml").write_text('name = "x"\n'),
+                                "{run}/config.toml is not a run's configuration (no [run] table, or no [app] table "
+                                "with a name)"),
+    "summary.json cut short": (lambda run: (run / "summary.json").write_text('{"app": "synth'),
+                               "{run}/summary.json is not a run's summary (not a JSON object)"),
+    "trace.h5 not HDF5": (lambda run: (run / "trace.h5").write_bytes(b"\0" * 4096),
+                          "{run}/trace.h5 is not a readable trace (truncated or not HDF5): Unable to synchronously "
+                          "open file (file signature not found)"),
+    "a frame not npz": (lambda run: (run / "frames" / "state-000002.npz").write_text("zz"),
+                        "{run}/frames/state-000002.npz is not a readable frame (not a NumPy .npz file)"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_damaged_run_is_refused_in_one_line_before_any_page(damage, tmp_path, tiny_run, capsys):
+    run_dir = tmp_path / "run"
+    shutil.copytree(tiny_run, run_dir)
+    spoil, line = DAMAGE[damage]
+    spoil(run_dir)
+    assert shoal_main(["view", str(run_dir), "--port=-1"]) == 2  # a served page would be refused otherwise
+    out = capsys.readouterr()
+    assert out.err == "error: " + line.format(run=run_dir.resolve()) + "\n" and out.out == ""
 
 
 def test_shoal_view_prints_its_url_and_stops_on_sigterm(tmp_path, tiny_run):

@@ -61,15 +61,19 @@ class FolderLock:
             self.owner_file = None
 
 
+def as_label(text: str) -> str:
+    """``text`` made a folder name's label: anything but letters, digits, ``.``, ``_`` and ``-``
+    becomes ``-``, and leading dots and dashes go (``../../x`` -> ``x``, ``/tmp/x`` -> ``tmp-x``)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).lstrip(".-") or "run"
+
+
 def new_folder(root: str | Path, label: str) -> Path:
     """A folder under ``root`` named after ``label`` and the time, that does not exist yet.
 
-    ``label`` is a label, not a path: anything but letters, digits, ``.``, ``_`` and ``-`` becomes
-    ``-`` and leading dots are dropped, so a scenario named ``../../x`` or ``/tmp/x`` still
-    writes under ``root``.
+    ``label`` is a label, not a path (:func:`as_label`), so a scenario named ``../../x`` or
+    ``/tmp/x`` still writes under ``root``.
     """
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", label).lstrip(".-") or "run"
-    base = Path(root) / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
+    base = Path(root) / f"{as_label(label)}-{time.strftime('%Y%m%d-%H%M%S')}"
     path, k = base, 1
     while path.exists():
         path, k = Path(f"{base}-{k}"), k + 1

@@ -51,14 +51,14 @@ def main(args: argparse.Namespace) -> int:
     Raises
     ------
     ShoalError
-        For a RUN_DIR that does not exist or is not a run, or a port in use.
+        For a RUN_DIR that does not exist, is not a run or is damaged, or a port in use.
     """
-    from .playback import check_run
+    from .playback import Playback
 
     playback = None
     if args.run_dir:
         run = Path(args.run_dir)
-        check_run(run)
+        Playback(run).check()
         root = Path(args.root) if args.root else run.resolve().parent
         if run.resolve().parent != root.resolve():
             raise ShoalError(f"{run} does not lie in --root {root}")
@@ -71,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
         raise ShoalError(f"--port must lie in 0..65535, got {args.port}")
     if not _loopback(args.host):
         print(f"warning: serving on {args.host}: anyone who can reach it and has the URL's token sees and starts "
-              "runs", file=sys.stderr, flush=True)
+              "runs (pages name it by this machine's host name or address)", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="shoal-view-") as private:  # mode 0700
         feed = Path(args.attach) if args.attach else Path(private) / "feed.sock"
         return asyncio.run(_serve(root, feed, args.host, args.port, playback, attach=bool(args.attach)))

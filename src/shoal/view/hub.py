@@ -104,8 +104,10 @@ class Hub:
             run = header.get("run") or {}
             again = self.run is not None and self.end is None and all(
                 run.get(k) == self.run.get(k) for k in ("folder", "pid"))
-            if not again:  # a new run; the same run reconnecting keeps its history
+            if not again:  # a new run
                 self._reset()
+            else:  # the same run reconnecting sends every loads and placement again: keep them once
+                self.history = []
             self.error = None
             self.hello, self.run = message, run
         elif kind in ("loads", "placement"):

@@ -56,14 +56,38 @@ class Playback:
     """
 
     def __init__(self, path: Path):
+        self.status = check_run(Path(path))  # naming the folder as it was given
         self.path = Path(path).resolve()
-        self.status = check_run(self.path)
         try:
             self.config = tomllib.loads((self.path / "config.toml").read_text())
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
             raise ShoalError(f"{self.path / 'config.toml'} is not valid TOML: {exc}") from None
         self.frame_paths = {int(p.stem.split("-")[-1]): p for p in sorted((self.path / "frames").glob("state-*.npz"))
                             if p.stem.split("-")[-1].isdigit()}
+
+    def check(self) -> None:
+        """Read once what the page will ask of the run, so that a damaged run is refused before
+        a page is served: the configuration's ``[run]`` and ``[app]`` tables, the summary, the
+        trace and every frame's table of arrays (not the arrays).
+
+        Raises
+        ------
+        ShoalError
+            One line naming the file at fault.
+        """
+        config = self.path / "config.toml"
+        if not isinstance(self.config.get("run"), dict) or not isinstance(self.config.get("app"), dict) \
+                or not isinstance(self.config["app"].get("name"), str):
+            raise ShoalError(f"{config} is not a run's configuration (no [run] table, or no [app] table with a name)")
+        if (self.path / "summary.json").is_file() and not isinstance(self.summary, dict):
+            raise ShoalError(f"{self.path / 'summary.json'} is not a run's summary (not a JSON object)")
+        self.trace  # noqa: B018 (reading it is the check: it raises for a damaged trace)
+        for path in self.frame_paths.values():
+            try:
+                with np.load(path, allow_pickle=False) as z:
+                    z.files  # noqa: B018
+            except (OSError, ValueError, EOFError, AttributeError, TypeError, zipfile.BadZipFile):
+                raise ShoalError(f"{path} is not a readable frame (not a NumPy .npz file)") from None
 
     @cached_property
     def trace(self):

@@ -25,10 +25,16 @@ import tomli_w
 from ..config import builtin_scenarios, load_scenario, scenario_params, toml_value
 from ..errors import ShoalError
 from ..live.protocol import encode
+from ..rundir import as_label
 from .hub import Hub
 
 #: What a parameter's key may look like (``section.name``).
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
+#: How deep a parameter's value may nest lists (a grid nests one level, a resize schedule two).
+MAX_DEPTH = 8
+#: The app parameters that name a file the run reads (``app.<name>``): a run started from the
+#: page reads files under the viewer's root only.
+FILE_PARAMS = ("bathymetry_file", "input")
 #: Seconds a stopping run has to write its checkpoint before it is terminated.
 STOP_GRACE_S = 10.0
 
@@ -43,7 +49,7 @@ def scenarios() -> list[dict]:
     return out
 
 
-def assignments(scenario: str, params: dict) -> list[str]:
+def assignments(scenario: str, params: dict, root: Path | None = None) -> list[str]:
     """The ``--set`` assignments of the changed ``params`` of a built-in scenario, checked as
     ``shoal run`` checks them (the scenario, the overrides, the policy, the machine's limits).
 
@@ -54,11 +60,16 @@ def assignments(scenario: str, params: dict) -> list[str]:
     params : dict of str to str
         Keys as ``--set`` names them, values as TOML text; keys whose text equals the
         scenario's own are left out.
+    root : Path, optional
+        The viewer's root, for a run about to start: a file a parameter names
+        (:data:`FILE_PARAMS`) must lie in it (a relative path is taken from it), and is
+        given to the run as its absolute path.
 
     Raises
     ------
     ShoalError
-        The line ``shoal run`` would print for the same command.
+        The line ``shoal run`` would print for the same command; or a value nested more than
+        :data:`MAX_DEPTH` deep; or a file outside ``root``.
     """
     from ..runtime.team import Team
     from ..session import SimulationOptions, resolve
@@ -74,8 +85,14 @@ def assignments(scenario: str, params: dict) -> list[str]:
             raise ShoalError(f"{key}: a value is one line of TOML text, got {text!r}")
         if not KEY.fullmatch(str(key)):
             raise ShoalError(f"unknown key {key!r}; valid keys: {', '.join(current)}")
-        if current.get(key) != text.strip():
-            out.append(f"{key}={text.strip()}")
+        text = text.strip()
+        _check_depth(key, text)
+        if current.get(key) == text:
+            continue
+        section, _, name = key.rpartition(".")
+        if root is not None and section in ("", "app") and name in FILE_PARAMS:
+            text = _confine(key, text, Path(root))
+        out.append(f"{key}={text}")
     resolve(scenario, {}, SimulationOptions(set=tuple(out)), Team())
     return out
 
@@ -86,6 +103,39 @@ def _value(text: str):
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+
+
+def _depth(value) -> int:
+    """How deep ``value`` nests lists and tables (0 for a number or a string)."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    return 1 + max(map(_depth, value), default=0) if isinstance(value, list) else 0
+
+
+def _check_depth(key: str, text: str) -> None:
+    """Refuse a value nested more than :data:`MAX_DEPTH` deep (before ``shoal run``'s own
+    reading, which would exhaust the stack on thousands of brackets)."""
+    try:
+        depth = _depth(_value(text))
+    except RecursionError:
+        depth = MAX_DEPTH + 1
+    if depth > MAX_DEPTH:
+        raise ShoalError(f"{key}: a value nested more than {MAX_DEPTH} deep")
+
+
+def _confine(key: str, text: str, root: Path) -> str:
+    """The TOML text of the file that parameter ``key`` names (``text``) as its absolute path,
+    which must lie under ``root`` (symbolic links resolved); an empty or non-string value is
+    left to ``shoal run``'s own check."""
+    value = _value(text)
+    if not isinstance(value, str) or not value:
+        return text
+    root = root.resolve()
+    path = (root / value).resolve()  # an absolute value stays itself
+    if not path.is_relative_to(root):
+        raise ShoalError(f"{key}: {value} lies outside the viewer's root {root} (runs started from the page read "
+                         "files there only)")
+    return toml_value(str(path))
 
 
 def params_toml(body: dict) -> str:
@@ -122,6 +172,8 @@ def params_from_toml(text: str) -> dict:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ShoalError(f"the parameter set is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ShoalError(f"the parameter set nests values more than {MAX_DEPTH} deep") from None
     scenario = data.pop("scenario", None)
     if not isinstance(scenario, str):
         raise ShoalError("the parameter set names no scenario (scenario = \"NAME\")")
@@ -129,7 +181,10 @@ def params_from_toml(text: str) -> dict:
     for section, table in data.items():
         if not isinstance(table, dict):
             raise ShoalError(f"{section} = {table!r}: parameters are given in tables ([run], [app])")
-        params.update({f"{section}.{k}": toml_value(v) for k, v in table.items()})
+        for k, v in table.items():
+            if _depth(v) > MAX_DEPTH:
+                raise ShoalError(f"{section}.{k}: a value nested more than {MAX_DEPTH} deep")
+            params[f"{section}.{k}"] = toml_value(v)
     assignments(scenario, params)
     return {"scenario": scenario, "params": params}
 
@@ -144,8 +199,10 @@ def command(scenario: str, sets: list[str], folder: Path, feed: Path) -> list[st
 
 
 def new_name(root: Path, scenario: str) -> str:
-    """A run folder's name under ``root`` not taken yet: the scenario and the time."""
-    base = f"{scenario}-{time.strftime('%Y%m%d-%H%M%S')}"
+    """A run folder's name under ``root`` not taken yet: the scenario and the time (the
+    scenario's name is a label, :func:`shoal.rundir.as_label`: the folder is always directly
+    under ``root``)."""
+    base = f"{as_label(scenario)}-{time.strftime('%Y%m%d-%H%M%S')}"
     name, k = base, 1
     while (root / name).exists() or (root / f"{name}.log").exists():
         name, k = f"{base}-{k}", k + 1
@@ -192,7 +249,7 @@ class Launcher:
         RuntimeError
             When a run is going and ``force`` is false.
         """
-        sets = assignments(scenario, params)
+        sets = assignments(scenario, params, root=self.root)
         if (self.running or self.hub.running) and not force:
             raise RuntimeError("a run is going: stop it first, or start with force")
         if self.running:

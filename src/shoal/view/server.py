@@ -4,19 +4,23 @@ Built on aiohttp: one asyncio process serves HTTP, WebSockets and the run's Unix
 together, with no framework between the handlers and the bytes (the WebSocket forwards the
 run's messages as they arrived). Every request passes :func:`guard` first: the random token
 (query ``token`` or header ``X-Shoal-Token``), a ``Host`` naming this server (a page of another
-site that rebinds its DNS name to 127.0.0.1 sends its own name) and, when sent, an ``Origin``
-of this server. Only the package's page files and the run folders under the root are ever
-read; nothing a request holds is evaluated.
+site that rebinds its DNS name to this machine's address sends its own name) and, when sent, an
+``Origin`` of this server. A server on a loopback interface is named only by loopback names; one
+on another interface (``0.0.0.0``: all of them) also by this machine's host names and by the
+address the request reached it at, so that another machine can use it. Only the package's page
+files and the run folders under the root are ever read; nothing a request holds is evaluated.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import json
 import re
 import secrets
 import shutil
+import socket
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -43,6 +47,14 @@ def _refuse(status: int, line: str) -> web.Response:
     return web.Response(status=status, text=line + "\n", content_type="text/plain")
 
 
+def _machine_names() -> set[str]:
+    """This machine's host names (short and fully qualified), lower case."""
+    names = {socket.gethostname()}
+    with contextlib.suppress(OSError):
+        names.add(socket.getfqdn())
+    return {n.lower() for n in names if n}
+
+
 def url_host(host: str) -> str:
     """``host`` as a URL and a Host header spell it (an IPv6 address in brackets)."""
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
@@ -59,7 +71,7 @@ class Viewer:
     feed_path : Path
         The Unix socket runs write into (created by :meth:`listen`).
     host : str
-        The interface the server binds (a Host header must name it, or a loopback name).
+        The interface the server binds (see :meth:`host_names` for the names a Host header may give).
     playback : str, optional
         The run folder's name (under ``root``) the page opens on.
     attach : bool
@@ -73,7 +85,8 @@ class Viewer:
         self.root = Path(root)
         self.feed_path = Path(feed_path)
         self.token = secrets.token_urlsafe(24)
-        self.hosts = {url_host(host), *LOOPBACK} if host in ("127.0.0.1", "localhost", "::1") else {url_host(host)}
+        self.loopback = host in ("127.0.0.1", "localhost", "::1")
+        self.hosts = {url_host(host).lower(), *(LOOPBACK if self.loopback else _machine_names())}
         self.hub = Hub()
         self.hub.runs = self.run_names
         self.hub.playback = playback
@@ -84,6 +97,21 @@ class Viewer:
         self._feeds: set[asyncio.Task] = set()
         self._ended = asyncio.Event()
         self.scratch = Path(tempfile.mkdtemp(prefix="shoal-view-"))  # exported animations, removed at the end
+
+    def host_names(self, local: str | None) -> set[str]:
+        """The names a request's ``Host`` may give this server (without the port), for a request
+        that reached it at the local address ``local``: the bound host and loopback names on a
+        loopback interface; else the bound host, this machine's host names and ``local`` (with
+        loopback names when ``local`` is loopback). Never a name another site chose."""
+        if self.loopback or not local:
+            return self.hosts
+        try:
+            address = ipaddress.ip_address(local.split("%")[0])
+        except ValueError:
+            return self.hosts
+        if address.version == 6 and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped  # an IPv4 client of a server on "::"
+        return self.hosts | {url_host(str(address))} | (set(LOOPBACK) if address.is_loopback else set())
 
     # ----- run folders -----------------------------------------------------------------------
     def run_folder(self, name: str) -> Path:
@@ -183,12 +211,12 @@ async def guard(request: web.Request, handler):
     sniffed or referred."""
     viewer: Viewer = request.app[VIEWER]
     sock = request.transport.get_extra_info("sockname") if request.transport is not None else None
-    port = sock[1] if sock else None
-    allowed = {f"{h}:{port}" for h in viewer.hosts}
-    if request.headers.get("Host", "") not in allowed:
+    local, port = (sock[0], sock[1]) if sock else (None, None)
+    allowed = {f"{h}:{port}" for h in viewer.host_names(local)}
+    if request.headers.get("Host", "").lower() not in allowed:
         return _refuse(403, "refused: the Host header does not name this viewer")
     origin = request.headers.get("Origin")
-    if origin is not None and origin not in {f"http://{h}" for h in allowed}:
+    if origin is not None and origin.lower() not in {f"http://{h}" for h in allowed}:
         return _refuse(403, "refused: a request from another origin")
     token = request.query.get("token") or request.headers.get("X-Shoal-Token", "")
     if not secrets.compare_digest(token.encode(), viewer.token.encode()):
@@ -267,7 +295,7 @@ async def websocket(request: web.Request) -> web.WebSocketResponse:
 async def _json_body(request: web.Request):
     try:
         return json.loads(await request.text())
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # a body of thousands of brackets exhausts the stack
         raise web.HTTPBadRequest(text="the body is not JSON\n") from None
 
 
