@@ -109,3 +109,13 @@ def tiny_run(out, app: str = "synthetic", **options):
     from shoal.session import run_scenario
 
     return run_scenario(tiny_scenario(app), out=out, **options)
+
+
+def edit_dataset(dataset: str, index: int, value):
+    """An edit of an open HDF5 file: ``dataset[index] = value`` (the dataset rewritten whole)."""
+    def edit(f):
+        values = f[dataset][()]
+        values[index] = value
+        del f[dataset]
+        f[dataset] = values
+    return edit

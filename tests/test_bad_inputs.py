@@ -12,6 +12,7 @@ import h5py
 import numpy as np
 import pytest
 
+from conftest import edit_dataset as _set
 from shoal.cli import main
 from shoal.compilation import cache_folder_override
 from shoal.files import save_npz
@@ -240,13 +241,6 @@ def finished(tmp_path_factory):
                         out=tmp_path_factory.mktemp("bad") / "run").path
 
 
-def _set(dataset, row, value):
-    def edit(f):
-        values = f[dataset][()]
-        values[row] = value
-        del f[dataset]
-        f[dataset] = values
-    return edit
 
 
 def _grid(cells_x, cells_y):

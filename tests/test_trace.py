@@ -7,6 +7,7 @@ import h5py
 import numpy as np
 import pytest
 
+from conftest import edit_dataset as _set
 from shoal.cli import main
 from shoal.errors import ShoalError
 from shoal.records import MESSAGES, TASKS
@@ -179,13 +180,6 @@ def _truncate(path):
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
 
-def _set(dataset, index, value):
-    def fn(f):
-        values = f[dataset][()]
-        values[index] = value
-        del f[dataset]
-        f[dataset] = values
-    return fn
 
 
 def _huge_grid(f):

@@ -61,6 +61,13 @@ def model_flags(p: argparse.ArgumentParser) -> None:
                         "(default: as the trace's run measured; 0 for runs in one process)")
 
 
+def replay_flags(p: argparse.ArgumentParser) -> None:
+    """What every replaying command takes: the network, the model of the executor, a calibration."""
+    network_flags(p)
+    model_flags(p)
+    machine_flags(p)
+
+
 def machine_flags(p: argparse.ArgumentParser) -> None:
     """``--calibration FILE``: the executor's overheads as measured by ``shoal calibrate``."""
     p.add_argument("--calibration", metavar="FILE",

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..log import logger
-from .flags import balance, calibration, lock_line, machine_flags, model_flags, network, network_flags, period
+from .flags import balance, calibration, lock_line, network, period, replay_flags
 
 NAME = "replay"
 HELP = "replay a trace on a modeled cluster under a placement policy"
@@ -48,9 +48,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--request-cost", type=float, default=0.0, metavar="S",
                    help="with --invasive: seconds each step's request to the manager adds")
     p.add_argument("--window", type=int, default=1, help="with --invasive: steps whose mean work is a rank's workload")
-    network_flags(p)
-    model_flags(p)
-    machine_flags(p)
+    replay_flags(p)
     p.set_defaults(func=main)
     return p
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .flags import balance, calibration, lock_line, machine_flags, model_flags, network, network_flags
+from .flags import balance, calibration, lock_line, network, replay_flags
 
 NAME = "sweep"
 HELP = "replay a trace over placements, tiles per core, periods and cluster sizes"
@@ -28,9 +28,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=25, help="rows of the table")
     p.add_argument("--proxy", help="trace of a low-resolution run of the same scenario (for speculative)")
     p.add_argument("--out", default="runs/sweep", help="folder for sweep.json and the plots")
-    network_flags(p)
-    model_flags(p)
-    machine_flags(p)
+    replay_flags(p)
     p.set_defaults(func=main)
     return p
 
