@@ -12,7 +12,8 @@ from shoal.errors import ShoalError
 from shoal.records import MESSAGES, TASKS
 from shoal.replay.sweep import sweep
 from shoal.session import run_scenario
-from shoal.trace import Trace, mark_closed
+from shoal.summary import summarize
+from shoal.trace import Trace, joined, mark_closed
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +103,54 @@ def test_a_trace_written_before_optional_groups_had_versions_still_reads():
     assert t.phases == ["burn", "diffuse"] and t.balance["step"].tolist() == [2]
     assert t.cores_per_step().tolist() == [[1, 1]] * 4 and not t.resized
     assert t.node_load().shape == (4, 2)
+
+
+SPLIT = Path(__file__).parent / "data" / "split-run"
+
+
+def test_a_run_folder_the_previous_release_split_at_a_resume_on_other_nodes_reads_as_one_run():
+    """Written by the previous release: a run of 2 nodes with a checkpoint at step 4, killed
+    after step 5, resumed there on 3 nodes. Its trace then started afresh at step 4 (trace.h5, on
+    a clock from 0), the one before kept whole as trace-to-step-000004.h5."""
+    before = Trace.read(SPLIT / "trace-to-step-000004.h5")
+    after = Trace.read(SPLIT / "trace.h5")
+    assert before.steps.tolist() == list(range(6)) and after.steps.tolist() == [4, 5]
+    t = Trace.read(SPLIT)
+    before = before.truncated(4)  # steps 4 and 5 of the killed part were run again
+    assert t.steps.tolist() == list(range(6)) and t.cluster.cores == (1, 1, 1)
+    assert t.worker_steps.tolist() == [0, 4] and t.worker_cores.tolist() == [[1, 1, 0], [1, 1, 1]]
+    assert t.present().tolist() == [[True, True, False]] * 4 + [[True, True, True]] * 2
+    clock = before.step_end[-1]  # the resumed part's times follow the part before
+    first = t.tasks["step"] < 4
+    for c in TASKS.names:
+        expected = after.tasks[c] + clock if c in ("start", "end", "ready") else after.tasks[c]
+        assert t.tasks[c][first].tobytes() == before.tasks[c].tobytes(), c
+        assert t.tasks[c][~first].tobytes() == expected.tobytes(), c
+    assert np.array_equal(t.step_end, np.concatenate([before.step_end, after.step_end + clock]))
+    assert np.array_equal(t.placement_owners, np.concatenate([before.placement_owners, after.placement_owners]))
+    s = summarize(t, float(t.step_end[-1]), "wall")
+    assert s["steps"] == 6 and s["nodes"] == 3
+    assert s["busy_s"] == pytest.approx(before.tasks["cost"].sum() + after.tasks["cost"].sum(), rel=1e-12)
+    assert s["messages"] == len(before.messages["src"]) + len(after.messages["src"])
+
+
+def test_a_split_folder_s_older_part_is_left_aside_once_trace_h5_holds_every_step(tmp_path):
+    """What a resume by this shoal leaves in such a folder: trace.h5 from step 0, the older part beside it."""
+    whole = Trace.read(SPLIT)
+    shutil.copy(SPLIT / "trace-to-step-000004.h5", tmp_path)
+    whole.write(tmp_path / "trace.h5")
+    again = Trace.read(tmp_path)
+    assert again.tasks["step"].tobytes() == whole.tasks["step"].tobytes()
+    assert again.tasks["end"].tobytes() == whole.tasks["end"].tobytes()
+
+
+def test_parts_that_are_not_one_run_are_not_joined(run):
+    t = run.trace
+    with pytest.raises(ShoalError, match="starts at step 0, not after step 3"):
+        joined([t, t])
+    other = Trace.read(SPLIT)  # another tiling
+    with pytest.raises(ShoalError, match="differ in their phases or tiling"):
+        joined([t.truncated(2), other])
 
 
 def test_an_optional_group_newer_than_this_shoal_is_refused_by_name(run, tmp_path):
@@ -232,6 +281,9 @@ DAMAGE = {
     "edges not increasing": (_edit(_set("tiling/edges1", 1, 0)), "/tiling/edges1 does not cut 0..48"),
     "one-axis grid": (_edit(lambda f: f["tiling"].attrs.__setitem__("grid", [48])), "not 2 or 3 positive sizes"),
     "grid of 10^10 cells": (_edit(_huge_grid), "a grid of 1e+10 cells (100000 x 100000), more than the 1.07e+09"),
+    "task on an absent node": (_edit(_set("workers/cores", (0, 1), 0)), "ran on node 1 at step 0, where /workers "
+                               "gives that node no thread"),
+    "negative threads": (_edit(_set("workers/cores", (0, 0), -2)), "/workers/cores row 0 holds [-2, 1]"),
 }
 
 
