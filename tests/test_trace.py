@@ -312,6 +312,17 @@ def test_replay_and_sweep_of_a_truncated_trace_say_so_in_one_line(command, run, 
     assert not out.exists()
 
 
+@pytest.mark.parametrize("jobs", ["0", "-1"])
+def test_sweep_with_fewer_than_one_job_is_one_line_and_exit_2(jobs, run, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(run.path), "--placements", "sfc", "--tiles-per-core", "1", "--nodes", "2",
+                 "--jobs", jobs, "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: --jobs {jobs}: must be at least 1 (replay processes at once)"
+    assert not out.exists()
+    with pytest.raises(ShoalError, match=f"jobs \\(replay processes at once\\) must be at least 1, got {jobs}"):
+        sweep(run.path, ["sfc"], [1], [10], [2], 1, jobs=int(jobs))
+
+
 def test_sweep_reads_the_trace_before_starting_workers(run, tmp_path):
     path = tmp_path / "trace.h5"
     shutil.copy(run.path / "trace.h5", path)
