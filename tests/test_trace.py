@@ -374,3 +374,41 @@ def test_a_killed_writer_s_trace_is_marked_closed_by_report_and_a_live_one_left_
         assert np.array_equal(f["tasks/cost"][:rows], run.trace.tasks["cost"])
     assert not mark_closed(folder)  # nothing left to clear
     assert np.array_equal(Trace.read(folder).tasks["work"], run.trace.tasks["work"])
+
+
+APPENDING_WRITER = """
+import sys, time
+from types import SimpleNamespace
+import numpy as np
+from shoal.records import MESSAGES, TASKS
+from shoal.trace import Trace, TraceWriter
+whole = Trace.read(sys.argv[1])
+writer = TraceWriter(sys.argv[2], whole.truncated(2), resumed_at=2)  # a resumed run's writer
+t, m = whole.tasks, whole.messages
+for step in (2, 3):
+    if step == 3:  # killed after the chunk's datasets and its count were flushed, before the file itself was
+        writer._file.flush = lambda: None
+    writer.append(SimpleNamespace(steps=1, first_step=step, tasks=TASKS.select(t, t["step"] == step),
+                                  messages=MESSAGES.select(m, m["step"] == step), step_end=np.zeros(1), wall_s=0.0,
+                                  oversubscribed=False, comm_cpu_s=None))
+print("open", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_writer_killed_between_flushes_leaves_a_trace_that_reads_once_marked_closed(run, tmp_path):
+    """The file records where its data ends in its superblock, which a kill between the flushes
+    of a chunk's datasets and of the file leaves short of the chunk: marked closed without
+    moving that end, every plain read of the chunk past it failed ("addr overflow")."""
+    path = tmp_path / "trace.h5"
+    writer = subprocess.Popen([sys.executable, "-c", APPENDING_WRITER, str(run.path / "trace.h5"), str(path)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "open"
+    finally:
+        writer.kill()
+        writer.wait()
+    assert mark_closed(path)
+    back = Trace.read(path)
+    assert back.steps.tolist() == [0, 1, 2, 3]
+    assert back.tasks["cost"].tobytes() == run.trace.tasks["cost"].tobytes()

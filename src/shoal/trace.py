@@ -70,7 +70,7 @@ ordering, which NFS and parallel file systems (Lustre, GPFS) do not give, and a 
 may see torn metadata. On those, read the trace once the run has ended. A writer that was
 killed leaves its file marked "open for write": :meth:`Trace.read` reads it anyway (in SWMR
 read mode), and :func:`mark_closed` clears the mark so that any HDF5 reader opens it, as
-``h5clear -s`` does.
+``h5clear -s --increment=0`` does.
 
 :meth:`Trace.read` checks what it reads, cheaply (vectorised, whatever the rows): the tiling's
 edges against its grid, a grid of at most :data:`MAX_CELLS` cells, every index in range,
@@ -536,9 +536,12 @@ def mark_closed(path: str | Path) -> bool:
     A run keeps its trace open for SWMR writing; killed, it leaves the file's superblock saying
     "open for write", and plain ``h5py.File(path)`` (or ``h5dump``) refuses it until the flag
     is cleared. This clears it as ``h5clear -s`` does (HDF5's ``clear_status_flags`` file
-    access property). Only a file nobody writes is touched: a live :class:`TraceWriter` holds a
-    shared lock on it, and this takes an exclusive one first. Rows past ``/committed`` stay
-    where they are (readers ignore them).
+    access property), and moves the end of the file's data the superblock records to the
+    file's end, as ``h5clear --increment=0`` does (``H5Fincrement_filesize``): a writer killed
+    between flushing a chunk's datasets and the file leaves it short of that chunk, and plain
+    readers would refuse it ("addr overflow"). Only a file nobody writes is touched: a live
+    :class:`TraceWriter` holds a shared lock on it, and this takes an exclusive one first. Rows
+    past ``/committed`` stay where they are (readers ignore them).
 
     Parameters
     ----------
@@ -573,7 +576,15 @@ def mark_closed(path: str | Path) -> bool:
         clear = ctypes.c_bool(True)
         if set_property is None or set_property(fapl.id, b"clear_status_flags", ctypes.byref(clear)) < 0:
             return False
-        h5py.h5f.open(bytes(path), h5py.h5f.ACC_RDWR, fapl=fapl).close()
+        file = h5py.h5f.open(bytes(path), h5py.h5f.ACC_RDWR, fapl=fapl)
+        try:
+            # the end of allocation a killed writer's superblock records may fall short of its last
+            # chunk: set to the file's end, as h5clear --increment=0 does
+            grow = _hdf5_function("H5Fincrement_filesize", [ctypes.c_int64, ctypes.c_uint64])
+            if grow is not None:
+                grow(file.id, 0)
+        finally:
+            file.close()
         return True
     except BlockingIOError:
         return False  # a live writer holds it
@@ -828,6 +839,17 @@ def joined(parts: list[Trace]) -> Trace:
     row in force before it is dropped: nothing changed there. The CPU time and payloads of
     message threads are summed per node; the setup (app, phases, tiling, configuration,
     tiles' sizes) is the first part's, the machine model the last one's that has one.
+
+    Parameters
+    ----------
+    parts : list of Trace
+        The run's parts in step order, each as its own trace held it (a part may have no
+        steps yet: a resumed run's start, whose first ``/workers`` row gives its nodes).
+
+    Returns
+    -------
+    Trace
+        The run as one trace.
 
     Raises
     ------
