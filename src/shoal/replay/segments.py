@@ -93,7 +93,7 @@ def run_segments(trace: Trace, setup: Setup) -> Outcome:
     t0, s0, last = 0.0, 0, 0
     background = np.zeros(cluster.nodes)  # message CPU time per node since the last balancing step
     log_nodes = math.ceil(math.log2(cluster.nodes)) if cluster.nodes > 1 else 0
-    present = None  # the nodes holding threads in the segment before (the first owners are for the first's)
+    present = None  # the nodes holding threads in the segment (the first owners are for the first's)
     while s0 < S:
         cores = schedule[1][np.searchsorted(schedule[0], steps[s0], side="right") - 1]
         if invasive is not None:
@@ -137,10 +137,9 @@ def run_segments(trace: Trace, setup: Setup) -> Outcome:
         if balancer is not None and (s1 in setup.fixed or balancer.due):
             future = cost[s1:min(S, s1 + balancer.horizon(int(steps[s1])))].sum(axis=1).mean(axis=0)
             ahead = None if balancer.proxy is not None else _smoothed(future, tiling)
-            ids = np.flatnonzero(cores > 0)  # the plan's nodes, by node of the cluster
-            new = ids[balancer.plan(int(steps[s1]), local, at, cost[last:s1].mean(axis=0),
-                                    background[ids] / (s1 - last), setup.tile_bytes, future_loads=future,
-                                    proxy_loads=ahead)]
+            new = present[balancer.plan(int(steps[s1]), local, at, cost[last:s1].mean(axis=0),  # on the nodes present
+                                        background[present] / (s1 - last), setup.tile_bytes, future_loads=future,
+                                        proxy_loads=ahead)]
             background = np.zeros(cluster.nodes)
             t0 = _migrate(owner, new, setup.tile_bytes, cluster, t0 + balancer.last_plan_s, tx_free, rx_free)
             # What it cost per core: the wait for the last tile, the barrier, restarting, planning, moving.
