@@ -5,6 +5,7 @@ resuming on another number of ranks."""
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -16,6 +17,7 @@ import pytest
 
 from conftest import assert_same_state, mpi_command, mpi_env, mpi_python
 from shoal.compare import compare_runs
+from shoal.records import TASKS
 from shoal.replay import ReplayConfig, replay
 from shoal.session import open_run, run_scenario
 from shoal.trace import Trace
@@ -361,6 +363,44 @@ def test_resuming_on_fewer_ranks_between_balancing_steps(ranks, mpirun, tmp_path
         (tmp_path / "partial" / "state" / p.name).write_bytes(p.read_bytes())
     mpirun(2, "run", "--resume", tmp_path / "partial")  # its balancer's period and background began on 3
     assert compare_runs(tmp_path / "full", tmp_path / "partial").identical
+
+
+@pytest.mark.mpi(ranks=(1, 3))
+def test_a_run_resumed_on_another_number_of_ranks_keeps_one_trace_of_every_step(ranks, mpirun, tmp_path):
+    """A run of 2 ranks interrupted after its checkpoint at step 20, resumed in place on 1 or 3."""
+    argv = [*SYNTHETIC[:1], "--steps", "24", "--tiles", "24", "--set", "app.grid=[48,48]"]
+    full, partial = tmp_path / "full", tmp_path / "partial"
+    mpirun(2, "run", *argv, "--checkpoint-every", "10", "--out", full)
+    (partial / "state").mkdir(parents=True)
+    for name in ("config.toml", "trace.h5", "state/checkpoint-000020.h5"):
+        shutil.copy(full / name, partial / name)
+    mpirun(ranks, "run", "--resume", partial)
+    assert compare_runs(full, partial).identical
+    assert sorted(p.name for p in partial.glob("*.h5")) == ["trace.h5"]
+    assert open_run(partial).summary["steps"] == 24
+    trace, first = Trace.read(partial), Trace.read(full).truncated(20)
+    nodes = max(2, ranks)
+    assert trace.steps.tolist() == list(range(24)) and trace.cluster.nodes == nodes
+    assert trace.worker_steps.tolist() == [0, 20]
+    assert trace.worker_cores.tolist() == ([[1, 1, 0], [1, 1, 1]] if ranks == 3 else [[1, 1], [1, 0]])
+    before = trace.tasks["step"] < 20
+    for c in TASKS.names:
+        assert trace.tasks[c][before].tobytes() == first.tasks[c].tobytes(), c
+    # After the checkpoint every task ran on the rank that owned its tile, one of the resumed run's.
+    owner = trace.owner_at(20)
+    t = trace.tasks
+    assert np.array_equal(t["node"][~before], owner[t["tile"][~before]])
+    assert set(t["node"][~before].tolist()) == set(range(ranks))
+    assert np.array_equal(_messages(trace), _messages(Trace.read(full)))  # payloads do not depend on ranks
+    # The message threads' counts: the first part's totals as its trace held them, plus the
+    # payloads each rank of the resumed part sent to or received from another.
+    m = trace.messages
+    later = m["step"] >= 20
+    src, dst = owner[m["src"][later]], owner[m["dst"][later]]
+    remote = src != dst
+    extra = np.bincount(src[remote], minlength=nodes) + np.bincount(dst[remote], minlength=nodes)
+    expected = np.pad(first.communication["messages"], (0, nodes - 2)) + extra
+    assert trace.communication["messages"].tolist() == expected.tolist()
 
 
 WIRE_SCRIPT = """

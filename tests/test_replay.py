@@ -1,5 +1,7 @@
 """The replay engine against makespans computed by hand, and aggregation's conservation laws."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -170,6 +172,30 @@ def test_balancing_moves_state_over_the_network_and_records_it():
                                 restart_s=0.003))
     expected = 0.016 + 2 * L + float(r.trace.balance["plan_s"][0]) + 0.003 + migration + 0.008
     assert r.makespan == pytest.approx(expected, rel=1e-9)
+
+
+def test_on_the_recorded_cluster_each_part_of_a_resumed_run_runs_on_the_nodes_it_had():
+    """Node 1 joins at step 2 (a run resumed on more nodes): 0 threads before. Four 1 ms tiles."""
+    tr = replace(hand_trace(4, [[[0.001] * 4]] * 4, [], phases=("a",)), cluster=Cluster((1, 1)),
+                 worker_steps=np.array([0, 2]), worker_cores=np.array([[1, 0], [1, 1]]))
+    r = replay(tr, ReplayConfig(placement="strips", network=NET))
+    # Steps 0-1: every tile on node 0's one core, 4 ms each; the restart where node 1 joins (the
+    # barrier's all-reduce, 2 latencies); steps 2-3: the tiles placed anew, two per node, 2 ms each.
+    assert r.makespan == pytest.approx(0.008 + 2 * L + 0.004, rel=1e-12)
+    t = r.trace
+    assert [sorted(set(t.tasks["node"][t.tasks["step"] == k].tolist())) for k in range(4)] == [[0], [0], [0, 1], [0, 1]]
+    assert t.placement_steps.tolist() == [0, 2] and t.worker_cores.tolist() == [[1, 0], [1, 1]]
+    s = r.summary()
+    assert s["lif_mean"] == 0.0  # node 1 is absent from steps 0-1, not idle (which would make their LIF 1)
+    # busy 16 ms over the threads held: 1 for steps 0-1 (4 ms each), 2 for steps 2-3 (the first
+    # with the restart: 4 ms, then 2 ms)
+    assert s["core_s"] == pytest.approx(0.008 + 2 * (0.004 + 0.002), rel=1e-12)
+    assert s["efficiency"] == pytest.approx(0.016 / 0.020, rel=1e-12)
+    # A dynamic policy balances on the nodes present only.
+    uneven = tr.with_tasks(cost=np.tile([0.004, 0.001, 0.001, 0.001], 4))
+    g = replay(uneven, ReplayConfig(placement="greedy", period=1, network=NET)).trace
+    assert set(g.tasks["node"][g.tasks["step"] < 2].tolist()) == {0}
+    assert set(g.tasks["node"][g.tasks["step"] >= 2].tolist()) == {0, 1}
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ from shoal.errors import ShoalError
 from shoal.records import MESSAGES, TASKS
 from shoal.replay.sweep import sweep
 from shoal.session import run_scenario
-from shoal.trace import Trace, mark_closed
+from shoal.summary import summarize
+from shoal.trace import Trace, joined, mark_closed
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +104,54 @@ def test_a_trace_written_before_optional_groups_had_versions_still_reads():
     assert t.phases == ["burn", "diffuse"] and t.balance["step"].tolist() == [2]
     assert t.cores_per_step().tolist() == [[1, 1]] * 4 and not t.resized
     assert t.node_load().shape == (4, 2)
+
+
+SPLIT = Path(__file__).parent / "data" / "split-run"
+
+
+def test_a_run_folder_the_previous_release_split_at_a_resume_on_other_nodes_reads_as_one_run():
+    """Written by the previous release: a run of 2 nodes with a checkpoint at step 4, killed
+    after step 5, resumed there on 3 nodes. Its trace then started afresh at step 4 (trace.h5, on
+    a clock from 0), the one before kept whole as trace-to-step-000004.h5."""
+    before = Trace.read(SPLIT / "trace-to-step-000004.h5")
+    after = Trace.read(SPLIT / "trace.h5")
+    assert before.steps.tolist() == list(range(6)) and after.steps.tolist() == [4, 5]
+    t = Trace.read(SPLIT)
+    before = before.truncated(4)  # steps 4 and 5 of the killed part were run again
+    assert t.steps.tolist() == list(range(6)) and t.cluster.cores == (1, 1, 1)
+    assert t.worker_steps.tolist() == [0, 4] and t.worker_cores.tolist() == [[1, 1, 0], [1, 1, 1]]
+    assert t.present().tolist() == [[True, True, False]] * 4 + [[True, True, True]] * 2
+    clock = before.step_end[-1]  # the resumed part's times follow the part before
+    first = t.tasks["step"] < 4
+    for c in TASKS.names:
+        expected = after.tasks[c] + clock if c in ("start", "end", "ready") else after.tasks[c]
+        assert t.tasks[c][first].tobytes() == before.tasks[c].tobytes(), c
+        assert t.tasks[c][~first].tobytes() == expected.tobytes(), c
+    assert np.array_equal(t.step_end, np.concatenate([before.step_end, after.step_end + clock]))
+    assert np.array_equal(t.placement_owners, np.concatenate([before.placement_owners, after.placement_owners]))
+    s = summarize(t, float(t.step_end[-1]), "wall")
+    assert s["steps"] == 6 and s["nodes"] == 3
+    assert s["busy_s"] == pytest.approx(before.tasks["cost"].sum() + after.tasks["cost"].sum(), rel=1e-12)
+    assert s["messages"] == len(before.messages["src"]) + len(after.messages["src"])
+
+
+def test_a_split_folder_s_older_part_is_left_aside_once_trace_h5_holds_every_step(tmp_path):
+    """What a resume by this shoal leaves in such a folder: trace.h5 from step 0, the older part beside it."""
+    whole = Trace.read(SPLIT)
+    shutil.copy(SPLIT / "trace-to-step-000004.h5", tmp_path)
+    whole.write(tmp_path / "trace.h5")
+    again = Trace.read(tmp_path)
+    assert again.tasks["step"].tobytes() == whole.tasks["step"].tobytes()
+    assert again.tasks["end"].tobytes() == whole.tasks["end"].tobytes()
+
+
+def test_parts_that_are_not_one_run_are_not_joined(run):
+    t = run.trace
+    with pytest.raises(ShoalError, match="starts at step 0, not after step 3"):
+        joined([t, t])
+    other = Trace.read(SPLIT)  # another tiling
+    with pytest.raises(ShoalError, match="differ in their phases or tiling"):
+        joined([t.truncated(2), other])
 
 
 def test_an_optional_group_newer_than_this_shoal_is_refused_by_name(run, tmp_path):
@@ -226,6 +275,9 @@ DAMAGE = {
     "edges not increasing": (_edit(_set("tiling/edges1", 1, 0)), "/tiling/edges1 does not cut 0..48"),
     "one-axis grid": (_edit(lambda f: f["tiling"].attrs.__setitem__("grid", [48])), "not 2 or 3 positive sizes"),
     "grid of 10^10 cells": (_edit(_huge_grid), "a grid of 1e+10 cells (100000 x 100000), more than the 1.07e+09"),
+    "task on an absent node": (_edit(_set("workers/cores", (0, 1), 0)), "ran on node 1 at step 0, where /workers "
+                               "gives that node no thread"),
+    "negative threads": (_edit(_set("workers/cores", (0, 0), -2)), "/workers/cores row 0 holds [-2, 1]"),
 }
 
 
@@ -252,6 +304,17 @@ def test_replay_and_sweep_of_a_truncated_trace_say_so_in_one_line(command, run, 
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and str(path) in err and "truncated" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("jobs", ["0", "-1"])
+def test_sweep_with_fewer_than_one_job_is_one_line_and_exit_2(jobs, run, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(run.path), "--placements", "sfc", "--tiles-per-core", "1", "--nodes", "2",
+                 "--jobs", jobs, "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: --jobs {jobs}: must be at least 1 (replay processes at once)"
+    assert not out.exists()
+    with pytest.raises(ShoalError, match=f"jobs \\(replay processes at once\\) must be at least 1, got {jobs}"):
+        sweep(run.path, ["sfc"], [1], [10], [2], 1, jobs=int(jobs))
 
 
 def test_sweep_reads_the_trace_before_starting_workers(run, tmp_path):
@@ -305,3 +368,41 @@ def test_a_killed_writer_s_trace_is_marked_closed_by_report_and_a_live_one_left_
         assert np.array_equal(f["tasks/cost"][:rows], run.trace.tasks["cost"])
     assert not mark_closed(folder)  # nothing left to clear
     assert np.array_equal(Trace.read(folder).tasks["work"], run.trace.tasks["work"])
+
+
+APPENDING_WRITER = """
+import sys, time
+from types import SimpleNamespace
+import numpy as np
+from shoal.records import MESSAGES, TASKS
+from shoal.trace import Trace, TraceWriter
+whole = Trace.read(sys.argv[1])
+writer = TraceWriter(sys.argv[2], whole.truncated(2), resumed_at=2)  # a resumed run's writer
+t, m = whole.tasks, whole.messages
+for step in (2, 3):
+    if step == 3:  # killed after the chunk's datasets and its count were flushed, before the file itself was
+        writer._file.flush = lambda: None
+    writer.append(SimpleNamespace(steps=1, first_step=step, tasks=TASKS.select(t, t["step"] == step),
+                                  messages=MESSAGES.select(m, m["step"] == step), step_end=np.zeros(1), wall_s=0.0,
+                                  oversubscribed=False, comm_cpu_s=None))
+print("open", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_writer_killed_between_flushes_leaves_a_trace_that_reads_once_marked_closed(run, tmp_path):
+    """The file records where its data ends in its superblock, which a kill between the flushes
+    of a chunk's datasets and of the file leaves short of the chunk: marked closed without
+    moving that end, every plain read of the chunk past it failed ("addr overflow")."""
+    path = tmp_path / "trace.h5"
+    writer = subprocess.Popen([sys.executable, "-c", APPENDING_WRITER, str(run.path / "trace.h5"), str(path)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "open"
+    finally:
+        writer.kill()
+        writer.wait()
+    assert mark_closed(path)
+    back = Trace.read(path)
+    assert back.steps.tolist() == [0, 1, 2, 3]
+    assert back.tasks["cost"].tobytes() == run.trace.tasks["cost"].tobytes()

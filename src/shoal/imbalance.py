@@ -18,17 +18,34 @@ import numpy as np
 from .errors import ShoalError
 
 
-def lif(loads) -> np.ndarray | float:
+def lif(loads, present=None) -> np.ndarray | float:
     """Load-imbalance factor of per-node loads along the last axis (0 when all are idle).
 
-    ``loads`` is array_like of any unit (seconds, work); a 1-D vector gives a float, a stack of
-    vectors an array of one LIF per vector. An empty last axis raises ``ShoalError``.
+    Parameters
+    ----------
+    loads : array_like
+        Per-node loads in any unit (seconds, work); a 1-D vector gives a float, a stack of
+        vectors an array of one LIF per vector.
+    present : array_like of bool, optional
+        Which nodes count, broadcast against ``loads``: a node that held no worker threads (a
+        run resumed on fewer nodes, or before more joined it) is absent, and neither its load
+        nor its share of the mean enters the factor. Default: every node.
+
+    Raises
+    ------
+    ShoalError
+        For an empty last axis.
     """
     loads = np.asarray(loads, dtype=np.float64)
     if loads.shape[-1] == 0:
         raise ShoalError("LIF of an empty load vector")
-    mean = loads.mean(axis=-1)
-    peak = loads.max(axis=-1)
+    if present is None or np.all(present):
+        mean = loads.mean(axis=-1)
+        peak = loads.max(axis=-1)
+    else:
+        present = np.broadcast_to(np.asarray(present, dtype=bool), loads.shape)
+        mean = np.where(present, loads, 0.0).sum(axis=-1) / np.maximum(present.sum(axis=-1), 1)
+        peak = np.where(present, loads, 0.0).max(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.where(mean > 0, peak / np.where(mean > 0, mean, 1.0) - 1.0, 0.0)
     return float(out) if out.ndim == 0 else out

@@ -5,13 +5,14 @@ efficiency is busy core time over the core time the run held: wall time (or, for
 the modeled makespan) step by step times the worker threads every node held at that step.
 When the run had more threads than the machine has cores, wall time means little and the
 basis is the tasks' own CPU costs instead (``task-cost``: the busiest node's load per step).
+A node absent from some steps (0 worker threads there: a run resumed on another number of
+nodes) holds no core time and counts in no LIF over those steps.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .imbalance import lif
 from .trace import Trace
 
 BASES = ("wall", "task-cost", "model")
@@ -27,7 +28,7 @@ def summarize(trace: Trace, wall_s: float, basis: str) -> dict:
     held = cores.sum(axis=1)
     steps = load.shape[0]
     busy = float(trace.tasks["cost"].sum())
-    lifs = lif(load)
+    lifs = trace.step_lif()  # over the nodes present at each step
     modelled_step = load.max(axis=1)  # perfect packing inside a node, no waiting
     if basis == "task-cost":
         core_s = float((modelled_step * held).sum())

@@ -19,8 +19,9 @@ Schema ``shoal-trace`` version 1. Root attributes: ``schema``, ``version``, ``pr
     ``src`` i4, ``dst`` i4, ``bytes`` i8. Messages between tiles of one node are listed too;
     a replay prices them as memory copies.
 ``/tiling`` — attributes ``grid``, ``halo``; datasets ``edges0``, ``edges1``[, ``edges2``].
-``/cluster`` — dataset ``cores`` (per node, at the first step); attributes ``latency_s``,
-    ``bandwidth_Bps``, ``overhead_s``.
+``/cluster`` — dataset ``cores`` (per node, the worker threads at the first step it ran: the
+    run's first step but for nodes that joined a resumed run later); attributes
+    ``latency_s``, ``bandwidth_Bps``, ``overhead_s``. The nodes are the most the run had.
 ``/placement`` — ``from_step`` i4 (n,), ``owner`` i4 (n, tiles): owner table in force from
     each step on.
 ``/steps`` — ``step`` i4, ``end`` f8 (wall time at which the step's last task ended).
@@ -35,9 +36,14 @@ adds groups without changing the schema's version, and older traces still read:
 ``/balance`` — one row per balancing step, the columns of :data:`shoal.records.BALANCE`.
 ``/communication`` (runs across processes) — per node, ``cpu_s`` f8 (CPU seconds of the
     thread that moved messages between processes) and ``messages`` i8 (tile-to-tile payloads
-    it sent or received): what a replay charges per message sent or received.
+    it sent or received), over the whole run: what a replay charges per message sent or
+    received.
 ``/workers`` — ``from_step`` i4 (n,) and ``cores`` i4 (n, nodes): the worker threads of
-    every node from each step on (older traces have it only when they changed).
+    every node from each step on (older traces have it only when they changed). Version 2:
+    a node that was not part of the run over some steps (a run resumed on fewer nodes, or
+    before it was resumed on more) holds 0 there, and is absent: no task runs on it, and
+    loads, the LIF and the efficiency leave it out (:meth:`Trace.present`). A trace without
+    such a row is written as version 1, which older readers take.
 ``/machine`` — ``model``: the machine model the run fitted from its own tasks when it ended
     (finished or stopped), as JSON (:class:`shoal.replay.machine.MachineModel`: per app and phase the
     seconds per unit of work and per task with the fit's R² and residual spread, the Python
@@ -52,8 +58,11 @@ Every dataset carries ``units`` and ``description`` attributes. The tables that 
 ``/tiling``, ``/cluster``, ``/phases``, ``/tiles``, ``/communication``) are resizable, so a
 run appends to its trace as it goes (:class:`TraceWriter`): a chunk of steps at a time,
 flushed, then committed. A run killed at any moment leaves a trace of every completed chunk;
-a resumed run carries its trace on from the checkpoint's step. A whole trace (a replay's) is
-written to a temporary name and renamed.
+a resumed run carries its trace on from the checkpoint's step, on any number of nodes (the
+steps before joined to its own: :func:`joined`). A whole trace (a replay's) is written to a
+temporary name and renamed. Older shoal started a new ``trace.h5`` when a run was resumed on
+another number of nodes and kept the earlier one beside it as ``trace-to-step-NNNNNN.h5``:
+:meth:`Trace.read` of such a run folder joins them.
 
 The writer keeps the file in HDF5's single-writer/multiple-reader (SWMR) mode, so the trace
 can be read while the run goes, but only on a local file system: SWMR relies on POSIX write
@@ -61,7 +70,7 @@ ordering, which NFS and parallel file systems (Lustre, GPFS) do not give, and a 
 may see torn metadata. On those, read the trace once the run has ended. A writer that was
 killed leaves its file marked "open for write": :meth:`Trace.read` reads it anyway (in SWMR
 read mode), and :func:`mark_closed` clears the mark so that any HDF5 reader opens it, as
-``h5clear -s`` does.
+``h5clear -s --increment=0`` does.
 
 :meth:`Trace.read` checks what it reads, cheaply (vectorised, whatever the rows): the tiling's
 edges against its grid, a grid of at most :data:`MAX_CELLS` cells, every index in range,
@@ -86,6 +95,7 @@ import numpy as np
 from .cluster import Cluster, Network
 from .errors import ShoalError
 from .files import atomic_path
+from .imbalance import lif
 from .records import BALANCE, MESSAGES, TASKS, Schema
 from .tiling import Tiling
 
@@ -95,7 +105,8 @@ if TYPE_CHECKING:
 SCHEMA = "shoal-trace"
 VERSION = 1
 # The version of each optional group this shoal writes and reads (absent attribute: 1).
-GROUP_VERSIONS = {"phases": 1, "tiles": 1, "balance": 1, "communication": 1, "workers": 1, "machine": 1}
+# 2 for /workers: a node absent over some steps holds 0 worker threads there.
+GROUP_VERSIONS = {"phases": 1, "tiles": 1, "balance": 1, "communication": 1, "workers": 2, "machine": 1}
 # The largest grid a trace may describe: 1024^3 cells. A run gathers its whole final state in
 # one process and `shoal report` paints maps of one value per cell (a tile id and a load: 16 GiB
 # at this size), so a larger grid is a damaged or crafted file, not a run.
@@ -199,13 +210,24 @@ class Trace:
         i = np.searchsorted(self.worker_steps, self.steps, side="right") - 1
         return self.worker_cores[np.maximum(i, 0)]
 
+    def present(self) -> np.ndarray:
+        """Which nodes were part of the run at every step: shape (steps, nodes), false where a
+        node held no worker threads (a run resumed on fewer nodes, or before more joined it)."""
+        return self.cores_per_step() > 0
+
     def node_load(self) -> np.ndarray:
-        """Per-step, per-node load: CPU seconds of its tasks divided by the cores it held."""
+        """Per-step, per-node load: CPU seconds of its tasks divided by the cores it held (0
+        where it held none: see :meth:`present`)."""
         steps = self.steps
         s_idx = np.searchsorted(steps, self.tasks["step"])
         load = np.zeros((len(steps), self.cluster.nodes))
         np.add.at(load, (s_idx, self.tasks["node"]), self.tasks["cost"])
-        return load / self.cores_per_step()
+        cores = self.cores_per_step()
+        return np.divide(load, cores, out=np.zeros_like(load), where=cores > 0)
+
+    def step_lif(self) -> np.ndarray:
+        """The load-imbalance factor of every step over the nodes present at it (:meth:`present`)."""
+        return np.atleast_1d(lif(self.node_load(), self.present()))
 
     def tile_cost(self) -> np.ndarray:
         """Per-step, per-tile CPU seconds (all phases summed)."""
@@ -237,9 +259,13 @@ class Trace:
     @classmethod
     def read(cls, path: str | Path) -> Trace:
         """The trace at ``path`` (a file, or a run folder holding ``trace.h5``); every way a
-        file can be damaged is one :class:`~shoal.errors.ShoalError` naming it."""
+        file can be damaged is one :class:`~shoal.errors.ShoalError` naming it. A run folder
+        that older shoal split in parts (``trace-to-step-NNNNNN.h5`` beside ``trace.h5``, for
+        a run resumed on another number of nodes) reads as one trace (:func:`joined`)."""
         path = Path(path)
         if path.is_dir():
+            if any(path.glob(f"{PART_PREFIX}*.h5")):
+                return _read_parts(cls, path)
             path = path / "trace.h5"
         if not path.exists():
             raise ShoalError(f"no trace at {path}")
@@ -305,6 +331,7 @@ class TraceWriter:
         self.path = Path(start.write(path))
         self.clock = float(start.step_end[-1]) if len(start.step_end) else 0.0  # wall time so far
         self.communication = None if start.communication is None else dict(start.communication)
+        self.nodes = start.cluster.nodes  # a part of the run on fewer nodes leaves the others at 0
         self.oversubscribed = False
         self._last = {"placement": start.placement_owners[-1] if len(start.placement_steps) else None,
                       "workers": start.worker_cores[-1] if len(start.worker_steps) else None}
@@ -347,13 +374,13 @@ class TraceWriter:
             self.oversubscribed |= bool(result.oversubscribed)
             if result.comm_cpu_s is not None and "communication" in f:
                 c = self.communication or {"cpu_s": 0.0, "messages": 0}
-                self.communication = {"cpu_s": c["cpu_s"] + result.comm_cpu_s,
-                                      "messages": c["messages"] + result.comm_messages}
+                self.communication = {"cpu_s": c["cpu_s"] + self._per_node(result.comm_cpu_s),
+                                      "messages": c["messages"] + self._per_node(result.comm_messages)}
                 for name, values in self.communication.items():
                     f["communication"][name][...] = values
         for group, column, entries in (("placement", "owner", placements), ("workers", "cores", workers)):
             for step, value in entries:
-                value = np.asarray(value)
+                value = self._per_node(value) if group == "workers" else np.asarray(value)
                 seam = step == self._resumed_at and self._last[group] is not None
                 if seam and np.array_equal(value, self._last[group]):
                     continue  # the resumed run starts where the carried-on history already is
@@ -368,6 +395,12 @@ class TraceWriter:
         f["committed"][...] = [rows[name] for name in COMMITTED]  # the chunk is complete only now
         f["committed"].flush()
         f.flush()
+
+    def _per_node(self, values) -> np.ndarray:
+        """Per-node ``values`` of this part of the run, for every node of the trace (0 for
+        those the part lacks)."""
+        values = np.asarray(values)
+        return np.pad(values, (0, self.nodes - len(values)))
 
     def close(self) -> None:
         """Close the file and let go of its lock (:func:`mark_closed` waits for it); closing
@@ -435,7 +468,7 @@ def _create(f: h5py.File, t: Trace) -> None:
             "placement": _growing(f.create_group("placement"), None, {
                 "from_step": np.asarray(t.placement_steps, np.int32),
                 "owner": np.asarray(t.placement_owners, np.int32).reshape(-1, t.tiling.ntiles)}),
-            "workers": _growing(_optional_group(f, "workers"), None, {
+            "workers": _growing(_optional_group(f, "workers", 2 if (t.worker_cores == 0).any() else 1), None, {
                 "from_step": t.worker_steps.astype(np.int32), "cores": t.worker_cores.astype(np.int32)}),
             "balance": _growing(_optional_group(f, "balance"), BALANCE, t.balance) if t.balance is not None else 0}
     _dataset(f, "committed", np.array([rows[name] for name in COMMITTED], dtype=np.int64))
@@ -503,9 +536,12 @@ def mark_closed(path: str | Path) -> bool:
     A run keeps its trace open for SWMR writing; killed, it leaves the file's superblock saying
     "open for write", and plain ``h5py.File(path)`` (or ``h5dump``) refuses it until the flag
     is cleared. This clears it as ``h5clear -s`` does (HDF5's ``clear_status_flags`` file
-    access property). Only a file nobody writes is touched: a live :class:`TraceWriter` holds a
-    shared lock on it, and this takes an exclusive one first. Rows past ``/committed`` stay
-    where they are (readers ignore them).
+    access property), and moves the end of the file's data the superblock records to the
+    file's end, as ``h5clear --increment=0`` does (``H5Fincrement_filesize``): a writer killed
+    between flushing a chunk's datasets and the file leaves it short of that chunk, and plain
+    readers would refuse it ("addr overflow"). Only a file nobody writes is touched: a live
+    :class:`TraceWriter` holds a shared lock on it, and this takes an exclusive one first. Rows
+    past ``/committed`` stay where they are (readers ignore them).
 
     Parameters
     ----------
@@ -540,7 +576,15 @@ def mark_closed(path: str | Path) -> bool:
         clear = ctypes.c_bool(True)
         if set_property is None or set_property(fapl.id, b"clear_status_flags", ctypes.byref(clear)) < 0:
             return False
-        h5py.h5f.open(bytes(path), h5py.h5f.ACC_RDWR, fapl=fapl).close()
+        file = h5py.h5f.open(bytes(path), h5py.h5f.ACC_RDWR, fapl=fapl)
+        try:
+            # the end of allocation a killed writer's superblock records may fall short of its last
+            # chunk: set to the file's end, as h5clear --increment=0 does
+            grow = _hdf5_function("H5Fincrement_filesize", [ctypes.c_int64, ctypes.c_uint64])
+            if grow is not None:
+                grow(file.id, 0)
+        finally:
+            file.close()
         return True
     except BlockingIOError:
         return False  # a live writer holds it
@@ -678,6 +722,26 @@ def _check_indices(t: Trace, path: Path) -> None:
         raise ShoalError(f"{path}: /placement/owner has shape {t.placement_owners.shape}, not (changes, {T} tiles)")
     if len(t.step_end) != len(t.steps):
         raise ShoalError(f"{path}: /steps has {len(t.step_end)} rows for {len(t.steps)} steps of tasks")
+    _check_workers(t, path)
+
+
+def _check_workers(t: Trace, path: Path) -> None:
+    """Every ``/workers`` row gives some node a thread and none a negative count, and every
+    task ran on a node that held threads at its step (0 threads: absent from the run there)."""
+    cores = t.worker_cores
+    bad = np.flatnonzero((cores < 0).any(axis=1) | (cores.sum(axis=1) <= 0))
+    if len(bad):
+        raise ShoalError(f"{path}: /workers/cores row {int(bad[0])} holds {cores[bad[0]].tolist()}: a node's "
+                         "threads cannot be negative, and some node must have one")
+    tasks = t.tasks
+    if not len(cores):
+        return  # a trace killed before its first chunk
+    row = np.maximum(np.searchsorted(t.worker_steps, tasks["step"], side="right") - 1, 0)
+    absent = np.flatnonzero(cores[row, tasks["node"]] == 0)
+    if len(absent):
+        k = int(absent[0])
+        raise ShoalError(f"{path}: /tasks row {k} ran on node {int(tasks['node'][k])} at step "
+                         f"{int(tasks['step'][k])}, where /workers gives that node no thread")
 
 
 def store_machine(path: str | Path, model: dict) -> None:
@@ -739,9 +803,11 @@ def _read_machine(g, path: Path) -> dict:
     return model
 
 
-def _optional_group(f, name: str):
+def _optional_group(f, name: str, version: int | None = None):
+    """A new optional group of ``version`` (by default the one this shoal reads: the oldest
+    that holds what is written, where that is older, lets older shoal read it too)."""
     g = f.create_group(name)
-    g.attrs["version"] = GROUP_VERSIONS[name]
+    g.attrs["version"] = GROUP_VERSIONS[name] if version is None else version
     return g
 
 
@@ -755,6 +821,116 @@ def _optional(f, name: str, path: Path):
         raise ShoalError(f"{path}: group /{name} has version {version}, newer than this shoal reads "
                          f"({GROUP_VERSIONS[name]}): upgrade shoal")
     return g
+
+
+# ----- a run recorded in parts ---------------------------------------------------------------
+PART_PREFIX = "trace-to-step-"  # older shoal's name of the trace before a resume on other nodes
+
+
+def joined(parts: list[Trace]) -> Trace:
+    """One trace of a run recorded in ``parts``, in step order (a run and its resumed parts).
+
+    The nodes are the most any part had; a node that a part lacks holds 0 worker threads over
+    that part's steps (it is absent there: :meth:`Trace.present`), and ``/cluster/cores``
+    holds each node's threads in the first part it was in. Task, message, step, placement,
+    worker and balancing rows follow each other unchanged but for their times: each part's
+    are counted from its own start, and shifted by the last step end of the parts before (a
+    part with no steps shifts nothing). A part's first placement or worker row equal to the
+    row in force before it is dropped: nothing changed there. The CPU time and payloads of
+    message threads are summed per node; the setup (app, phases, tiling, configuration,
+    tiles' sizes) is the first part's, the machine model the last one's that has one.
+
+    Parameters
+    ----------
+    parts : list of Trace
+        The run's parts in step order, each as its own trace held it (a part may have no
+        steps yet: a resumed run's start, whose first ``/workers`` row gives its nodes).
+
+    Returns
+    -------
+    Trace
+        The run as one trace.
+
+    Raises
+    ------
+    ShoalError
+        If the parts differ in tiling or phases, or a part's steps do not all come after the
+        steps of the parts before it.
+    """
+    first = parts[0]
+    nodes = max(p.cluster.nodes for p in parts)
+    for p in parts[1:]:
+        if p.phases != first.phases or not _same_tiling(p.tiling, first.tiling):
+            raise ShoalError("the parts of a run differ in their phases or tiling: they are not one run")
+
+    def widen(rows: np.ndarray) -> np.ndarray:
+        rows = np.asarray(rows, np.int64).reshape(len(rows), -1)
+        return np.pad(rows, ((0, 0), (0, nodes - rows.shape[1])))
+
+    tasks, messages, step_end = [], [], []
+    history = {"placement": ([], []), "workers": ([], [])}  # (from steps, rows) of each part
+    in_force = {"placement": None, "workers": None}  # the row in force at the end of the parts so far
+    clock, last_step = 0.0, -1
+    for p in parts:
+        if len(p.steps) and p.steps[0] <= last_step:
+            raise ShoalError(f"a part of the run starts at step {int(p.steps[0])}, not after step {last_step} "
+                             "of the part before")
+        shift = {c: p.tasks[c] + clock for c in ("start", "end", "ready") if c in p.tasks} if clock else {}
+        tasks.append({**p.tasks, **shift})
+        messages.append(p.messages)
+        step_end.append(np.asarray(p.step_end, np.float64) + clock if clock else np.asarray(p.step_end, np.float64))
+        for name, p_steps, p_rows in (("placement", p.placement_steps, np.asarray(p.placement_owners, np.int64)),
+                                      ("workers", p.worker_steps, widen(p.worker_cores))):
+            same = len(p_steps) and in_force[name] is not None and np.array_equal(p_rows[0], in_force[name])
+            history[name][0].append(p_steps[1:] if same else p_steps)
+            history[name][1].append(p_rows[1:] if same else p_rows)
+            if len(p_steps):
+                in_force[name] = p_rows[-1]
+        if len(p.steps):
+            clock, last_step = float(step_end[-1][-1]), int(p.steps[-1])
+    (owner_steps, owners), (worker_steps, workers) = history["placement"], history["workers"]
+    cores = [next(p.cluster.cores[n] for p in parts if n < p.cluster.nodes) for n in range(nodes)]
+    balances = [p.balance for p in parts if p.balance is not None]
+    comms = [p.communication for p in parts if p.communication is not None]
+    return replace(
+        first, tasks=TASKS.concat(tasks), messages=MESSAGES.concat(messages), step_end=np.concatenate(step_end),
+        cluster=Cluster(tuple(cores), first.cluster.network),
+        placement_steps=np.concatenate(owner_steps), placement_owners=np.concatenate(owners),
+        worker_steps=np.concatenate(worker_steps), worker_cores=np.concatenate(workers),
+        balance=BALANCE.concat(balances) if balances else None,
+        communication={k: sum(np.pad(np.asarray(c[k]), (0, nodes - len(c[k]))) for c in comms)
+                       for k in ("cpu_s", "messages")} if comms else None,
+        machine=next((p.machine for p in reversed(parts) if p.machine is not None), None),
+        work_units=next((p.work_units for p in parts if p.work_units is not None), None))
+
+
+def _same_tiling(a: Tiling, b: Tiling) -> bool:
+    return a.grid == b.grid and a.halo == b.halo and all(
+        np.array_equal(x, y) for x, y in zip(a.edges, b.edges, strict=True))
+
+
+def _read_parts(cls, folder: Path) -> Trace:
+    """The trace of a run folder that older shoal split in parts: ``trace-to-step-NNNNNN.h5``
+    holding the steps before ``NNNNNN`` (its rows past them, run after the checkpoint the run
+    was resumed from, are dropped) and ``trace.h5`` the rest. A part ending after the first
+    step of ``trace.h5`` is left out: ``trace.h5`` holds its steps already (this shoal
+    resumed the run and carried them on)."""
+    parts = []
+    for path in folder.glob(f"{PART_PREFIX}*.h5"):
+        step = path.name[len(PART_PREFIX):-len(".h5")]
+        if step.isdigit():
+            parts.append((int(step), path))
+    last = folder / "trace.h5"
+    rest = cls.read(last) if last.exists() else None
+    start = int(rest.steps[0]) if rest is not None and len(rest.steps) else None
+    read = [cls.read(path).truncated(step) for step, path in sorted(parts) if start is None or step <= start]
+    read += [rest] if rest is not None else []
+    if not read:
+        raise ShoalError(f"no trace at {last}")
+    try:
+        return joined(read)
+    except ShoalError as exc:
+        raise ShoalError(f"{folder}: {exc}") from None
 
 
 # ----- transformations ---------------------------------------------------------------------

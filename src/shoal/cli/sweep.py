@@ -38,11 +38,14 @@ def main(args: argparse.Namespace) -> int:
     from rich.progress import Progress
     from rich.table import Table
 
+    from ..errors import ShoalError
     from ..placement.trigger import parse_period
     from ..replay.sweep import cases, known_placements, parse_list, sweep
     from ..report.sweep_plots import draw_sweep
     from ..trace import Trace
 
+    if args.jobs is not None and args.jobs < 1:  # before the trace is read: the flag at fault, by name
+        raise ShoalError(f"--jobs {args.jobs}: must be at least 1 (replay processes at once)")
     placements = known_placements(args.placements)
     tpc, nodes = parse_list(args.tiles_per_core), parse_list(args.nodes)
     periods = parse_list(args.periods, parse_period)

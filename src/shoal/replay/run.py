@@ -34,8 +34,10 @@ class ReplayConfig:
     """A modeled cluster and a placement to replay a trace under.
 
     Without ``nodes`` and ``cores`` the cluster is the recorded one, every node holding the
-    worker threads it held at every step of the run (a resized run is replayed resized);
-    with them, ``nodes`` nodes of ``cores`` cores each. ``balance`` holds the balancing
+    worker threads it held at every step of the run (a resized run is replayed resized, and
+    a run resumed on another number of nodes on the nodes each part had: tiles are placed
+    anew on those present where they change); with them, ``nodes`` nodes of ``cores`` cores
+    each over the whole run. ``balance`` holds the balancing
     policies' parameters by policy name (a scenario's ``[balance]`` table). ``mpi_reference``
     replays the classic MPI code instead: one tile per core, a block (geometric) placement
     and a barrier after every phase.
@@ -223,11 +225,20 @@ def _setup(trace: Trace, cfg: ReplayConfig, cluster: Cluster, schedule: tuple[np
     tiling = trace.tiling
     P, T = len(trace.phases), tiling.ntiles
     policy = get_policy("geometric" if cfg.mpi_reference else cfg.placement)
-    if policy.dynamic:
-        owner = policy.place(tiling, cluster, cfg.seed, initial=cfg.initial)
-    else:
-        owner = policy.place(tiling, cluster, cfg.seed)
-    owner = check_owner(owner, tiling, cluster)
+
+    def place(cores: np.ndarray) -> np.ndarray:
+        """The policy's placement on the nodes that hold threads (``cores`` per node), by node
+        of ``cluster``: the first one, and where nodes join or leave the run."""
+        present = np.flatnonzero(cores > 0)
+        on = Cluster(tuple(int(c) for c in cores[present]), cluster.network)
+        if policy.dynamic:
+            owner = policy.place(tiling, on, cfg.seed, initial=cfg.initial)
+        else:
+            owner = policy.place(tiling, on, cfg.seed)
+        return present[check_owner(owner, tiling, on)]
+
+    first = cluster.core_array if cfg.invasive is not None else schedule[1][_row(schedule, trace.steps[0])]
+    owner = place(first)
     barrier = np.array([True] * P if cfg.mpi_reference else trace.barrier_phases, dtype=np.bool_)
     lag = np.zeros(P, np.int64) if cfg.mpi_reference else np.asarray(trace.lagged_phases, np.int64)
     cost = trace.phase_table()
@@ -247,7 +258,13 @@ def _setup(trace: Trace, cfg: ReplayConfig, cluster: Cluster, schedule: tuple[np
     fixed, cuts = segment_cuts(period, S, trace.steps, schedule, invasive is not None)
     tile_bytes = trace.tile_bytes if trace.tile_bytes is not None else np.zeros(T, np.int64)
     return Setup(cluster, schedule, owner, barrier, lag, cost, duration, gil, process_of, balancer, fixed, cuts,
-                 invasive, tile_bytes, cfg.message_cpu_s, cfg.gil, cfg.memcpy_bandwidth, cfg.wake_s, cfg.restart_s)
+                 invasive, tile_bytes, cfg.message_cpu_s, cfg.gil, cfg.memcpy_bandwidth, cfg.wake_s, cfg.restart_s,
+                 place)
+
+
+def _row(schedule: tuple[np.ndarray, np.ndarray], step: int) -> int:
+    """The row of ``schedule`` (from steps, cores per node) in force at ``step``."""
+    return max(int(np.searchsorted(schedule[0], step, side="right")) - 1, 0)
 
 
 def _predicted(trace: Trace, cfg: ReplayConfig, setup: Setup, outcome: Outcome) -> Trace:
@@ -360,7 +377,8 @@ def _lock_threads(cfg: ReplayConfig, cluster: Cluster) -> int:
 
 
 def _modeled_cluster(trace: Trace, cfg: ReplayConfig) -> tuple[Cluster, tuple[np.ndarray, np.ndarray]]:
-    """The cluster to replay on and its worker threads over steps: ``(from steps, cores per node)``."""
+    """The cluster to replay on and its worker threads over steps: ``(from steps, cores per node)``,
+    0 for a node absent from the run over some steps (a run resumed on other nodes)."""
     if cfg.nodes is None and cfg.cores is None:
         cluster = Cluster(trace.cluster.cores, cfg.network)
         return cluster, (trace.worker_steps, trace.worker_cores)

@@ -1,12 +1,18 @@
 """The replay's event loop: the steps in segments between balancing steps and changes of worker
 threads, each simulated by the engine (:mod:`.engine`), then the balancer's plan and the tiles'
-migration over the modeled network before the next segment."""
+migration over the modeled network before the next segment.
+
+A node with 0 worker threads over a segment is absent from it (a run resumed on another number
+of nodes, replayed on the recorded cluster): no tile is placed there. Where nodes join or
+leave, the tiles are placed anew on those present, as the resumed run placed them, and the
+balancer plans on the nodes present only."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,8 +30,9 @@ from .invasive import InvasiveModel
 class Setup:
     """What the event loop runs: the modeled cluster and its worker threads over steps, the
     first owners, each phase's barrier and lag, every task's duration and share under a
-    serialising lock (steps x phases x tiles), the lock of each node, the balancer and the
-    steps where segments must end."""
+    serialising lock (steps x phases x tiles), the lock of each node, the balancer, the
+    steps where segments must end and the placement on a set of nodes (``place(cores)``: by
+    node of ``cluster``, on those whose ``cores`` are not 0)."""
 
     cluster: Cluster
     schedule: tuple[np.ndarray, np.ndarray]
@@ -46,6 +53,7 @@ class Setup:
     memcpy_bandwidth: float
     wake_s: float
     restart_s: float
+    place: Callable[[np.ndarray], np.ndarray]
 
 
 @dataclass
@@ -85,14 +93,21 @@ def run_segments(trace: Trace, setup: Setup) -> Outcome:
     t0, s0, last = 0.0, 0, 0
     background = np.zeros(cluster.nodes)  # message CPU time per node since the last balancing step
     log_nodes = math.ceil(math.log2(cluster.nodes)) if cluster.nodes > 1 else 0
+    present = None  # the nodes holding threads in the segment (the first owners are for the first's)
     while s0 < S:
         cores = schedule[1][np.searchsorted(schedule[0], steps[s0], side="right") - 1]
         if invasive is not None:
             cores, t0 = invasive.boundary(s0, t0, owner, cost)
-        at = dataclasses.replace(cluster, cores=tuple(int(c) for c in cores))
+        here = np.flatnonzero(cores > 0)
+        if present is not None and not np.array_equal(here, present):  # nodes joined or left the run
+            owner = setup.place(cores)
+            out.owners.append(owner.copy())
+            out.owner_steps.append(int(steps[s0]))
+        present = here
+        at, local = _on_present(cluster, cores, owner)
         s1 = next(c for c in setup.cuts if c > s0)
         if balancer is not None and balancer.trigger is not None:
-            s1 = _adaptive_cut(balancer, cost, steps, s0, s1, owner, at)
+            s1 = _adaptive_cut(balancer, cost, steps, s0, s1, local, at)
         csr, mdst, mbytes, fsrc, fdst, fbytes = _segment_messages(messages, s0, s1, P, T)
         seg_duration, seg_gil = setup.duration[s0:s1], setup.gil[s0:s1]
         if setup.message_cpu_s:
@@ -122,8 +137,9 @@ def run_segments(trace: Trace, setup: Setup) -> Outcome:
         if balancer is not None and (s1 in setup.fixed or balancer.due):
             future = cost[s1:min(S, s1 + balancer.horizon(int(steps[s1])))].sum(axis=1).mean(axis=0)
             ahead = None if balancer.proxy is not None else _smoothed(future, tiling)
-            new = balancer.plan(int(steps[s1]), owner, at, cost[last:s1].mean(axis=0), background / (s1 - last),
-                                setup.tile_bytes, future_loads=future, proxy_loads=ahead)
+            new = present[balancer.plan(int(steps[s1]), local, at, cost[last:s1].mean(axis=0),  # on the nodes present
+                                        background[present] / (s1 - last), setup.tile_bytes, future_loads=future,
+                                        proxy_loads=ahead)]
             background = np.zeros(cluster.nodes)
             t0 = _migrate(owner, new, setup.tile_bytes, cluster, t0 + balancer.last_plan_s, tx_free, rx_free)
             # What it cost per core: the wait for the last tile, the barrier, restarting, planning, moving.
@@ -229,6 +245,16 @@ def _adaptive_cut(balancer: Balancer, cost: np.ndarray, steps: np.ndarray, s0: i
         if balancer.observe(int(steps[s]), cost[s], owner, cluster):
             return s + 1
     return s1
+
+
+def _on_present(cluster: Cluster, cores: np.ndarray, owner: np.ndarray) -> tuple[Cluster, np.ndarray]:
+    """The cluster of the nodes holding threads (``cores`` per node; all of them, mostly) and
+    the tiles' owners numbered among those nodes: what the balancer and its trigger see."""
+    present = cores > 0
+    at = dataclasses.replace(cluster, cores=tuple(int(c) for c in cores[present]))
+    if present.all():
+        return at, owner
+    return at, (np.cumsum(present) - 1)[owner]
 
 
 def _last_ends(end: np.ndarray, node: np.ndarray, core: np.ndarray, cores: int) -> np.ndarray:

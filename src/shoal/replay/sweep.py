@@ -86,7 +86,7 @@ def sweep(trace_path: str | Path, placements: list[str], tiles_per_core: list[in
         Also replay birdshot with seeds ``0 .. birdshot_seeds-1`` on the largest node count
         and the middle tiles per core, for the spread of its predicted step time.
     jobs : int, optional
-        Processes replaying at once (by default one per case, at most one per CPU).
+        Processes replaying at once, at least 1 (by default one per case, at most one per CPU).
     network : Network, optional
         The modeled network (``Network()``'s defaults if omitted).
     model : dict, optional
@@ -103,8 +103,11 @@ def sweep(trace_path: str | Path, placements: list[str], tiles_per_core: list[in
     Raises
     ------
     ShoalError
-        For an unknown placement or period, an unreadable trace, or a replay process that died.
+        For an unknown placement or period, fewer than one job, an unreadable trace, or a
+        replay process that died.
     """
+    if jobs is not None and jobs < 1:
+        raise ShoalError(f"jobs (replay processes at once) must be at least 1, got {jobs}")
     for name in placements:
         get_policy(name)
     periods = [parse_period(p) for p in periods]

@@ -10,23 +10,33 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from matplotlib import colors
+from matplotlib import colormaps, colors
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from ..graphics.canvas import MAX_INCHES, new_figure, node_colors
-from ..imbalance import lif
 from ..trace import Trace
 
 
-def relative_load(trace: Trace) -> np.ndarray:
-    """Per-step, per-node load divided by that step's mean over nodes: 1 is a fair share.
+def _grey_absent(cmap: colors.Colormap) -> colors.Colormap:
+    """``cmap`` drawing masked cells (nodes absent from a step) light grey."""
+    return cmap.with_extremes(bad="0.85")
 
-    A step with no load at all is 1 everywhere (nothing is out of balance).
+
+def relative_load(trace: Trace) -> np.ndarray:
+    """Per-step, per-node load divided by that step's mean over the nodes present at it: 1 is
+    a fair share.
+
+    A step with no load at all is 1 everywhere (nothing is out of balance); a node absent from
+    a step (:meth:`~shoal.trace.Trace.present`) is NaN there.
     """
-    load = trace.node_load()
-    mean = load.mean(axis=1, keepdims=True)
-    return np.divide(load, mean, out=np.ones_like(load), where=mean > 0)
+    load, present = trace.node_load(), trace.present()
+    if present.all():
+        mean = load.mean(axis=1, keepdims=True)
+    else:  # absent nodes hold 0 load: the sum is the present ones'
+        mean = load.sum(axis=1, keepdims=True) / np.maximum(present.sum(axis=1, keepdims=True), 1)
+    out = np.divide(load, mean, out=np.ones_like(load), where=mean > 0)
+    return np.where(present, out, np.nan)
 
 
 def load_heatmap(trace: Trace, absolute: bool = False) -> Figure:
@@ -35,23 +45,25 @@ def load_heatmap(trace: Trace, absolute: bool = False) -> Figure:
     By default each step's loads are divided by their mean, on a diverging map centred on 1
     (red above the mean, blue below), so imbalance reads the same in every step whatever
     the physics does to the total; ``absolute`` draws CPU milliseconds per core instead.
+    A node absent from some steps (a run resumed on another number of nodes) is grey there.
     """
     steps, nodes = trace.steps, trace.cluster.nodes
+    absent = ~trace.present().T
     fig = new_figure(10, 2.4 + 0.12 * nodes)
     ax = fig.add_subplot()
     extent = (steps[0] - 0.5, steps[-1] + 0.5, -0.5, nodes - 0.5)
     kind = "predicted" if trace.predicted else "measured"
     if absolute:
-        im = ax.imshow(trace.node_load().T * 1e3, aspect="auto", origin="lower", cmap="viridis",
-                       interpolation="nearest", extent=extent)
+        im = ax.imshow(np.ma.masked_array(trace.node_load().T * 1e3, absent), aspect="auto", origin="lower",
+                       cmap=_grey_absent(colormaps["viridis"]), interpolation="nearest", extent=extent)
         ax.set_title(f"{trace.scenario}: {kind} load per node (CPU ms per core per step)")
         fig.colorbar(im, ax=ax, label="CPU ms per core")
     else:
         rel = relative_load(trace)
-        spread = float(np.max(np.abs(rel - 1.0))) or 0.05
+        spread = float(np.nanmax(np.abs(rel - 1.0), initial=0.0)) or 0.05
         norm = colors.TwoSlopeNorm(vcenter=1.0, vmin=max(0.0, 1.0 - spread), vmax=1.0 + spread)
-        im = ax.imshow(rel.T, aspect="auto", origin="lower", cmap="RdBu_r", interpolation="nearest", extent=extent,
-                       norm=norm)
+        im = ax.imshow(np.ma.masked_array(rel.T, absent), aspect="auto", origin="lower",
+                       cmap=_grey_absent(colormaps["RdBu_r"]), interpolation="nearest", extent=extent, norm=norm)
         ax.set_title(f"{trace.scenario}: {kind} load per node / the step's mean over nodes")
         fig.colorbar(im, ax=ax, label="load / mean (1 = fair share)")
     if nodes <= 20:
@@ -68,7 +80,7 @@ def lif_over_steps(trace: Trace) -> Figure:
     """The load-imbalance factor of every step."""
     fig = new_figure(8, 3.2)
     ax = fig.add_subplot()
-    ax.plot(trace.steps, lif(trace.node_load()), lw=1.5)
+    ax.plot(trace.steps, trace.step_lif(), lw=1.5)  # over the nodes present at each step
     ax.set_xlabel("step")
     ax.set_ylabel("LIF = max/mean − 1")
     ax.set_title(f"{trace.scenario}: load-imbalance factor per step")

@@ -143,7 +143,7 @@ def report_run(run: str | Path, steps: tuple[int | None, int | None] | None = No
     if not (run / "trace.h5").exists():
         raise ShoalError(f"{run} holds no trace.h5: not a run folder")
     mark_closed(run / "trace.h5")  # a killed run's: then any HDF5 reader opens it (a live run's is left alone)
-    trace = Trace.read(run / "trace.h5")
+    trace = Trace.read(run)  # the folder: one that older shoal split in parts reads as one run
     selection, mask = select(trace, steps, cores)
     paths = [
         save_figure(loads.load_heatmap(trace, absolute), run / "load-heatmap.png"),

@@ -13,10 +13,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
-import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +37,7 @@ from ..rundir import FolderLock, check_folder, claim_folder, new_folder
 from ..runtime.simulation import At, Every, Simulation, state_bytes
 from ..runtime.team import Team
 from ..tiling import Tiling
-from ..trace import Trace, TraceWriter, mark_closed
+from ..trace import Trace, TraceWriter, joined, mark_closed
 from .frames import write_frame
 from .options import SimulationOptions
 from .resolving import Resolved, resolve
@@ -249,32 +248,15 @@ def _on_root(team: Team, fn: Callable[[], Any]) -> Any:
 
 
 def _trace_start(plan: Resolved, built: Built, team: Team) -> Trace:
-    """What the run's trace file starts as: empty tables, or what came before the checkpoint a
-    resumed run continues from."""
+    """What the run's trace file starts as: empty tables, or for a resumed run what came before
+    the checkpoint it continues from, joined to this part's nodes (:func:`~shoal.trace.joined`):
+    one trace on the most nodes the run had, those a part lacked holding no worker threads
+    there. The new file replaces the old one (a folder that older shoal split in parts is read
+    as one run, and its parts are then held by the new file)."""
     sim, sc = built.sim, plan.scenario
-    if plan.checkpoint is not None:
-        source = plan.resume / "trace.h5"
-        mark_closed(source)  # a killed run's trace says "open for write" until then
-        try:
-            before = Trace.read(source).truncated(sim.step_count)
-        except ShoalError as exc:
-            logger.warning("the trace before step %d is lost (%s): the trace starts at step %d", sim.step_count, exc,
-                           sim.step_count)
-        else:
-            if len(before.steps) == sim.step_count and before.cluster.nodes == sim.cluster.nodes:
-                return before
-            if before.cluster.nodes != sim.cluster.nodes:  # the trace's tables have one column per node
-                why = f"the run continues on {sim.cluster.nodes} nodes, its trace has {before.cluster.nodes}"
-            else:
-                why = f"{source} holds {len(before.steps)} of the {sim.step_count} steps before the checkpoint"
-            kept = source.with_name(f"trace-to-step-{sim.step_count:06d}.h5")
-            if source.parent == built.path:
-                os.replace(source, kept)
-            logger.warning("%s: the trace starts at step %d%s", why, sim.step_count,
-                           f" (the steps before are in {kept.name})" if source.parent == built.path else "")
-    T, nodes = sim.tiling.ntiles, sim.cluster.nodes
+    T, nodes, first = sim.tiling.ntiles, sim.cluster.nodes, sim.step_count
     phases = sim.app.phases
-    return Trace(
+    start = Trace(
         tasks=TASKS.empty(), messages=MESSAGES.empty(), phases=[p.name for p in phases], tiling=sim.tiling,
         cluster=sim.cluster, placement_steps=np.zeros(0, np.int64), placement_owners=np.zeros((0, T), np.int64),
         step_end=np.zeros(0), app=sc.app, scenario=sc.name, config=sc.to_dict(),
@@ -283,6 +265,23 @@ def _trace_start(plan: Resolved, built: Built, team: Team) -> Trace:
         tile_bytes=built.tile_bytes, balance=BALANCE.empty() if sim.balancer is not None else None,
         communication={"cpu_s": np.zeros(nodes), "messages": np.zeros(nodes, np.int64)} if team.distributed else None,
         worker_steps=np.zeros(0, np.int64), worker_cores=np.zeros((0, nodes), np.int64))
+    if plan.checkpoint is None:
+        return start
+    mark_closed(plan.resume / "trace.h5")  # a killed run's trace says "open for write" until then
+    try:
+        before = Trace.read(plan.resume).truncated(first)
+        # this part's threads in the file from the start: the writer then finds them in force
+        trace = joined([before, replace(start, worker_steps=np.array([first]),
+                                        worker_cores=np.array([sim.cluster.cores]))])
+    except ShoalError as exc:
+        logger.warning("the trace before step %d is lost (%s): the trace starts at step %d", first, exc, first)
+        return start
+    if len(before.steps) != first:
+        logger.warning("the trace holds %d of the %d steps before the checkpoint", len(before.steps), first)
+    if before.cluster.nodes != nodes:
+        logger.info("the run continues on %d nodes, after %d: its trace has %d", nodes, before.cluster.nodes,
+                    trace.cluster.nodes, extra=FILE_ONLY)
+    return trace
 
 
 def _live_view(sim: Simulation, sc: Scenario, path: Path, socket: str, every: int | None) -> LiveView:

@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ShoalError
-from ..imbalance import lif
 from ..live.frames import frame_message, live_frame
 from ..live.protocol import encode
 
@@ -96,7 +95,7 @@ class Playback:
 
         if not (self.path / "trace.h5").is_file():
             return None
-        return Trace.read(self.path / "trace.h5")
+        return Trace.read(self.path)  # the folder: one that older shoal split in parts reads as one run
 
     @cached_property
     def layout(self) -> dict:
@@ -216,7 +215,7 @@ class Playback:
         step_time = np.diff(np.concatenate([[0.0], ends])) if len(ends) == len(t.steps) else np.full(len(t.steps),
                                                                                                        np.nan)
         return encode("loads", {"first": int(t.steps[0])},
-                      {"load": per_core * t.cores_per_step(), "step_time": step_time, "lif": lif(per_core)})
+                      {"load": per_core * t.cores_per_step(), "step_time": step_time, "lif": t.step_lif()})
 
     def placements(self) -> bytes:
         """One ``placements`` message: the first step of every owner table, the tables, and the
