@@ -25,7 +25,7 @@ class RunRecord:
     @property
     def trace(self) -> Trace:
         """The run's ``trace.h5``, read again on every access (see :class:`~shoal.trace.Trace`)."""
-        return Trace.read(self.path / "trace.h5")
+        return Trace.read(self.path)
 
     def state(self) -> dict[str, np.ndarray]:
         """The final state gathered into global arrays by field name (``state/final.npz``).
