@@ -110,18 +110,27 @@ class SWEApp(App):
             return target
         for bx in range(nbx):
             for by in range(nby):
-                h, hu, hv, b = self._initial_block(bx, by, p.min_level)
-                pools = [np.pad(a, 2).reshape(-1) for a in (h, b)]
-                flags, has_dry, has_wet = kernels.block_flags(pools[0], pools[1], np.array([p.min_level]), p.block,
-                                                              p.dx0, p.criterion == "gradient", p.threshold,
-                                                              p.sea_level, p.dry)
-                if flags[0] or (p.shore and has_dry[0] and has_wet[0]):
+                pools = [np.pad(a, 2).reshape(-1) for a in self._initial_block(bx, by, p.min_level)]
+                flags = self._flags(pools, np.array([p.min_level]))
+                if flags[0][0] or flags[1][0]:
                     target[bx, by] = p.max_level
         for _ in range(self.rounds):
             padded = np.pad(target, 1, constant_values=-1)
             around = np.stack([padded[:-2, 1:-1], padded[2:, 1:-1], padded[1:-1, :-2], padded[1:-1, 2:]], axis=-1)
             target = balanced(target.reshape(-1), around.reshape(-1, 4)).reshape(nbx, nby)
         return target
+
+    def _flags(self, pools, lev) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per block of the pools ``h, hu, hv, b``: whether the criterion flags it, whether it
+        holds a shoreline that moves (with ``app.shore``: wet and dry cells, and water faster
+        than ``sqrt(g dry)``, the celerity of a film at the dry depth: a lake at rest is far
+        slower), and whether it holds a dry cell and a wet one."""
+        p = self.p
+        flags, has_dry, has_wet, moving = kernels.block_flags(*pools, lev, p.block, p.dx0, p.criterion == "gradient",
+                                                              p.threshold, p.sea_level, p.dry,
+                                                              float(np.sqrt(p.g * p.dry)))
+        shore = has_dry & has_wet & moving if p.shore else np.zeros_like(flags)
+        return flags, shore, has_dry, has_wet
 
     def _initial_block(self, bx: int, by: int, level: int):
         return (*self.setup.block_water(bx, by, level), self.setup.block_bed(bx, by, level))
@@ -249,20 +258,19 @@ class SWEApp(App):
 
     def _targets(self, state, lev, topo) -> np.ndarray:
         """Each block's wished level: the finest where the criterion flags a cell (or, with
-        ``shore``, where the block holds wet and dry cells), else the coarsest; with
-        ``freeze_dry``, a block keeps its level if it holds a dry cell (unless ``shore`` moves
-        it) or if the bed one of its cells hides at finer levels would pierce the water
-        (refining or coarsening next to a shore cannot keep both a lake at rest and its volume
-        exact: ``shore`` gives up the first where the shoreline is)."""
+        ``shore``, where a shoreline moves), else the coarsest; with ``freeze_dry``, a block
+        keeps its level if it holds a dry cell (unless ``shore`` moves it: a moving shoreline,
+        or no water at all) or if the bed one of its cells hides at finer levels would pierce
+        the water (refining or coarsening next to a shore cannot keep both a lake at rest and
+        its volume exact: ``shore`` gives up the first where the shoreline moves)."""
         p = self.p
-        flags, has_dry, has_wet = kernels.block_flags(state["h"], state["b"], lev, p.block, p.dx0,
-                                                      p.criterion == "gradient", p.threshold, p.sea_level, p.dry)
-        if p.shore:
-            flags |= has_dry & has_wet
-        target = np.where(flags, p.max_level, p.min_level).astype(np.int64)
+        flags, shore, has_dry, has_wet = self._flags([state[name] for name in FIELDS], lev)
+        target = np.where(flags | shore, p.max_level, p.min_level).astype(np.int64)
         if not p.freeze_dry:
             return target
-        frozen = np.zeros_like(has_dry) if p.shore else has_dry
+        frozen = has_dry & ~shore
+        if p.shore:
+            frozen &= has_wet  # a block all dry holds no water to disturb: it moves as asked
         if not has_dry.all():  # and blocks whose water a finer bed would pierce
             nn, off = kernels.layout(lev, p.block)
             for k in np.flatnonzero(~has_dry & (target != lev)):

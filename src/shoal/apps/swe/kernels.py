@@ -688,21 +688,23 @@ def block_speeds(h, hu, hv, lev, block, g, dry):
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
-def block_flags(h, b, lev, block, dx0, gradient, threshold, sea_level, dry):
+def block_flags(h, hu, hv, b, lev, block, dx0, gradient, threshold, sea_level, dry, still):
     """Per block: whether the refinement criterion flags a cell (``surface``: a wet cell's
     ``|eta - sea_level| >= threshold``; ``gradient``: the surface slope between two wet face
-    neighbours of the block ``>= threshold``), whether the block holds a dry cell and whether
-    it holds a wet one. Only the block's own cells are read, so a flag never depends on the
-    tiling."""
+    neighbours of the block ``>= threshold``), whether the block holds a dry cell, whether it
+    holds a wet one, and whether a wet cell moves faster than ``still`` (``|u| + |v|``). Only
+    the block's own cells are read, so a flag never depends on the tiling."""
     nn, off = layout(lev, block)
     flags = np.zeros(len(nn), dtype=np.bool_)
     has_dry = np.zeros(len(nn), dtype=np.bool_)
     has_wet = np.zeros(len(nn), dtype=np.bool_)
+    moving = np.zeros(len(nn), dtype=np.bool_)
     for k in range(len(nn)):
         n = nn[k]
         m = n + 4
         o = off[k]
         H, B = h[o:o + m * m].reshape(m, m), b[o:o + m * m].reshape(m, m)
+        HU, HV = hu[o:o + m * m].reshape(m, m), hv[o:o + m * m].reshape(m, m)
         limit = threshold * dx0 / 2.0 ** lev[k]  # a slope times the cell size: a surface difference
         for i in range(2, n + 2):
             for j in range(2, n + 2):
@@ -710,6 +712,7 @@ def block_flags(h, b, lev, block, dx0, gradient, threshold, sea_level, dry):
                     has_dry[k] = True
                     continue
                 has_wet[k] = True
+                moving[k] |= abs(HU[i, j]) + abs(HV[i, j]) > still * H[i, j]
                 eta = H[i, j] + B[i, j]
                 if not gradient:
                     flags[k] |= abs(eta - sea_level) >= threshold
@@ -718,7 +721,7 @@ def block_flags(h, b, lev, block, dx0, gradient, threshold, sea_level, dry):
                     flags[k] |= abs(H[i + 1, j] + B[i + 1, j] - eta) >= limit
                 if j + 1 < n + 2 and H[i, j + 1] > dry:
                     flags[k] |= abs(H[i, j + 1] + B[i, j + 1] - eta) >= limit
-    return flags, has_dry, has_wet
+    return flags, has_dry, has_wet, moving
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
