@@ -1,20 +1,20 @@
 """The sides of the domain: the state a block's ghost cells take where it touches one.
 
-==============  =====================================================================================
-``reflect``     a wall: the cells mirrored, the normal momentum negated
-``transmissive`` the touching cell repeated, so waves leave (``outflow`` is its older name)
-``inflow``      ``app.discharge`` q (m²/s) enters across every metre of the side, normal to it
-``depth``       the water outside stands ``app.side_depth`` deep (a lake or a sea the flow runs into)
-==============  =====================================================================================
+``reflect``       a wall: the cells mirrored, the normal momentum negated
+``transmissive``  the touching cell repeated, so waves leave (``outflow`` is its older name)
+``inflow``        ``app.discharge`` q (m²/s) enters across every metre of the side, normal to it
+``depth``         the water outside stands ``app.side_depth`` deep (a lake or a sea the flow runs into)
 
 ``inflow`` and ``depth`` prescribe what a subcritical flow lets a side prescribe, one quantity,
-and take the other from the characteristic that leaves the domain (its Riemann invariant,
-``w - 2c`` for the velocity ``w`` into the domain and ``c = sqrt(g h)``, is the touching
-cell's): the ghost passes waves out instead of reflecting them, and once the flow is steady it
-equals the touching cell, so the flux across the side is the prescribed discharge (or the
-flow at the prescribed depth). A supercritical flow out of a ``depth`` side is let go as
-through a transmissive one. The ghost's bed is the touching cell's. Each ghost reads only its
-own block's cell beside it, so the sides never depend on the tiling.
+and take the other from the characteristic that leaves the domain: its Riemann invariant
+``w - 2c`` (``w`` the velocity into the domain, ``c = sqrt(g h)``) is the touching cell's.
+Once the flow is steady the ghost equals the touching cell, so the flux across the side is
+the prescribed discharge (or the flow at the prescribed depth). What the side prescribes it
+holds against waves arriving from inside, so they reflect in part (at Froude 0.5 an inflow
+side returns a third of a wave; a depth side holds its depth). A supercritical flow out of a
+``depth`` side is let go as through a transmissive one. The ghost's bed is the touching
+cell's. Each ghost reads only its own block's cell beside it, so the sides never depend on
+the tiling.
 """
 
 from __future__ import annotations
