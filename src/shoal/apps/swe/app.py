@@ -111,8 +111,8 @@ class SWEApp(App):
         for bx in range(nbx):
             for by in range(nby):
                 pools = [np.pad(a, 2).reshape(-1) for a in self._initial_block(bx, by, p.min_level)]
-                flags = self._flags(pools, np.array([p.min_level]))
-                if flags[0][0] or flags[1][0]:
+                flagged, shore, _, _ = self._flags(pools, np.array([p.min_level]))
+                if flagged[0] or shore[0]:
                     target[bx, by] = p.max_level
         for _ in range(self.rounds):
             padded = np.pad(target, 1, constant_values=-1)
