@@ -1,6 +1,7 @@
 """The shallow-water exact solutions solve the equations: finite-difference residuals of mass and
 momentum (with the bed's source) shrink at second order inside the wet region, mass is
-conserved, fronts and shorelines are where the formulas say."""
+conserved, fronts, bores and shorelines are where the formulas say, and Bernoulli's steady
+depth keeps the energy and the discharge."""
 
 from __future__ import annotations
 
@@ -12,9 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shoal.apps.swe.analytic import (
+    bernoulli_depth,
     ritter,
     ritter_front,
+    stoker,
+    stoker_celerity,
     thacker,
+    thacker_1d,
     thacker_bathymetry,
     thacker_frequency,
     thacker_period,
@@ -113,7 +118,81 @@ def test_ritter_at_the_dam_is_four_ninths_of_the_depth_and_at_time_zero_the_step
     assert h.tolist() == [1.5, 1.5, 0.0, 0.0] and u.tolist() == [0.0] * 4
 
 
-# ----- Thacker -----------------------------------------------------------------------------------
+# ----- Stoker --------------------------------------------------------------------------------------
+stoker_cases = dict(hl=st.floats(0.01, 20.0), ratio=st.floats(1e-3, 0.9), t=st.floats(0.05, 50.0),
+                    x0=st.floats(-100.0, 100.0), g=st.sampled_from([G, 1.0]))
+
+
+def _stoker_waves(hl, hr, g):
+    """Speeds of the rarefaction's head and tail and of the bore, and the middle state's depth."""
+    cl, cm = math.sqrt(g * hl), stoker_celerity(hl, hr, g)
+    return -cl, 2 * cl - 3 * cm, 2 * cm * cm * (cl - cm) / (cm * cm - g * hr), cm * cm / g
+
+
+@given(**stoker_cases)
+def test_stoker_solves_the_equations_in_its_rarefaction_and_its_bore_keeps_mass_and_momentum(hl, ratio, t, x0, g):
+    hr = ratio * hl
+    head, tail, bore, hm = _stoker_waves(hl, hr, g)
+    assert head < tail < bore and hr < hm < hl
+    x = x0 + t * (head + (tail - head) * SPREAD)  # inside the fan
+
+    def state(x, y, t):
+        h, u = stoker(x, t, x0, hl, hr, g)
+        return h, u, np.zeros_like(h)
+
+    order = residual_order(state, lambda x, y: np.zeros_like(x), x, np.zeros_like(x), t, (tail - head) * t, t, g)
+    assert 1.9 < order < 2.1
+    # Rankine-Hugoniot across the bore: the jumps of mass and momentum flux are the bore's speed
+    # times the jumps of depth and momentum
+    eps = 1e-9 * max(bore * t, 1.0)
+    (hb, ha), (ub, ua) = stoker(np.array([x0 + bore * t - eps, x0 + bore * t + eps]), t, x0, hl, hr, g)
+    assert ha == hr and ua == 0 and hb == pytest.approx(hm, rel=1e-12)
+    assert hb * ub - ha * ua == pytest.approx(bore * (hb - ha), rel=1e-9)
+    assert hb * ub**2 + g * hb**2 / 2 - g * ha**2 / 2 == pytest.approx(bore * hb * ub, rel=1e-9)
+
+
+@given(**stoker_cases)
+def test_stoker_conserves_mass_and_is_ritter_on_a_dry_bed(hl, ratio, t, x0, g):
+    hr = ratio * hl
+    head, _, bore, _ = _stoker_waves(hl, hr, g)
+    x = np.linspace(x0 + 1.5 * head * t, x0 + 1.5 * bore * t, 60_001)
+    h, _ = stoker(x, t, x0, hl, hr, g)
+    # the trapezoids straddling the bore miss at most its jump times a spacing
+    assert np.trapezoid(h, x) == pytest.approx(hl * (x0 - x[0]) + hr * (x[-1] - x0), abs=hl * (x[1] - x[0]))
+    dry, ritter_h = stoker(x, t, x0, hl, 0.0, g), ritter(x, t, x0, hl, g)
+    assert np.array_equal(dry[0], ritter_h[0]) and np.array_equal(dry[1], ritter_h[1])
+
+
+def test_stoker_joins_its_rarefaction_to_the_middle_state_and_starts_as_the_step():
+    hl, hr, t = 2.0, 0.5, 3.0
+    _, tail, _, hm = _stoker_waves(hl, hr, G)
+    eps = 1e-9
+    h, u = stoker(np.array([tail * t - eps, tail * t + eps]), t, 0.0, hl, hr)
+    assert h == pytest.approx([hm, hm], rel=1e-8) and u[0] == pytest.approx(u[1], rel=1e-8)
+    # the invariant u + 2c carried from the still water upstream
+    assert u[1] + 2 * math.sqrt(G * h[1]) == pytest.approx(2 * math.sqrt(G * hl), rel=1e-14)
+    h, u = stoker(np.array([-1.0, 0.5]), 0.0, 0.0, hl, hr)
+    assert h.tolist() == [hl, hr] and u.tolist() == [0.0, 0.0]
+
+
+# ----- Bernoulli's steady depth --------------------------------------------------------------------
+@given(q=st.floats(0.01, 10.0), depth=st.floats(0.5, 10.0), rise=st.floats(0.01, 0.9))
+def test_bernoulli_depth_keeps_the_energy_and_is_subcritical(q, depth, rise):
+    # a downstream depth at least twice the critical one keeps the flow subcritical; the bed rises
+    # by a share of what the energy line allows over the critical depth's 1.5
+    critical = (q * q / G) ** (1 / 3)
+    h_out = max(depth, 2 * critical)
+    energy = h_out + q * q / (2 * G * h_out**2)
+    b = np.linspace(0.0, rise * (energy - 1.5 * critical), 11)
+    h = bernoulli_depth(b, q, energy)
+    np.testing.assert_allclose(h + q * q / (2 * G * h * h) + b, energy, rtol=1e-14)
+    assert (h > critical).all() and h[0] == pytest.approx(h_out, rel=1e-14)
+    assert (np.diff(h) < 0).all()  # subcritical water gets shallower over a rising bed
+    with pytest.raises(ShoalError, match="no subcritical flow"):
+        bernoulli_depth(np.array([energy - 1.4 * critical]), q, energy)
+
+
+# ----- Thacker ------------------------------------------------------------------------------------
 thacker_cases = dict(h0=st.floats(0.05, 10.0), a=st.floats(0.5, 100.0), eta_over_a=st.floats(0.05, 0.9),
                      phase=st.floats(0.0, 1.0), centre=st.tuples(st.floats(-50, 50), st.floats(-50, 50)))
 
@@ -191,6 +270,32 @@ def test_thacker_at_time_zero_and_after_one_period():
     np.testing.assert_allclose(later[0], h, atol=1e-14)
 
 
+@given(h0=st.floats(0.05, 10.0), a=st.floats(0.5, 100.0), d_over_a=st.floats(0.05, 0.9), phase=st.floats(0.0, 1.0),
+       xc=st.floats(-50, 50))
+def test_thacker_1d_solves_the_equations_keeps_its_volume_and_a_planar_surface(h0, a, d_over_a, phase, xc):
+    d, period = d_over_a * a, thacker_period(h0, a)
+    t = phase * period
+    centre = xc + d * math.cos(2 * math.pi * phase)  # the wet interval's centre at t
+    x = centre + 0.8 * a * (2 * SPREAD - 1)
+
+    def state(x, y, t):
+        h, u = thacker_1d(x, t, xc, h0, a, d)
+        return h, u, np.zeros_like(h)
+
+    def bed(x, y):
+        return thacker_bathymetry(x, 0.0, (xc, 0.0), h0, a)
+
+    assert 1.9 < residual_order(state, bed, x, np.zeros_like(x), t, a, period) < 2.1
+    grid = np.linspace(xc - 1.02 * (a + d), xc + 1.02 * (a + d), 20_001)
+    h, _ = thacker_1d(grid, t, xc, h0, a, d)
+    assert np.trapezoid(h, grid) == pytest.approx(4 * h0 * a / 3, rel=1e-6)
+    wet = h > 0
+    surface = h[wet] + bed(grid[wet], 0.0)
+    slope = np.polyfit(grid[wet], surface, 1)
+    np.testing.assert_allclose(surface, np.polyval(slope, grid[wet]), atol=1e-12 * h0)
+    assert slope[0] == pytest.approx(2 * h0 * d / a**2 * math.cos(2 * math.pi * phase), abs=1e-9 * h0 / a)
+
+
 # ----- the steady vortex over a seamount ---------------------------------------------------------
 @given(depth=st.floats(1.0, 100.0), radius=st.floats(0.1, 100.0), speed_share=st.floats(0.2, 0.9),
        spin=st.sampled_from([1, -1]), bump_share=st.floats(-0.5, 0.5))
@@ -222,6 +327,7 @@ def test_the_vortex_peaks_at_its_radius_and_vanishes_far_away():
 
 @pytest.mark.parametrize("call", [lambda: ritter(0.0, -1.0, 0.0, 1.0), lambda: ritter(0.0, 1.0, 0.0, -1.0),
                                   lambda: thacker(0.0, 0.0, 0.0, (0, 0), 0.1, 0.0, 0.5),
+                                  lambda: stoker(0.0, 1.0, 0.0, -1.0, 0.5), lambda: stoker(0.0, 1.0, 0.0, 1.0, 2.0),
                                   lambda: thacker_bathymetry(0.0, 0.0, (0, 0), float("nan"), 1.0)])
 def test_bad_parameters_are_one_clear_error(call):
     with pytest.raises(ShoalError, match="must be a"):

@@ -51,6 +51,30 @@ def test_the_state_is_bitwise_the_same_for_any_tiling_and_placement(reference, t
         assert run.trace.balance["moved"].sum() > 0
 
 
+# water entering at the west and south sides and held at the east and north while blocks refine
+# where it rises; and Thacker's lake refining where its shoreline moves
+SIDES = ["app.blocks=[8,8]", "app.block=4", "app.extent=[25.0,25.0]",
+         "app.boundary=[\"inflow\",\"depth\",\"inflow\",\"depth\"]", "app.discharge=[4.42,0.0,2.0,0.0]",
+         "app.side_depth=[0.0,2.0,0.0,1.9]", "app.max_level=1", "app.threshold=0.01", "app.regrid_every=2",
+         "run.frame_every=0"]
+SHORE = ["app.blocks=[10,10]", "app.block=4", "app.max_level=1", "app.threshold=0.0", "app.shore=true",
+         "app.regrid_every=2", "run.frame_every=0"]
+
+
+@pytest.mark.parametrize("scenario, assignments", [("swe-channel", SIDES), ("swe-oscillating-lake", SHORE)],
+                         ids=["sides", "shore"])
+def test_sides_and_shoreline_refinement_give_the_same_bits_for_any_tiling(tmp_path, scenario, assignments):
+    one = run_scenario(scenario, steps=STEPS, tiles=1, nodes=1, workers=1, placement="sfc", period=0, set=assignments,
+                       out=tmp_path / "one")
+    levels = one.state()["level"]
+    assert 0 < (levels == 1).sum() < len(levels)  # some blocks refined, some not
+    for tiles, nodes, workers, placement, period in [(64, 2, 2, "birdshot", 0), (10, 2, 1, "greedy", 3)]:
+        run = run_scenario(scenario, steps=STEPS, tiles=tiles, nodes=nodes, workers=workers, placement=placement,
+                           period=period, set=assignments, out=tmp_path / f"{tiles}")
+        cmp = compare_runs(one.path, run.path)
+        assert cmp.identical, cmp.max_abs_diff
+
+
 def _app_of(run):
     """The app a run folder's resolved scenario builds."""
     sc = load_scenario(str(run.path / "config.toml"))

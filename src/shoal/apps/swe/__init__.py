@@ -1,9 +1,11 @@
 """Shallow water on dynamically adaptive root blocks (the invasive-balancing paper's workload).
 
 Modules: :mod:`.params` (the ``[app]`` keys), :mod:`.setups` (analytic beds and initial
-states), :mod:`.analytic` (exact solutions for verification), :mod:`.kernels` (fluxes,
-ghosts and the update, compiled), :mod:`.blocks` (a tile's root blocks and neighbours),
-:mod:`.regrid` (criteria, refining and coarsening a block), :mod:`.app` (the phases).
+states), :mod:`.inputs` (beds and water users give: files and Python callables),
+:mod:`.analytic` (exact solutions for verification), :mod:`.boundary` (the sides' ghost
+states), :mod:`.kernels` (fluxes, ghosts and the update, compiled), :mod:`.blocks` (a tile's
+root blocks and neighbours), :mod:`.regrid` (refining and coarsening a block), :mod:`.app`
+(the phases).
 """
 
 from ..registry import AppSpec, register_app

@@ -9,8 +9,11 @@ surface ``h + b``::
     (h v)_t + (h u v)_x + (h v^2 + g h^2 / 2)_y = -g h b_y
 
 ``ritter``            dam break over a dry flat bed (1D)
+``stoker``            dam break over a wet flat bed: a rarefaction and a bore (1D)
 ``thacker``           planar surface oscillating in a paraboloid basin: a moving shoreline
+``thacker_1d``        tilted surface oscillating in a parabolic trough: two moving shorelines (1D)
 ``vortex``            a steady vortex over a seamount: smooth, 2D, moving, with bathymetry
+``bernoulli_depth``   steady flow of a given discharge over a bed (1D): the subcritical depth
 
 Sources: Delestre et al., "SWASHES: a compilation of shallow water analytic solutions for
 hydraulic and environmental studies", Int. J. Numer. Meth. Fluids 72 (2013) 269-300, cited
@@ -22,6 +25,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.optimize import brentq
 
 from ...errors import ShoalError
 
@@ -83,6 +87,103 @@ def ritter_front(t: float, x0: float, h0: float, g: float = 9.81) -> float:
     the dam's position ``x0``, upstream depth ``h0`` and gravity ``g``)."""
     _require_positive(h0=h0, g=g)
     return x0 + 2 * math.sqrt(g * h0) * t
+
+
+def stoker(x, t: float, x0: float, hl: float, hr: float, g: float = 9.81) -> tuple[np.ndarray, np.ndarray]:
+    """Stoker's dam break over a wet, flat, frictionless bed: depth and velocity at ``x``.
+
+    Stoker, "Water Waves", Interscience (1957); SWASHES §4.1.1. With ``cl = sqrt(g hl)``,
+    ``cr = sqrt(g hr)``, ``s = x - x0`` and ``cm`` the root in ``(cr, cl)`` of
+    ``-8 g hr cm^2 (cl - cm)^2 + (cm^2 - g hr)^2 (cm^2 + g hr) = 0``::
+
+        h = hl,                         u = 0                  for s <= -cl t
+        h = (2 cl - s / t)^2 / (9 g),   u = 2 (s / t + cl) / 3  for -cl t < s <= (2 cl - 3 cm) t
+        h = cm^2 / g,                   u = 2 (cl - cm)         for (2 cl - 3 cm) t < s <= S t
+        h = hr,                         u = 0                  for s > S t
+
+    a rarefaction upstream and a bore moving downstream at ``S = 2 cm^2 (cl - cm) / (cm^2 -
+    cr^2)``. ``hr = 0`` is Ritter's dry bed (:func:`ritter`). Valid while neither wave has
+    reached a wall; at ``t == 0`` it is the step.
+
+    Parameters
+    ----------
+    x : array_like
+        Positions (m).
+    t : float
+        Time since the dam vanished (s), ``>= 0``.
+    x0 : float
+        The dam's position (m).
+    hl, hr : float
+        Depths upstream (``x < x0``) and downstream (m), ``hl > hr >= 0``.
+    g : float
+        Gravity (m/s²).
+
+    Returns
+    -------
+    h, u : ndarray
+        Depth (m) and velocity (m/s), shaped like ``x``.
+    """
+    _require_positive(hl=hl, g=g)
+    if not (math.isfinite(hr) and 0 <= hr < hl):
+        raise ShoalError(f"hr must be a number in [0, hl = {hl!r}), got {hr!r}")
+    if hr == 0:
+        return ritter(x, t, x0, hl, g)
+    if not (math.isfinite(t) and t >= 0):
+        raise ShoalError(f"t must be a non-negative number, got {t!r}")
+    s = np.asarray(x, dtype=float) - x0
+    if t == 0:
+        h = np.where(s < 0, hl, hr)
+        return h, np.zeros_like(h)
+    cl, cm = math.sqrt(g * hl), stoker_celerity(hl, hr, g)
+    bore = 2 * cm * cm * (cl - cm) / (cm * cm - g * hr)
+    fan = (s > -cl * t) & (s <= (2 * cl - 3 * cm) * t)
+    middle = (s > (2 * cl - 3 * cm) * t) & (s <= bore * t)
+    h = np.where(s <= -cl * t, hl, np.where(fan, (2 * cl - s / t) ** 2 / (9 * g), np.where(middle, cm * cm / g, hr)))
+    u = np.where(fan, 2 * (s / t + cl) / 3, np.where(middle, 2 * (cl - cm), 0.0))
+    return h, u
+
+
+def stoker_celerity(hl: float, hr: float, g: float = 9.81) -> float:
+    """``cm = sqrt(g hm)`` of the state between Stoker's rarefaction and bore (see :func:`stoker`
+    for the depths ``hl > hr > 0`` and gravity ``g``)."""
+    _require_positive(hl=hl, hr=hr, g=g)
+    cl, cr = math.sqrt(g * hl), math.sqrt(g * hr)
+
+    def f(c: float) -> float:
+        return -8 * g * hr * c * c * (cl - c) ** 2 + (c * c - g * hr) ** 2 * (c * c + g * hr)
+
+    return float(brentq(f, cr, cl, xtol=1e-15 * cl, rtol=4 * np.finfo(float).eps))
+
+
+def bernoulli_depth(b, q: float, energy: float, g: float = 9.81) -> np.ndarray:
+    """The subcritical depth of a steady 1D flow of discharge ``q`` (m²/s) over the bed ``b``:
+    the root ``h > (q^2 / g)^(1/3)`` of Bernoulli's relation ``h + q^2 / (2 g h^2) + b =
+    energy`` (SWASHES §3.1.1 with a bed of its own; ``energy`` in metres, ``g`` gravity).
+
+    Newton's iteration from ``energy - b`` decreases to the root (the relation is convex and
+    increasing above the critical depth), to round-off.
+
+    Raises
+    ------
+    ShoalError
+        Where ``energy - b`` is at most 1.5 times the critical depth: no subcritical flow passes
+        there (the bed chokes it).
+    """
+    _require_positive(g=g)
+    b = np.asarray(b, dtype=float)
+    critical = (q * q / g) ** (1 / 3)
+    head = energy - b
+    if (head <= 1.5 * critical).any():
+        raise ShoalError(f"no subcritical flow of {q:g} m^2/s passes a bed {float(head.min()):g} m below the energy "
+                         f"line: it needs more than 1.5 times the critical depth ({1.5 * critical:g} m)")
+    h = head.copy()
+    for _ in range(100):
+        f = h + q * q / (2 * g * h * h) + b - energy
+        step = f / (1 - q * q / (g * h**3))
+        h = h - step
+        if (np.abs(step) <= 4 * np.finfo(float).eps * h).all():
+            break
+    return h
 
 
 def thacker_frequency(h0: float, a: float, g: float = 9.81) -> float:
@@ -195,6 +296,48 @@ def thacker_shoreline(t: float, centre: tuple[float, float], h0: float, a: float
     xs = centre[0] + eta * math.cos(omega * t) + a * np.cos(angles)
     ys = centre[1] + eta * math.sin(omega * t) + a * np.sin(angles)
     return xs, ys
+
+
+def thacker_1d(x, t: float, xc: float, h0: float, a: float, d: float,
+               g: float = 9.81) -> tuple[np.ndarray, np.ndarray]:
+    """Thacker's tilted surface oscillating without friction in the parabolic trough
+    ``b = -h0 (1 - (x - xc)^2 / a^2)`` (:func:`thacker_bathymetry` along x).
+
+    Thacker, J. Fluid Mech. 107 (1981) 499-508; SWASHES §4.2.1 (there ``B = d omega`` and the
+    trough's axis at ``L/2``). With ``omega = sqrt(2 g h0) / a``, the wet interval ``|x - xc -
+    d cos(omega t)| < a`` moves with the water::
+
+        h = h0 (1 - (x - xc - d cos(omega t))^2 / a^2),    u = -d omega sin(omega t)
+
+    and the surface ``h + b = (h0 d / a^2) (2 (x - xc) cos(omega t) - d cos^2(omega t))`` is a
+    plane through the wet interval; outside it ``h = u = 0``.
+
+    Parameters
+    ----------
+    x : array_like
+        Positions (m).
+    t : float
+        Time (s).
+    xc : float
+        The trough's axis (m).
+    h0 : float
+        Depth of the trough's lowest point below level 0 (m).
+    a : float
+        Half width of the trough at level 0 (m).
+    d : float
+        Amplitude (m): the wet interval's centre swings between ``xc - d`` and ``xc + d``.
+    g : float
+        Gravity (m/s²).
+
+    Returns
+    -------
+    h, u : ndarray
+        Depth (m) and velocity (m/s), shaped like ``x``.
+    """
+    omega = thacker_frequency(h0, a, g)
+    s = np.asarray(x, dtype=float) - xc - d * math.cos(omega * t)
+    h = np.maximum(h0 * (1 - s * s / (a * a)), 0.0)
+    return h, np.where(h > 0, -d * omega * math.sin(omega * t), 0.0)
 
 
 def vortex_bathymetry(x, y, centre: tuple[float, float], depth: float, radius: float, bump: float) -> np.ndarray:

@@ -15,6 +15,11 @@ Phases of a step:
 
 The tile set never changes: the work of a tile is the cells of its blocks, which follow the
 water, and the trace records it step by step.
+
+``app.dry = 0`` (the default) resolves, when the app is built, to
+:data:`~.params.DRY_FRACTION` of the depth scale (the deepest initial water, or the depth a
+side holds or lets in) and is written back into the parameters, so a run folder's
+``config.toml`` records the number the run used.
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ from ...runtime.app import App, Phase, StepContext
 from ...tiling import Tiling
 from . import kernels, regrid
 from .blocks import balanced, topology
+from .boundary import DEPTH, INFLOW, KINDS, dry_side_speed
 from .kernels import SOURCE_TILE
-from .params import SWEParams
+from .params import DRY_FRACTION, SWEParams
 from .setups import Setup, average4
 
 FIELDS = ("h", "hu", "hv", "b")
@@ -64,8 +70,29 @@ class SWEApp(App):
         self.phases = _phases(params.order, self.rounds)
         self.setup = Setup(params)
         self.sides = params.sides()
+        kinds = [KINDS[side] for side in self.sides]
+        # what each side prescribes: the discharge of an inflow side, the depth of a depth side
+        self.side_values = np.array([q if kind == INFLOW else (d if kind == DEPTH else 0.0) for kind, q, d in
+                                     zip(kinds, params.side_values("discharge"), params.side_values("side_depth"),
+                                         strict=True)])
+        self.side_speed = max(dry_side_speed(kind, value, params.g) for kind, value in
+                              zip(kinds, self.side_values, strict=True))
+        if params.dry == 0:
+            params.dry = DRY_FRACTION * self.depth_scale()
         self.solver = kernels.FWAVE if params.solver == "fwave" else kernels.RUSANOV
         self.limiter = kernels.MINMOD if params.limiter == "minmod" else kernels.VANLEER
+
+    def depth_scale(self) -> float:
+        """The problem's depth (m): the deepest initial water, the depth a side holds, or the
+        critical depth ``(q^2 / g)^(1/3)`` of the water a side lets in, whichever is largest."""
+        kinds = [KINDS[side] for side in self.sides]
+        sides = [value if kind == DEPTH else (value * value / self.p.g) ** (1 / 3) if kind == INFLOW else 0.0
+                 for kind, value in zip(kinds, self.side_values, strict=True)]
+        scale = max(self.setup.depth_scale(), *sides)
+        if scale <= 0:
+            raise ShoalError("app 'swe': no water anywhere at the start and no side lets any in (set app.initial, "
+                             "the setup's water, or an inflow or depth side)")
+        return scale
 
     # ----- levels -----------------------------------------------------------------------------
     def regrid_step(self, step: int) -> bool:
@@ -83,11 +110,9 @@ class SWEApp(App):
             return target
         for bx in range(nbx):
             for by in range(nby):
-                h, hu, hv, b = self._initial_block(bx, by, p.min_level)
-                pools = [np.pad(a, 2).reshape(-1) for a in (h, b)]
-                flags, _ = kernels.block_flags(pools[0], pools[1], np.array([p.min_level]), p.block, p.dx0,
-                                               p.criterion == "gradient", p.threshold, p.sea_level, p.dry)
-                if flags[0]:
+                pools = [np.pad(a, 2).reshape(-1) for a in self._initial_block(bx, by, p.min_level)]
+                flagged, shore, _, _ = self._flags(pools, np.array([p.min_level]))
+                if flagged[0] or shore[0]:
                     target[bx, by] = p.max_level
         for _ in range(self.rounds):
             padded = np.pad(target, 1, constant_values=-1)
@@ -95,11 +120,20 @@ class SWEApp(App):
             target = balanced(target.reshape(-1), around.reshape(-1, 4)).reshape(nbx, nby)
         return target
 
+    def _flags(self, pools, lev) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per block of the pools ``h, hu, hv, b``: whether the criterion flags it, whether it
+        holds a shoreline that moves (with ``app.shore``: wet and dry cells, and water faster
+        than ``sqrt(g dry)``, the celerity of a film at the dry depth: a lake at rest is far
+        slower), and whether it holds a dry cell and a wet one."""
+        p = self.p
+        flags, has_dry, has_wet, moving = kernels.block_flags(*pools, lev, p.block, p.dx0, p.criterion == "gradient",
+                                                              p.threshold, p.sea_level, p.dry,
+                                                              float(np.sqrt(p.g * p.dry)))
+        shore = has_dry & has_wet & moving if p.shore else np.zeros_like(flags)
+        return flags, shore, has_dry, has_wet
+
     def _initial_block(self, bx: int, by: int, level: int):
-        b = self.setup.block_bed(bx, by, level)
-        x, y = self.setup.centres(bx, by, level)
-        h, hu, hv = self.setup.initial(x, y, b)
-        return h, hu, hv, b
+        return (*self.setup.block_water(bx, by, level), self.setup.block_bed(bx, by, level))
 
     # ----- the contract -----------------------------------------------------------------------
     def check_tiling(self, tiling: Tiling) -> None:
@@ -117,6 +151,17 @@ class SWEApp(App):
         self._measure_speeds(state)
         return state
 
+    def _still_tile(self, tile: int, tiling: Tiling) -> dict:
+        """A tile at ``min_level`` holding water at sea level (for compiling)."""
+        topo = self._topology(tiling, tile)
+        lev = np.full(len(topo.gids), self.p.min_level, dtype=np.int64)
+        beds = [self.setup.block_bed(int(bx), int(by), self.p.min_level) for bx, by in topo.coords]
+        state = {"lev": lev, "t": 0.0, "b": np.concatenate([np.pad(b, 2).reshape(-1) for b in beds])}
+        state["h"] = np.maximum(self.p.sea_level - state["b"], 0.0)
+        state["hu"], state["hv"] = np.zeros_like(state["h"]), np.zeros_like(state["h"])
+        self._measure_speeds(state)
+        return state
+
     def _measure_speeds(self, state: dict) -> None:
         """Each block's fastest ``|u| + |v| + 2c``, which the next ``cfl`` phase reads."""
         state["speed"] = kernels.block_speeds(state["h"], state["hu"], state["hv"], state["lev"], self.p.block,
@@ -129,14 +174,16 @@ class SWEApp(App):
     def proxy(self) -> tuple[SWEParams, float] | None:
         """The same run with root blocks of half the cells: twice the time step, so half a
         proxy step per step."""
-        if self.p.block % 4 or self.p.bathymetry_file:
+        if self.p.block % 4 or self.p.bathymetry_file or self.p.initial:  # files and callables on this grid
             return None
         return dataclasses.replace(self.p, block=self.p.block // 2), 0.5
 
     def prepare(self, tiling: Tiling) -> None:
-        """Compile the kernels on the run's first tile, with its real neighbours."""
-        state = self.init_tile(0, tiling)
-        halos = {int(n): self.pack_strips(self.init_tile(int(n), tiling), int(n), tiling)[0]
+        """Compile the kernels on the run's first tile and its real neighbours, filled with
+        still water (the code compiled depends on the types alone; a resumed run may not have
+        what made its initial state)."""
+        state = self._still_tile(0, tiling)
+        halos = {int(n): self.pack_strips(self._still_tile(int(n), tiling), int(n), tiling)[0]
                  for n in tiling.neighbours[0]}
         ctx = StepContext(0, {"cfl": 0.0})  # a throwaway state: a step of no length compiles the same code
         for phase in self.phases[1:]:
@@ -149,8 +196,14 @@ class SWEApp(App):
 
     # ----- phases -----------------------------------------------------------------------------
     def cfl(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> tuple[int, float]:
-        """The largest stable time step of the tile's cells."""
-        top = float(np.max(state["speed"] * 2.0 ** state["lev"])) / self.p.dx0
+        """The largest stable time step of the tile's cells (and of the water an inflow or depth
+        side would send into a dry block)."""
+        speed = state["speed"]
+        if self.side_speed > 0:
+            kind = self._topology(tiling, tile).kind
+            speed = np.where(((kind == INFLOW) | (kind == DEPTH)).any(axis=1), np.maximum(speed, self.side_speed),
+                             speed)
+        top = float(np.max(speed * 2.0 ** state["lev"])) / self.p.dx0
         return len(state["lev"]), (self.p.cfl / top if top > 0 else np.inf)
 
     def stage1(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
@@ -179,8 +232,8 @@ class SWEApp(App):
         h0, hu0, hv0 = (state[name] if stage else state["h"] for name in ("h0", "hu0", "hv0"))
         courant, bad, i, j, cells = ctx.kernel(
             kernels.advance, state["h"], state["hu"], state["hv"], state["b"], h0, hu0, hv0, lev, self.p.block,
-            topo.kind, topo.local, recv.k, recv.f, recv_lev, halo, dt, self.p.dx0, self.p.g, self.p.dry, self.solver,
-            self.p.order, self.limiter, stage, state["speed"])
+            topo.kind, topo.local, recv.k, recv.f, recv_lev, halo, self.side_values, dt, self.p.dx0, self.p.g,
+            self.p.dry, self.solver, self.p.order, self.limiter, stage, state["speed"])
         if bad >= 0:
             # the executor names the step, the phase and the tile before this
             raise ShoalError(f"depth negative or not finite at {self._where(topo, lev, bad, i, j)}")
@@ -204,17 +257,20 @@ class SWEApp(App):
         return f"cell ({i}, {j}) of root block ({bx}, {by}) at level {int(lev[k])} (x = {x:.6g} m, y = {y:.6g} m)"
 
     def _targets(self, state, lev, topo) -> np.ndarray:
-        """Each block's wished level: the finest where the criterion flags a cell, else the
-        coarsest; with ``freeze_dry``, a block keeps its level if it holds a dry cell or if
-        the bed one of its cells hides at finer levels would pierce the water (refining or
-        coarsening next to a shore cannot keep both a lake at rest and its volume exact)."""
+        """Each block's wished level: the finest where the criterion flags a cell (or, with
+        ``shore``, where a shoreline moves), else the coarsest; with ``freeze_dry``, a block
+        keeps its level if it holds a dry cell (unless ``shore`` moves it: a moving shoreline,
+        or no water at all) or if the bed one of its cells hides at finer levels would pierce
+        the water (refining or coarsening next to a shore cannot keep both a lake at rest and
+        its volume exact: ``shore`` gives up the first where the shoreline moves)."""
         p = self.p
-        flags, has_dry = kernels.block_flags(state["h"], state["b"], lev, p.block, p.dx0, p.criterion == "gradient",
-                                             p.threshold, p.sea_level, p.dry)
-        target = np.where(flags, p.max_level, p.min_level).astype(np.int64)
+        flags, shore, has_dry, has_wet = self._flags([state[name] for name in FIELDS], lev)
+        target = np.where(flags | shore, p.max_level, p.min_level).astype(np.int64)
         if not p.freeze_dry:
             return target
-        frozen = has_dry
+        frozen = has_dry & ~shore
+        if p.shore:
+            frozen &= has_wet  # a block all dry holds no water to disturb: it moves as asked
         if not has_dry.all():  # and blocks whose water a finer bed would pierce
             nn, off = kernels.layout(lev, p.block)
             for k in np.flatnonzero(~has_dry & (target != lev)):

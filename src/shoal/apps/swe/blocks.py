@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...tiling import Tiling
-from .kernels import OUTFLOW, SOURCE_HALO, SOURCE_TILE, WALL
+from .boundary import KINDS
+from .kernels import SOURCE_HALO, SOURCE_TILE
 
 #: (dx, dy) of faces west, east, south, north
 FACE_STEP = ((-1, 0), (1, 0), (0, -1), (0, 1))
@@ -30,7 +31,7 @@ class Topology:
     coords : ndarray of int, shape (nb, 2)
         Their (bx, by).
     kind : ndarray of int, shape (nb, 4)
-        ``WALL`` or ``OUTFLOW`` at the edge, ``SOURCE_TILE`` or ``SOURCE_HALO`` inside.
+        The side's kind (:data:`.boundary.KINDS`) at the edge, ``SOURCE_TILE`` or ``SOURCE_HALO`` inside.
     local : ndarray of int, shape (nb, 4)
         Index in this tile of the neighbour for ``SOURCE_TILE``, its tile for ``SOURCE_HALO``.
     receive : Links
@@ -84,7 +85,7 @@ def topology(tiling: Tiling, tile: int, sides: tuple[str, str, str, str]) -> Top
         for f, (sx, sy) in enumerate(FACE_STEP):
             nx, ny = bx + sx, by + sy
             if not (0 <= nx < nbx and 0 <= ny < nby):
-                kind[k, f] = WALL if sides[f] == "reflect" else OUTFLOW
+                kind[k, f] = KINDS[sides[f]]
                 continue
             g = int(nx * nby + ny)
             if g in index:

@@ -9,7 +9,8 @@ A block's *strip* on a face is its two outermost layers of cells there, at its o
 ``[variable(4)][layer(2)][n]``, layer 0 touching the face, cells in increasing coordinate.
 Every ghost is filled from the neighbour's strip, whether the neighbour lives in the same
 tile (``SOURCE_TILE``) or arrives in a halo (``SOURCE_HALO``): a block's arithmetic never
-depends on the tiling. Across a level jump (at most one: 2:1 balance):
+depends on the tiling. At the domain's sides the ghosts follow the side's kind
+(:mod:`.boundary`). Across a level jump (at most one: 2:1 balance):
 
 * the finer block's ghosts are the coarse cells repeated (injection), with zero slope;
 * the coarser block's flux on that face is the mean of the fine fluxes, which it computes
@@ -31,7 +32,9 @@ import math
 import numba as nb
 import numpy as np
 
-WALL, OUTFLOW, SOURCE_TILE, SOURCE_HALO = 0, 1, 2, 3
+from .boundary import DEPTH, INFLOW, OUTFLOW, WALL, depth_state, inflow_state
+
+SOURCE_TILE, SOURCE_HALO = 4, 5  # after the sides' kinds (WALL, OUTFLOW, INFLOW, DEPTH)
 FWAVE, RUSANOV = 0, 1
 MINMOD, VANLEER = 0, 1
 
@@ -238,8 +241,9 @@ def strip_sizes(nn):
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
-def fill_ghosts(h, hu, hv, b, off, nn, lev, kind, src_off, src_lev, strips, halo):
-    """Both ghost layers of every face of every block, from the neighbour's strip or the wall."""
+def fill_ghosts(h, hu, hv, b, off, nn, lev, kind, src_off, src_lev, strips, halo, side_values, g, dry):
+    """Both ghost layers of every face of every block, from the neighbour's strip or the side
+    (``side_values[f]``: the discharge of an inflow side ``f``, the depth of a depth side)."""
     for k in range(len(nn)):
         n = nn[k]
         m = n + 4
@@ -257,6 +261,9 @@ def fill_ghosts(h, hu, hv, b, off, nn, lev, kind, src_off, src_lev, strips, halo
                             gi, gj = _ghost(f, n, layer, t)
                             ci, cj = _cell(f, n, inner, t)
                             a[gi, gj] = sign * a[ci, cj]
+                continue
+            if kind[k, f] <= DEPTH:
+                _side_ghosts(blocks, f, n, kind[k, f], side_values[f], g, dry)
                 continue
             src = strips if kind[k, f] == SOURCE_TILE else halo
             base = src_off[k, f]
@@ -278,6 +285,33 @@ def fill_ghosts(h, hu, hv, b, off, nn, lev, kind, src_off, src_lev, strips, halo
                     a[gi, gj] = g0
                     gi, gj = _ghost(f, n, 1, t)
                     a[gi, gj] = g1
+
+
+@nb.njit(inline="always", error_model="numpy")
+def _side_ghosts(blocks, f, n, kind, value, g, dry):
+    """Both ghost layers of face ``f`` on an inflow or depth side: the state of
+    :func:`.boundary.inflow_state` or :func:`.boundary.depth_state` from the cell beside each
+    (inflow normal to the side; a depth side keeps the cell's velocity along it), its bed."""
+    normal = 1 if f < 2 else 2
+    inward = 1.0 if f % 2 == 0 else -1.0  # west and south sides face +x and +y
+    H, B, QN, QT = blocks[0], blocks[3], blocks[normal], blocks[3 - normal]
+    for t in range(n):
+        ci, cj = _cell(f, n, 0, t)
+        hc = H[ci, cj]
+        wet = hc > dry
+        w = inward * QN[ci, cj] / hc if wet else 0.0
+        along = QT[ci, cj] / hc if wet else 0.0
+        if kind == INFLOW:
+            hb, wb = inflow_state(value, hc, w, g, dry)
+            along = 0.0
+        else:
+            hb, wb = depth_state(value, hc, w, g, dry)
+        for layer in range(2):
+            gi, gj = _ghost(f, n, layer, t)
+            H[gi, gj] = hb
+            QN[gi, gj] = inward * hb * wb
+            QT[gi, gj] = hb * along
+            B[gi, gj] = B[ci, cj]
 
 
 # ----- the update -----------------------------------------------------------------------------
@@ -538,16 +572,17 @@ def _fine_face(H, HU, HV, B, n, g, dry, solver, order, lim, face, strip, base, m
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
-def advance(h, hu, hv, b, h0, hu0, hv0, lev, block, kind, local, recv_k, recv_f, recv_lev, halo, dt, dx0, g, dry,
-            solver, order, lim, stage, speeds):
+def advance(h, hu, hv, b, h0, hu0, hv0, lev, block, kind, local, recv_k, recv_f, recv_lev, halo, side_values, dt,
+            dx0, g, dry, solver, order, lim, stage, speeds):
     """One stage of one step on every block of a tile, in place.
 
     ``stage`` 0: forward Euler (order 1); 1: the first Heun stage (saves the state in
     ``h0, hu0, hv0``); 2: the second (averages with the saved state).
 
-    A face's neighbour is ``kind[k, f]``: a wall, an outflow, block ``local[k, f]`` of this
-    tile, or a strip in ``halo``; the halo's strips are those of the pairs ``recv_k, recv_f``
-    in order, at levels ``recv_lev``.
+    A face's neighbour is ``kind[k, f]``: a side of the domain (:mod:`.boundary`, with its
+    discharge or depth in ``side_values[f]``), block ``local[k, f]`` of this tile, or a strip
+    in ``halo``; the halo's strips are those of the pairs ``recv_k, recv_f`` in order, at
+    levels ``recv_lev``.
 
     Returns ``(courant, bad_block, bad_i, bad_j, cells)``: the stage's largest Courant number
     ``dt * speed / dx``; if a depth went negative (below ``-dry``) or a value not finite, the
@@ -571,7 +606,7 @@ def advance(h, hu, hv, b, h0, hu0, hv0, lev, block, kind, local, recv_k, recv_f,
         src_off[recv_k[e], recv_f[e]] = at
         src_lev[recv_k[e], recv_f[e]] = recv_lev[e]
         at += 8 * (block << recv_lev[e])
-    fill_ghosts(h, hu, hv, b, off, nn, lev, kind, src_off, src_lev, strips, halo)
+    fill_ghosts(h, hu, hv, b, off, nn, lev, kind, src_off, src_lev, strips, halo, side_values, g, dry)
     nmax = 0
     for k in range(len(nn)):
         nmax = max(nmax, nn[k])
@@ -653,25 +688,31 @@ def block_speeds(h, hu, hv, lev, block, g, dry):
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
-def block_flags(h, b, lev, block, dx0, gradient, threshold, sea_level, dry):
+def block_flags(h, hu, hv, b, lev, block, dx0, gradient, threshold, sea_level, dry, still):
     """Per block: whether the refinement criterion flags a cell (``surface``: a wet cell's
     ``|eta - sea_level| >= threshold``; ``gradient``: the surface slope between two wet face
-    neighbours of the block ``>= threshold``), and whether the block holds a dry cell. Only
+    neighbours of the block ``>= threshold``), whether the block holds a dry cell, whether it
+    holds a wet one, and whether a wet cell moves faster than ``still`` (``|u| + |v|``). Only
     the block's own cells are read, so a flag never depends on the tiling."""
     nn, off = layout(lev, block)
     flags = np.zeros(len(nn), dtype=np.bool_)
     has_dry = np.zeros(len(nn), dtype=np.bool_)
+    has_wet = np.zeros(len(nn), dtype=np.bool_)
+    moving = np.zeros(len(nn), dtype=np.bool_)
     for k in range(len(nn)):
         n = nn[k]
         m = n + 4
         o = off[k]
         H, B = h[o:o + m * m].reshape(m, m), b[o:o + m * m].reshape(m, m)
+        HU, HV = hu[o:o + m * m].reshape(m, m), hv[o:o + m * m].reshape(m, m)
         limit = threshold * dx0 / 2.0 ** lev[k]  # a slope times the cell size: a surface difference
         for i in range(2, n + 2):
             for j in range(2, n + 2):
                 if H[i, j] <= dry:
                     has_dry[k] = True
                     continue
+                has_wet[k] = True
+                moving[k] |= abs(HU[i, j]) + abs(HV[i, j]) > still * H[i, j]
                 eta = H[i, j] + B[i, j]
                 if not gradient:
                     flags[k] |= abs(eta - sea_level) >= threshold
@@ -680,7 +721,7 @@ def block_flags(h, b, lev, block, dx0, gradient, threshold, sea_level, dry):
                     flags[k] |= abs(H[i + 1, j] + B[i + 1, j] - eta) >= limit
                 if j + 1 < n + 2 and H[i, j + 1] > dry:
                     flags[k] |= abs(H[i, j + 1] + B[i, j + 1] - eta) >= limit
-    return flags, has_dry
+    return flags, has_dry, has_wet, moving
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
