@@ -19,7 +19,7 @@ from vtkmodules.vtkIOXML import vtkXMLImageDataReader, vtkXMLUniformGridAMRReade
 
 from shoal.apps import get_app
 from shoal.apps.swe import drawing
-from shoal.apps.swe.setups import average4
+from shoal.apps.swe.regrid import average4
 from shoal.apps.swe.vtk import add_to_series, boxes, export, write_step
 from shoal.cluster import Cluster
 from shoal.graphics.canvas import new_figure

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import assert_same_state
 from shoal.apps import get_app
-from shoal.apps.swe.setups import average4
+from shoal.apps.swe.regrid import average4
 from shoal.cli import main
 from shoal.cluster import Cluster
 from shoal.compare import compare_runs

@@ -38,7 +38,8 @@ from .blocks import balanced, topology
 from .boundary import DEPTH, INFLOW, KINDS, dry_side_speed
 from .kernels import SOURCE_TILE
 from .params import DRY_FRACTION, SWEParams
-from .setups import Setup, average4
+from .regrid import average4
+from .setups import Setup
 
 FIELDS = ("h", "hu", "hv", "b")
 EMPTY = {"lev": np.empty(0, dtype=np.int64), "data": np.empty(0)}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .setups import average4
+from .regrid import average4
 
 MAX_CELLS = 2**18  # 512 x 512 float64 values: 2 MB a frame, finer than a 7-inch frame at 100 dpi
 LAND = "0.6"  # dry cells

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .setups import average4
-
 
 def refine(h, hu, hv, b, b_fine, dry):
     """A block's cells (over bed ``b``) one level finer, over the finer bed ``b_fine``."""
@@ -37,3 +35,8 @@ def coarsen(h, hu, hv, b_fine, b_coarse, dry):
 def _all4(mask: np.ndarray) -> np.ndarray:
     """For each 2 x 2 group of a fine mask, whether all four are set."""
     return mask[0::2, 0::2] & mask[1::2, 0::2] & mask[0::2, 1::2] & mask[1::2, 1::2]
+
+
+def average4(a: np.ndarray) -> np.ndarray:
+    """The 2 x 2 averages of an array with even sides (one level coarser), summed in a fixed order."""
+    return ((a[0::2, 0::2] + a[1::2, 0::2]) + (a[0::2, 1::2] + a[1::2, 1::2])) * 0.25

@@ -85,7 +85,7 @@ class Setup:
                 r = 2 ** (level - self.file_level)
                 return np.repeat(np.repeat(b, r, axis=0), r, axis=1)
         for _ in range(finest - level):
-            b = average4(b)
+            b = regrid.average4(b)
         return np.ascontiguousarray(b)
 
     @functools.cache  # noqa: B019  (as block_bed)
@@ -204,8 +204,3 @@ class Setup:
                     h = self._raw_water(bx, by, p.min_level)[0]
                 deepest = max(deepest, float(h.max()))
         return deepest
-
-
-def average4(a: np.ndarray) -> np.ndarray:
-    """The 2 x 2 averages of an array with even sides (one level coarser), summed in a fixed order."""
-    return ((a[0::2, 0::2] + a[1::2, 0::2]) + (a[0::2, 1::2] + a[1::2, 1::2])) * 0.25
