@@ -32,6 +32,7 @@ pytestmark = pytest.mark.skipif(bool(MISSING) and not REQUIRED,
                                        "(make chromium installs Debian's)")
 
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.chrome.options import Options  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -94,7 +95,11 @@ def text(driver, element_id: str) -> str:
 
 
 def wait(driver, condition, what: str, timeout: float = WAIT_S):
-    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(lambda d: condition(d), message=what)
+    """Poll ``condition`` until it holds; an element the page re-rendered meanwhile (stale) is
+    polled again, not a failure: the page redraws its lists whenever the server says so."""
+    return WebDriverWait(driver, timeout, poll_frequency=0.05,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: condition(d),
+                                                                                     message=what)
 
 
 def errors(driver) -> list[str]:
