@@ -9,7 +9,7 @@ import pytest
 
 from conftest import tiny_run
 from shoal.cli import main
-from shoal.cli.flags import lock_line
+from shoal.replay.run import lock_line
 
 RECORDED_NODES = 2
 

@@ -89,7 +89,7 @@ def test_every_case_runs_repeats_times_and_keeps_runs_spreads_and_provenance(tmp
 
 def test_the_commands_table_names_the_lock_its_replays_modeled(tmp_path, monkeypatch, capsys):
     from shoal.cli import main
-    from shoal.cli.flags import lock_line
+    from shoal.replay.run import lock_line
 
     monkeypatch.setattr(v, "CASES", [("synthetic", "synthetic-hotspot", ["app.grid=[32,32]"], 2, 1, "sfc", 0)])
     monkeypatch.setattr(v, "STEPS", {"synthetic": 4})

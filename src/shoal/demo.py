@@ -130,6 +130,7 @@ CLUSTERS = [(8, 8), (32, 18)]  # Birdshot's FLIP and Figure 9 setups
 def prediction(out: Path = Path("runs/demo"), steps: int = 60, period: int = 20) -> int:
     """Record the dam break finely, then predict placements on two modeled clusters."""
     from .replay import ReplayConfig, replay
+    from .replay.run import lock_line
     from .report.sweep_plots import step_time_over_time
 
     console = Console(width=max(Console().width, 110))
@@ -155,7 +156,7 @@ def prediction(out: Path = Path("runs/demo"), steps: int = 60, period: int = 20)
         rows.sort(key=lambda s: s["makespan_s"])
         geo = next(s for s in rows if s["placement"] == "geometric")
         table = Table(title=f"predicted on {nodes} nodes x {cores} cores, {rows[0]['tiles']} tiles "
-                            f"({rows[0]['tiles_per_core']:.1f} per core)")
+                            f"({rows[0]['tiles_per_core']:.1f} per core; {lock_line(s['gil'] for s in rows)})")
         for col in ("rank", "placement", "step (ms)", "vs geometric", "LIF", "idle", "migrated (MB)"):
             table.add_column(col, justify="left" if col == "placement" else "right")
         for k, s in enumerate(rows):

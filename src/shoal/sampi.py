@@ -35,7 +35,7 @@ from .files import write_json, write_text
 from .graphics.canvas import new_figure, save_figure
 from .replay.calibrate import calibrate, machine_model
 from .replay.machine import MachineModel
-from .replay.run import ReplayConfig, coarsening_for, modelled, replay
+from .replay.run import ReplayConfig, coarsening_for, lock_line, modelled, replay
 from .replay.sweep import sweep
 from .report.loads import load_heatmap
 from .session import open_run, run_scenario
@@ -506,7 +506,8 @@ def run_one(wf: Workflow, out: Path, say: Callable[[str], None]) -> dict:
     md = [f"# SAMPI workflow: {wf.scenario} {' '.join(wf.sets)}", "",
           f"Fine run: {fx} x {fy} tiles of a {fine.tiling.grid[0]} x {fine.tiling.grid[1]}-column grid, "
           f"{result['steps']} steps.", "", "## Aggregation (Figure 3)", "", aggregation_markdown(check), "",
-          "## Predicted makespan (s), " + f"{wf.nodes} x {wf.cores} cores (Figure 7)", "",
+          "## Predicted makespan (s), " + f"{wf.nodes} x {wf.cores} cores (Figure 7; {lock_line(['none'])}, "
+          "as the paper's compiled code)", "",
           sweep_markdown(rows, wf.periods, wf.tiles_per_core), "",
           "Best: " + ", ".join(f"{n} {b['makespan_s']:.3f} s (period {b['period'] or '-'}, "
                                f"{b['tiles_per_core']} tiles/core)" for n, b in result["ranking"]["best"].items())]
@@ -515,7 +516,9 @@ def run_one(wf: Workflow, out: Path, say: Callable[[str], None]) -> dict:
         vrows = validate_real(wf, out / "validate", say)
         held = ranking_held(vrows)
         result["validation"] = {"rows": vrows, "ranking": held}
-        md += ["", "## Validation: real runs here against their replays", "", validation_markdown(vrows, held)]
+        md += ["", f"## Validation: real runs here against their replays ({lock_line(['process', 'shared'])} "
+               "as modeled: ranks, threads)", "",
+               validation_markdown(vrows, held)]
     write_json(out / "results.json", result)
     write_text(out / "results.md", "\n".join(md) + "\n")
     return result

@@ -24,15 +24,6 @@ def lb_flag(p: argparse.ArgumentParser) -> None:
                         "scenario's [balance] table)")
 
 
-def lock_line(gils) -> str:
-    """What a table's header says of the interpreter lock its replays modeled (``gils``: each
-    replay's resolved ``gil``)."""
-    names = {"none": "none (a compiled executor)", "process": "one per node (MPI ranks)",
-             "shared": "one for all nodes (threads in one process)"}
-    found = sorted(set(gils))
-    return "interpreter lock: " + (", ".join(names.get(g, g) for g in found) if found else "none")
-
-
 def network_flags(p: argparse.ArgumentParser, overhead: bool = True) -> None:
     """The modeled network's latency, bandwidth and (unless ``overhead`` is False) per-message overhead."""
     p.add_argument("--latency", type=float, default=5e-6, help="network latency (s)")

@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from ..log import logger
-from .flags import balance, calibration, lock_line, network, period, replay_flags
+from ..replay.run import lock_line
+from .flags import balance, calibration, network, period, replay_flags
 
 NAME = "replay"
 HELP = "replay a trace on a modeled cluster under a placement policy"

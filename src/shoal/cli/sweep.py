@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .flags import balance, calibration, lock_line, network, replay_flags
+from ..replay.run import lock_line
+from .flags import balance, calibration, network, replay_flags
 
 NAME = "sweep"
 HELP = "replay a trace over placements, tiles per core, periods and cluster sizes"

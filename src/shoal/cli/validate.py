@@ -25,8 +25,8 @@ def main(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from ..provenance import busy_warning, describe
+    from ..replay.run import lock_line
     from ..validate import COLUMNS, LOCK, table, validate
-    from .flags import lock_line
 
     console = Console(width=max(Console().width, 100))
     result = validate(Path(args.out), quick=args.quick, repeats=args.repeats,

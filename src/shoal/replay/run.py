@@ -126,6 +126,15 @@ class ReplayResult:
         }
 
 
+def lock_line(gils) -> str:
+    """What a table's header says of the interpreter lock its replays modeled (``gils``: each
+    replay's resolved ``gil``)."""
+    names = {"none": "none (a compiled executor)", "process": "one per node (MPI ranks)",
+             "shared": "one for all nodes (threads in one process)"}
+    found = sorted(set(gils))
+    return "interpreter lock: " + (", ".join(names.get(g, g) for g in found) if found else "none")
+
+
 def coarsening_for(tiling: Tiling, target: int) -> Tiling:
     """The nested coarser tiling (integer factor per axis) whose tile count is closest to target."""
     if target > tiling.ntiles:

@@ -49,10 +49,7 @@ def app_frames(app, run: Path) -> list[Path]:
     if "x" not in frames[0][1]:
         frames += [(p.with_name(p.stem.replace("state", "frame") + ".png"), _load(p))  # already frames
                    for p in sorted((run / "frames").glob("state-*.npz"))]
-    from ..apps import get_app
-
-    layout = get_app(app.name).layout
-    scale = common_scale([f for _, f in frames], signed={n for n, hints in layout.items() if "signed" in hints})
+    scale = app_scale(app, [f for _, f in frames])
     paths = []
     for path, frame in frames:
         fig = new_figure(7, 5)
@@ -70,6 +67,15 @@ def app_frames(app, run: Path) -> list[Path]:
 
         paths.append(animation(app, [frame for _, frame in frames[1:]], run, scale))
     return paths
+
+
+def app_scale(app, frames: list[dict]) -> tuple[float, float] | None:
+    """One colour scale over ``frames`` as ``app``'s layout asks: fields it calls signed on a
+    robust symmetric scale, others from their least to their largest value (:func:`common_scale`)."""
+    from ..apps import get_app
+
+    layout = get_app(app.name).layout
+    return common_scale(frames, signed={n for n, hints in layout.items() if "signed" in hints})
 
 
 def common_scale(frames: list[dict], signed=()) -> tuple[float, float] | None:

@@ -45,7 +45,7 @@ def export(run: Playback, fmt: str, scale: str, folder: Path) -> Path:
         app cannot be rebuilt from its configuration.
     """
     from ..report.particles import animation, axes_limits
-    from ..report.run_report import app_of_run, common_scale
+    from ..report.run_report import app_of_run, app_scale
 
     if fmt not in FORMATS:
         raise ShoalError(f"unknown format {fmt!r}; formats: {', '.join(FORMATS)}")
@@ -59,4 +59,4 @@ def export(run: Playback, fmt: str, scale: str, folder: Path) -> Path:
         raise ShoalError("the run's app cannot be rebuilt from its config.toml")
     out = Path(tempfile.mkdtemp(prefix="export-", dir=folder))
     limits = axes_limits(frames) if "x" in frames[0] else None  # particles move: fix the axes
-    return animation(app, frames, out, common_scale(frames) if scale == "run" else None, limits, fmt=fmt)
+    return animation(app, frames, out, app_scale(app, frames) if scale == "run" else None, limits, fmt=fmt)
