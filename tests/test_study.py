@@ -125,6 +125,8 @@ def test_the_decision_log_gives_each_simulation_its_cores(tmp_path):
     (["--vary", "app.sigma=0.1,0.2", "--arrive", "0"], "1 times for 2 simulations"),
     (["--vary", "app.sigma=0.1,0.2", "--arrive", "0,1", "--cores", "0"], "--cores must be"),
     (["--vary", "app.sigma=0.1,0.2", "--arrive", "0,1", "--policies", "invasive,fifo"], "--policies"),
+    (["--vary", "app.sigma=0.1,0.2", "--arrive", "0,1", "--set", "app.grid=[4,4]", "--set", "run.tiles=64"],
+     "simulation 0 (app.sigma=0.1): more tiles than cells: 64 tiles for 16 cells"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_anything_starts(capsys, tmp_path, argv, expected):
     out = tmp_path / "study"

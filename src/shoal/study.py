@@ -348,7 +348,9 @@ def check(study: Study) -> list[list[str]]:
         An unknown scenario or key, a bad value, ``--cores`` below 1, a run too large for the machine.
     """
     from .apps import get_app
+    from .cluster import Cluster
     from .resources import check_run, thread_budget
+    from .session.building import build_tiling
 
     cores = pool_size(study)
     if cores > thread_budget():
@@ -362,10 +364,16 @@ def check(study: Study) -> list[list[str]]:
             sc.override(steps + study.assignments(k))
         except ShoalError as exc:
             raise ShoalError(f"simulation {k} ({_label(study, k)}): {exc}") from None
-        tiles = [] if sc.run.tile_shape else ["--tiles", str(sc.run.tiles or sc.run.tiles_per_core
-                                                                 * sum(sc.run.workers_at(0)))]
-        sc.override(["run.nodes=1", f"run.workers={cores}"])
-        check_run(get_app(sc.app), sc.params, cores)
+        count = None if sc.run.tile_shape else sc.run.tiles or sc.run.tiles_per_core * sum(sc.run.workers_at(0))
+        tiles = [] if count is None else ["--tiles", str(count)]
+        sc.override(["run.nodes=1", f"run.workers={cores}"] + ([f"run.tiles={count}"] if count else []))
+        spec = get_app(sc.app)
+        check_run(spec, sc.params, cores)
+        try:  # a tiling the app cannot run on stops the study here, not every simulation later
+            app = spec.build(sc.params, sc.run.steps)
+            app.check_tiling(build_tiling(sc, app.grid, Cluster.uniform(1, cores)))
+        except ShoalError as exc:
+            raise ShoalError(f"simulation {k} ({_label(study, k)}): {exc}") from None
         flags = ["--nodes", "1", "--workers", str(cores), *tiles]
         flags += ["--steps", str(study.steps)] if study.steps is not None else []
         for assignment in study.assignments(k):
