@@ -1,0 +1,64 @@
+"""Compile shoal's Numba kernels once, before the test suite runs in parallel workers.
+
+On a fresh clone nothing is cached, and the suite's two workers each compile the kernels the
+first test of every app needs, often the same ones at the same time: about five minutes of a
+cold run on two busy cores went to compiling. Run first (``make test`` does), this script
+compiles every app's kernels once, an app per process (each app's kernels in one process: never
+twice), by running every built-in scenario for two steps as ``tests/test_scenarios.py`` does and
+one replay; the workers then load them from Numba's cache.
+
+    python tests/warm_kernels.py [--jobs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # test_scenarios' shrunk worlds
+
+
+def warm(scenarios: list[str]) -> float:
+    """Run ``scenarios`` for two steps each (their kernels compile and are cached); seconds taken."""
+    from shoal.session import run_scenario
+    from test_scenarios import SHRINK
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="shoal-warm-") as folder:
+        for name in scenarios:
+            run_scenario(name, steps=2, nodes=2, workers=1, tiles=8, out=Path(folder) / name,
+                         set=SHRINK.get(name, []) + ["run.frame_every=0"])
+        if "synthetic-hotspot" in scenarios:  # the replay's engine too
+            from shoal.replay import ReplayConfig, replay
+            from shoal.trace import Trace
+
+            replay(Trace.read(Path(folder) / "synthetic-hotspot"), ReplayConfig(nodes=2, cores=2))
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
+    args = ap.parse_args()
+    from shoal.config import builtin_scenarios, load_scenario
+
+    by_app = defaultdict(list)
+    for name in builtin_scenarios():
+        by_app[load_scenario(name).app].append(name)
+    groups = sorted(by_app.values(), key=len, reverse=True)
+    start = time.perf_counter()
+    with ProcessPoolExecutor(max(1, min(args.jobs, len(groups)))) as pool:
+        seconds = list(pool.map(warm, groups))
+    print(f"compiled the kernels of {len(groups)} apps ({sum(map(len, groups))} scenarios) in "
+          f"{time.perf_counter() - start:.0f} s ({sum(seconds):.0f} s summed over the processes)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
