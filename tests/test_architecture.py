@@ -164,3 +164,45 @@ def test_the_checker_sees_function_level_imports_and_cycles():
     assert visitor.found == {"shoal.b"}
     assert cycles({"shoal.a": {"shoal.b"}, "shoal.b": {"shoal.a"}, "shoal.c": set()}) == [["shoal.a", "shoal.b"]]
     assert len(import_graph()) > 100 and sum(map(len, import_graph().values())) > 300
+
+
+def defined_names(path: Path) -> set[str]:
+    """The names a module binds at its top level: definitions, assignments and imports (those
+    under ``if``/``try`` too), read from its source, never by importing it."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def test_every_name_an_import_takes_from_the_package_exists():
+    """An import inside a function runs only when the function does: a moved module or a renamed
+    name there fails at run time, not on import. Every ``from shoal... import name`` must name a
+    module of the package or a name its module binds."""
+    known = modules()
+    bound = {name: defined_names(path) for name, (path, _) in known.items()}
+    missing = []
+    for name, (path, package) in known.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = name.split(".") if package else name.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)] + ([node.module] if node.module else [])
+                target = ".".join(base)
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "shoal":
+                continue
+            if target not in known:
+                missing.append(f"{path.relative_to(ROOT)}:{node.lineno}: no module {target}")
+                continue
+            missing += [f"{path.relative_to(ROOT)}:{node.lineno}: {target} has no {a.name}" for a in node.names
+                        if a.name not in bound[target] and f"{target}.{a.name}" not in known]
+    assert not missing, "\n".join(missing)
