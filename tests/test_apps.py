@@ -116,17 +116,6 @@ def test_the_app_draws_a_frame_of_numpy_arrays(reference, tmp_path):
     assert picture.std() > 0.05  # something was drawn, not a blank canvas
 
 
-def test_a_report_of_the_apps_run_draws_its_final_frame(reference, tmp_path):
-    from conftest import tiny_run
-    from shoal.report import report_run
-
-    name = reference[0]
-    rec = tiny_run(tmp_path / name, app=name, steps=3, tiles=4, nodes=1, set=["run.frame_every=2"])
-    paths = {p.name: p for p in report_run(rec.path)}
-    assert {"frame-final.png", "load-heatmap.png", "timeline.png"} <= set(paths)
-    assert plt.imread(paths["frame-final.png"]).std() > 0.05
-
-
 def test_apps_declared_as_entry_points_register_and_a_broken_one_is_one_line(tmp_path, monkeypatch):
     import importlib.metadata
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from hypothesis import given
@@ -229,10 +230,11 @@ def _vtk_reader(path):
 
 
 @pytest.mark.parametrize("app", sorted(all_apps()))
-def test_every_apps_report_writes_a_paraview_series_of_its_frames_in_time_order(app, tmp_path):
-    """Whether the app exports its own files as the run goes or the report converts its frames,
-    the report lists frames/series.pvd: one file per frame, each there, VTK-readable and
-    compressed, at increasing times."""
+def test_every_apps_report_draws_its_final_frame_and_a_paraview_series_in_time_order(app, tmp_path):
+    """A report of any app's run draws its final frame (not a blank canvas), the load heatmap and
+    the timeline; and whether the app exports its own files as the run goes or the report
+    converts its frames, it lists frames/series.pvd: one file per frame, each there,
+    VTK-readable and compressed, at increasing times."""
     from vtkmodules.util.numpy_support import vtk_to_numpy
 
     from conftest import tiny_run
@@ -240,7 +242,10 @@ def test_every_apps_report_writes_a_paraview_series_of_its_frames_in_time_order(
 
     run = tiny_run(tmp_path / app, app=app, steps=4, set=["run.frame_every=2"]).path
     pvd = run / "frames" / "series.pvd"
-    assert pvd in report_run(run)
+    paths = {p.name: p for p in report_run(run)}
+    assert {"frame-final.png", "load-heatmap.png", "timeline.png", "series.pvd"} <= set(paths)
+    assert paths["series.pvd"] == pvd
+    assert plt.imread(paths["frame-final.png"]).std() > 0.05  # something was drawn, not a blank canvas
     series = read_series(pvd)
     assert len(series) == len(list((run / "frames").glob("state-*.npz"))) == 3  # steps 0, 2 and 4
     files = sorted(series, key=series.get)
