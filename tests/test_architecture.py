@@ -65,6 +65,7 @@ class _Imports(ast.NodeVisitor):
             module = node.module or ""
         if module.split(".")[0] != "shoal":
             return
+        self._add(module)  # `from pkg import x` runs pkg's __init__ first, whatever x is
         for alias in node.names:
             self._add(f"{module}.{alias.name}")
 
@@ -162,6 +163,10 @@ def test_the_checker_sees_function_level_imports_and_cycles():
     visitor = _Imports("shoal.a", False, {"shoal.a", "shoal.b", "shoal.c"})
     visitor.visit(ast.parse(source))
     assert visitor.found == {"shoal.b"}
+    # a sibling taken from its package runs the package's __init__: an edge to the package too
+    visitor = _Imports("shoal.p.a", False, {"shoal.p", "shoal.p.a", "shoal.p.b"})
+    visitor.visit(ast.parse("from . import b\n"))
+    assert visitor.found == {"shoal.p", "shoal.p.b"}
     assert cycles({"shoal.a": {"shoal.b"}, "shoal.b": {"shoal.a"}, "shoal.c": set()}) == [["shoal.a", "shoal.b"]]
     assert len(import_graph()) > 100 and sum(map(len, import_graph().values())) > 300
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import provenance
 from .errors import ShoalError
 from .files import write_json
+from .provenance import finish, record
 from .replay.calibrate import IN_PROCESS, calibrate, machine_model
 from .replay.run import ReplayConfig, replay
 from .session import run_scenario
@@ -181,7 +181,7 @@ def validate(out: Path, quick: bool = False, repeats: int = REPEATS,
     if repeats < 1:
         raise ShoalError(f"--repeats {repeats}: each case needs at least 1 run")
     out.mkdir(parents=True, exist_ok=True)
-    start = provenance.record()
+    start = record()
     rows, calibrations = [], []
     for k, (group, scenario, overrides, nodes, workers, placement, period) in enumerate(CASES):
         label = placement + (f"/{period}" if period else "")
@@ -203,6 +203,6 @@ def validate(out: Path, quick: bool = False, repeats: int = REPEATS,
                      "measured_spread": float(np.ptp(measured) / m), "predicted_spread": float(np.ptp(predicted) / p),
                      "measured_runs_s": measured, "predicted_runs_s": predicted, "calibration": cal})
     write_json(out / "calibration.json", calibrations)
-    result = Validation(rows, calibrations[0], provenance.finish(start))
+    result = Validation(rows, calibrations[0], finish(start))
     write_json(out / "validation.json", {"rows": rows, "calibration": calibrations, "provenance": result.provenance})
     return result

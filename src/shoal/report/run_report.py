@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import ShoalError
 from ..graphics.canvas import new_figure, save_figure
 from ..trace import Trace, mark_closed
-from . import loads
+from .loads import lif_over_steps, load_heatmap, placements, tile_load_map
 from .timeline import select, timeline
 
 
@@ -152,11 +152,11 @@ def report_run(run: str | Path, steps: tuple[int | None, int | None] | None = No
     trace = Trace.read(run)  # the folder: one that older shoal split in parts reads as one run
     selection, mask = select(trace, steps, cores)
     paths = [
-        save_figure(loads.load_heatmap(trace, absolute), run / "load-heatmap.png"),
+        save_figure(load_heatmap(trace, absolute), run / "load-heatmap.png"),
         save_figure(timeline(trace, selection.steps, selection.cores), run / "timeline.png"),
-        save_figure(loads.lif_over_steps(trace), run / "lif.png"),
+        save_figure(lif_over_steps(trace), run / "lif.png"),
     ]
-    for figure, name in ((loads.tile_load_map(trace), "tile-load.png"), (loads.placements(trace), "placement.png")):
+    for figure, name in ((tile_load_map(trace), "tile-load.png"), (placements(trace), "placement.png")):
         if figure is not None:
             paths.append(save_figure(figure, run / name))
     if perfetto:

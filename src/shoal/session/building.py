@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import provenance
 from ..apps import get_app
 from ..cluster import Cluster
 from ..compilation import announce
@@ -32,6 +31,7 @@ from ..log import FILE_ONLY, Stages, run_log
 from ..placement import Balancer, policy_params
 from ..placement.proxy import ProxyLoads
 from ..placement.registry import check_owner
+from ..provenance import busy_warning, describe, record
 from ..records import BALANCE, MESSAGES, TASKS
 from ..rundir import FolderLock, check_folder, claim_folder, new_folder
 from ..runtime.simulation import At, Every, Simulation, state_bytes
@@ -219,9 +219,9 @@ def _open_folder(plan: Resolved, built: Built, team: Team, own: bool) -> None:
     start = f"resumed at step {first}" if first else "started"
     logger.info("%s %s: %d tiles on %d nodes (%s), into %s", sc.name, start, sim.tiling.ntiles, sim.cluster.nodes,
                 plan.policy.name, path, extra=FILE_ONLY)
-    built.provenance = provenance.record()
-    logger.info(provenance.describe(built.provenance), extra=FILE_ONLY)
-    if busy := provenance.busy_warning(built.provenance):
+    built.provenance = record()
+    logger.info(describe(built.provenance), extra=FILE_ONLY)
+    if busy := busy_warning(built.provenance):
         logger.warning(busy, extra=FILE_ONLY)
     (path / "state").mkdir(exist_ok=True)
     (path / "frames").mkdir(exist_ok=True)

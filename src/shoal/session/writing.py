@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import provenance
 from ..errors import ShoalError
 from ..files import save_npz, write_json
 from ..log import FILE_ONLY, Stages
+from ..provenance import busy_warning, finish
 from ..runtime.simulation import Simulation
 from ..runtime.team import Team
 from ..summary import summarize
@@ -65,9 +65,9 @@ def write(plan: Resolved, built: Built, team: Team, stages: Stages | None = None
     invasive = built.invasive() if built.invasive is not None else None
     oversubscribed = built.trace.oversubscribed or (invasive is not None and invasive["oversubscribed"])
     basis = "task-cost" if oversubscribed else "wall"
-    measured = provenance.finish(built.provenance)  # this part's, for a resumed run
+    measured = finish(built.provenance)  # this part's, for a resumed run
     if measured["busy_after"]:
-        logger.warning(provenance.busy_warning(measured), extra=FILE_ONLY)
+        logger.warning(busy_warning(measured), extra=FILE_ONLY)
     summary = {"app": sc.app, "scenario": sc.name, "placement": sc.run.placement, "period": sc.run.period,
                "workers": sc.run.workers, "seed": sc.run.seed, "predicted": False, "ranks": team.size,
                "resumed_from_step": plan.checkpoint.step if plan.checkpoint else None,

@@ -26,8 +26,8 @@ import numpy as np
 from ...errors import ShoalError
 from ...runtime.app import App, Phase, StepContext
 from ...tiling import Tiling
-from . import kernels
 from .cpml import profile
+from .kernels import activate, any_not_finite, compiled
 from .medium import check_resolution, coefficients, time_step
 from .params import SeismicParams
 from .source import MOMENT_FIELDS, nearest_node, wavelet
@@ -81,7 +81,7 @@ class SeismicApp(App):
         self.dt = time_step(params)
         check_resolution(params)
         self.coef = coefficients(params, self.dt, self.dtype)
-        self.kernels = kernels.compiled(params.order, self.threed, params.dtype)
+        self.kernels = compiled(params.order, self.threed, params.dtype)
         vp, _, _ = params.medium(params.depths())
         w = params.pml_widths()
         self.profiles = [profile(n, w[2 * a], w[2 * a + 1], params.dx, self.dt, float(vp.max()), params.f0,
@@ -266,7 +266,7 @@ class SeismicApp(App):
         state["step"] = ctx.step + 1
         if len(state["rec"]):
             self._record(state, lay, ctx.step + 1)
-        if (ctx.step + 1) % CHECK_EVERY == 0 and kernels.any_not_finite(state["v"]):
+        if (ctx.step + 1) % CHECK_EVERY == 0 and any_not_finite(state["v"]):
             raise ShoalError(f"the wavefield is no longer finite (unstable) at t = {(ctx.step + 1) * self.dt:.6g} s; "
                              f"app.dt {self.dt:.6g} s, app.cfl {self.p.cfl}")
         return cells
@@ -286,7 +286,7 @@ class SeismicApp(App):
 
     def _activate(self, state, inputs, lay) -> np.ndarray:
         halo = np.array([self.g, self.gy, self.g], dtype=np.int64)
-        return kernels.activate(state["active"], tuple(inputs), lay["lo"], lay["hi"], halo, lay["always"])
+        return activate(state["active"], tuple(inputs), lay["lo"], lay["hi"], halo, lay["always"])
 
     def _pml(self, state, lay, boxes, kind, mode, ctx) -> int:
         terms = lay["terms"][kind]

@@ -30,8 +30,8 @@ from ...errors import ShoalError
 from ...runtime.app import App, Phase, StepContext
 from ...runtime.timing import lock_free
 from ...tiling import Tiling
-from . import kernels3d
 from .drawing import draw_particles
+from .kernels3d import MOTION_COLUMNS, POSITION_COLUMNS, density_tile, forces_tile, ring_rows
 from .particles import (
     FLUID,
     CellGrid,
@@ -69,11 +69,11 @@ CFL_REFUSAL_FACTOR = 10.0
 # initial state the app keeps, and the neighbourhood and accelerations of a step.
 BYTES_PER_PARTICLE = 2 * (8 + 3 * 8 + 3 * 8 + 3 * 8 + 3 * 8 + 8) + (3 * 8 + 3 * 8 + 8 + 3 * 8 + 8 + 1)
 FLUID_HEADER, FLUID_RECORD = 8, 36  # bytes: rest particles per metre and count; 9 float32 per particle
-NO_POSITIONS = empty_ring(kernels3d.POSITION_COLUMNS)
-NO_MOTION = empty_ring(kernels3d.MOTION_COLUMNS)
-_ring_rows = lock_free(kernels3d.ring_rows)
-_density_tile = lock_free(kernels3d.density_tile)
-_forces_tile = lock_free(kernels3d.forces_tile)
+NO_POSITIONS = empty_ring(POSITION_COLUMNS)
+NO_MOTION = empty_ring(MOTION_COLUMNS)
+_ring_rows = lock_free(ring_rows)
+_density_tile = lock_free(density_tile)
+_forces_tile = lock_free(forces_tile)
 
 
 @dataclass

@@ -27,8 +27,9 @@ from ...errors import ShoalError
 from ...runtime.app import App, Phase, StepContext
 from ...runtime.timing import lock_free
 from ...tiling import Tiling
-from . import geometry, kernels2d
 from .drawing import draw_particles
+from .geometry import assemble, channel_walls, cylinder, lattice_block, line, remove_overlaps, tank_walls
+from .kernels2d import RING_COLUMNS, move_tile, rates_tile, ring_rows
 from .particles import (
     FLUID,
     CellGrid,
@@ -156,10 +157,10 @@ def sph2d_memory(params: SPH2DParams) -> int:
     return params.particle_count() * BYTES_PER_PARTICLE
 
 
-NO_RING = empty_ring(kernels2d.RING_COLUMNS)
-_ring_rows = lock_free(kernels2d.ring_rows)
-_rates_tile = lock_free(kernels2d.rates_tile)
-_move_tile = lock_free(kernels2d.move_tile)
+NO_RING = empty_ring(RING_COLUMNS)
+_ring_rows = lock_free(ring_rows)
+_rates_tile = lock_free(rates_tile)
+_move_tile = lock_free(move_tile)
 
 RATES, MOVE, MIGRATE = (
     # The time step is reduced over all tiles one step late: a step's moves need not wait for
@@ -212,15 +213,15 @@ class SPH2DApp(App):
         p = self.p
         width, height = p.tank
         if p.layout == "tank":
-            walls = [geometry.tank_walls(width, height, p.dx, p.wall_layers)]
+            walls = [tank_walls(width, height, p.dx, p.wall_layers)]
         else:
-            walls = [geometry.channel_walls(width, height, p.dx, p.wall_layers)]
-        walls += [geometry.cylinder(*c, p.dx, p.wall_layers) for c in p.cylinders]
-        walls += [geometry.line(*ln, p.dx, p.wall_layers) for ln in p.lines]
+            walls = [channel_walls(width, height, p.dx, p.wall_layers)]
+        walls += [cylinder(*c, p.dx, p.wall_layers) for c in p.cylinders]
+        walls += [line(*ln, p.dx, p.wall_layers) for ln in p.lines]
         walls = np.concatenate(walls)
-        fluid = np.concatenate([geometry.lattice_block(*b, p.dx) for b in p.fluid])
-        fluid = geometry.remove_overlaps(fluid, walls, 0.75 * p.dx)
-        ids, kind, x = geometry.assemble(fluid, walls)
+        fluid = np.concatenate([lattice_block(*b, p.dx) for b in p.fluid])
+        fluid = remove_overlaps(fluid, walls, 0.75 * p.dx)
+        ids, kind, x = assemble(fluid, walls)
         n = len(ids)
         rho = np.full(n, p.rho0)
         v = np.zeros((n, 2))

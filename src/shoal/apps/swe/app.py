@@ -33,12 +33,23 @@ import numpy as np
 from ...errors import ShoalError
 from ...runtime.app import App, Phase, StepContext
 from ...tiling import Tiling
-from . import kernels, regrid
 from .blocks import balanced, topology
 from .boundary import DEPTH, INFLOW, KINDS, dry_side_speed
-from .kernels import SOURCE_TILE
+from .kernels import (
+    FWAVE,
+    MINMOD,
+    RUSANOV,
+    SOURCE_TILE,
+    VANLEER,
+    advance,
+    block_flags,
+    block_speeds,
+    fastest_cell,
+    layout,
+    pack_faces,
+)
 from .params import DRY_FRACTION, SWEParams
-from .regrid import average4
+from .regrid import average4, coarsen, refine
 from .setups import Setup
 
 FIELDS = ("h", "hu", "hv", "b")
@@ -80,8 +91,8 @@ class SWEApp(App):
                               zip(kinds, self.side_values, strict=True))
         if params.dry == 0:
             params.dry = DRY_FRACTION * self.depth_scale()
-        self.solver = kernels.FWAVE if params.solver == "fwave" else kernels.RUSANOV
-        self.limiter = kernels.MINMOD if params.limiter == "minmod" else kernels.VANLEER
+        self.solver = FWAVE if params.solver == "fwave" else RUSANOV
+        self.limiter = MINMOD if params.limiter == "minmod" else VANLEER
 
     def depth_scale(self) -> float:
         """The problem's depth (m): the deepest initial water, the depth a side holds, or the
@@ -127,7 +138,7 @@ class SWEApp(App):
         than ``sqrt(g dry)``, the celerity of a film at the dry depth: a lake at rest is far
         slower), and whether it holds a dry cell and a wet one."""
         p = self.p
-        flags, has_dry, has_wet, moving = kernels.block_flags(*pools, lev, p.block, p.dx0, p.criterion == "gradient",
+        flags, has_dry, has_wet, moving = block_flags(*pools, lev, p.block, p.dx0, p.criterion == "gradient",
                                                               p.threshold, p.sea_level, p.dry,
                                                               float(np.sqrt(p.g * p.dry)))
         shore = has_dry & has_wet & moving if p.shore else np.zeros_like(flags)
@@ -165,7 +176,7 @@ class SWEApp(App):
 
     def _measure_speeds(self, state: dict) -> None:
         """Each block's fastest ``|u| + |v| + 2c``, which the next ``cfl`` phase reads."""
-        state["speed"] = kernels.block_speeds(state["h"], state["hu"], state["hv"], state["lev"], self.p.block,
+        state["speed"] = block_speeds(state["h"], state["hu"], state["hv"], state["lev"], self.p.block,
                                               self.p.g, self.p.dry)
 
     def time(self, step: int, states: dict) -> float:
@@ -232,14 +243,14 @@ class SWEApp(App):
                 state[name] = np.empty_like(state["h"])
         h0, hu0, hv0 = (state[name] if stage else state["h"] for name in ("h0", "hu0", "hv0"))
         courant, bad, i, j, cells = ctx.kernel(
-            kernels.advance, state["h"], state["hu"], state["hv"], state["b"], h0, hu0, hv0, lev, self.p.block,
+            advance, state["h"], state["hu"], state["hv"], state["b"], h0, hu0, hv0, lev, self.p.block,
             topo.kind, topo.local, recv.k, recv.f, recv_lev, halo, self.side_values, dt, self.p.dx0, self.p.g,
             self.p.dry, self.solver, self.p.order, self.limiter, stage, state["speed"])
         if bad >= 0:
             # the executor names the step, the phase and the tile before this
             raise ShoalError(f"depth negative or not finite at {self._where(topo, lev, bad, i, j)}")
         if courant > 1.0:
-            k, i, j, _ = kernels.fastest_cell(state["h"], state["hu"], state["hv"], lev, self.p.block, self.p.dx0,
+            k, i, j, _ = fastest_cell(state["h"], state["hu"], state["hv"], lev, self.p.block, self.p.dx0,
                                               self.p.g, self.p.dry)
             raise ShoalError(f"Courant number {courant:.3g} > 1 (app.cfl {self.p.cfl}): the time step no longer "
                              f"bounds the waves; the fastest now at {self._where(topo, lev, k, i, j)}")
@@ -273,7 +284,7 @@ class SWEApp(App):
         if p.shore:
             frozen &= has_wet  # a block all dry holds no water to disturb: it moves as asked
         if not has_dry.all():  # and blocks whose water a finer bed would pierce
-            nn, off = kernels.layout(lev, p.block)
+            nn, off = layout(lev, p.block)
             for k in np.flatnonzero(~has_dry & (target != lev)):
                 bx, by = topo.coords[k]
                 top = self.setup.block_bed_top(int(bx), int(by), int(lev[k]))
@@ -308,7 +319,7 @@ class SWEApp(App):
         lev, target = state["lev"], state.pop("target")
         if np.array_equal(lev, target):
             return len(lev)
-        nn, off = kernels.layout(lev, self.p.block)
+        nn, off = layout(lev, self.p.block)
         pieces = {name: [] for name in FIELDS}
         for k, (bx, by) in enumerate(topo.coords):
             if lev[k] == target[k]:  # most blocks: their cells as they are, ghosts included
@@ -321,9 +332,9 @@ class SWEApp(App):
                 step = 1 if target[k] > level else -1
                 bed = self.setup.block_bed(int(bx), int(by), level + step)
                 if step > 0:
-                    h, hu, hv = regrid.refine(h, hu, hv, b, bed, self.p.dry)
+                    h, hu, hv = refine(h, hu, hv, b, bed, self.p.dry)
                 else:
-                    h, hu, hv = regrid.coarsen(h, hu, hv, b, bed, self.p.dry)
+                    h, hu, hv = coarsen(h, hu, hv, b, bed, self.p.dry)
                 b, level = bed, level + step
             for name, a in zip(FIELDS, (h, hu, hv, b), strict=True):
                 pieces[name].append(np.pad(a, 2).reshape(-1))
@@ -338,7 +349,7 @@ class SWEApp(App):
         """Each neighbour tile gets the strips of the blocks that touch its own, with their levels."""
         send = self._topology(tiling, src).send
         lev = state["lev"]
-        data, ends = kernels.pack_faces(state["h"], state["hu"], state["hv"], state["b"], lev, self.p.block, send.k,
+        data, ends = pack_faces(state["h"], state["hu"], state["hv"], state["b"], lev, self.p.block, send.k,
                                         send.f)
         sent = lev[send.k]
         cut = ends[send.split]
@@ -367,7 +378,7 @@ class SWEApp(App):
         by_gid = {}
         for tile, state in states.items():
             topo = self._topology(tiling, tile)
-            nn, off = kernels.layout(state["lev"], self.p.block)
+            nn, off = layout(state["lev"], self.p.block)
             for k, g in enumerate(topo.gids):
                 by_gid[int(g)] = (int(state["lev"][k]),
                                   [self._interior(state[name], off[k], nn[k]).reshape(-1) for name in FIELDS])

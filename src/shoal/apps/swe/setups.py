@@ -17,9 +17,10 @@ import math
 import numpy as np
 
 from ...errors import ShoalError
-from . import analytic, regrid
+from .analytic import thacker, thacker_1d, thacker_bathymetry, vortex, vortex_bathymetry
 from .inputs import PYTHON, FromPython, call_water, level_shapes, read_bed, read_water
 from .params import SWEParams
+from .regrid import average4, coarsen, refine
 
 
 class Setup:
@@ -40,16 +41,16 @@ class Setup:
             return np.zeros_like(flat)
         if p.setup == "thacker":
             h0, a, _ = p.thacker
-            return analytic.thacker_bathymetry(x, y, self.centre, h0, a)
+            return thacker_bathymetry(x, y, self.centre, h0, a)
         if p.setup == "thacker-1d":
             h0, a, _ = p.thacker
-            return analytic.thacker_bathymetry(x, self.centre[1], self.centre, h0, a)
+            return thacker_bathymetry(x, self.centre[1], self.centre, h0, a)
         if p.setup == "channel":
             xc, width, height = p.bump
             flat = flat + height * np.exp(-(((x - xc) / width) ** 2))
         if p.setup == "vortex":
             radius, _, bump = p.vortex
-            return p.sea_level + analytic.vortex_bathymetry(x, y, self.centre, p.depth, radius, bump)
+            return p.sea_level + vortex_bathymetry(x, y, self.centre, p.depth, radius, bump)
         if p.setup == "lake-at-rest" and p.roughness:
             k = 2 * math.pi / (8 * p.dx0)
             flat = flat + p.roughness * np.sin(k * x + 0.3) * np.cos(0.7 * k * y + 1.1)
@@ -85,7 +86,7 @@ class Setup:
                 r = 2 ** (level - self.file_level)
                 return np.repeat(np.repeat(b, r, axis=0), r, axis=1)
         for _ in range(finest - level):
-            b = regrid.average4(b)
+            b = average4(b)
         return np.ascontiguousarray(b)
 
     @functools.cache  # noqa: B019  (as block_bed)
@@ -121,13 +122,13 @@ class Setup:
         v = np.zeros(x.shape)
         if p.setup == "thacker":
             h0, a, amp = p.thacker
-            return analytic.thacker(x, y, 0.0, self.centre, h0, a, amp, p.g)
+            return thacker(x, y, 0.0, self.centre, h0, a, amp, p.g)
         if p.setup == "thacker-1d":
             h0, a, amp = p.thacker
-            return (*analytic.thacker_1d(x, 0.0, self.centre[0], h0, a, amp, p.g), v)
+            return (*thacker_1d(x, 0.0, self.centre[0], h0, a, amp, p.g), v)
         if p.setup == "vortex":
             radius, speed, bump = p.vortex
-            return analytic.vortex(x, y, self.centre, p.depth, radius, speed, bump, p.g)
+            return vortex(x, y, self.centre, p.depth, radius, speed, bump, p.g)
         if p.setup == "radial-dam-break":
             cx, cy, radius, height = p.column
             eta = np.where((x - cx) ** 2 + (y - cy) ** 2 <= radius**2, eta + height, eta)
@@ -170,7 +171,7 @@ class Setup:
         while at != level:
             step = 1 if level > at else -1
             b, b_next = self.block_bed(bx, by, at), self.block_bed(bx, by, at + step)
-            move = regrid.refine if step > 0 else regrid.coarsen
+            move = refine if step > 0 else coarsen
             h, hu, hv = move(h, hu, hv, b, b_next, dry)
             at += step
         return h, hu, hv
