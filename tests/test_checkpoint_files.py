@@ -289,7 +289,7 @@ def test_resume_with_no_intact_checkpoint_is_one_line_and_exit_2(full, tmp_path,
 
 
 def test_a_resumed_run_removes_the_temporary_files_a_kill_left_and_no_others(full, tmp_path):
-    """A kill in the middle of an atomic write leaves its ``.NAME.XXXX.partial``; the run that
+    """A kill in the middle of an atomic write leaves its ``.NAME.<random>.partial``; the run that
     resumes the folder holds its lock, so every such file of its own is stale and goes."""
     run = copy_run(full, tmp_path / "killed")
     (run / "summary.json").unlink()
