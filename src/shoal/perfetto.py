@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from .files import atomic_write
-from .trace import Trace
+from .trace import Trace, packed_by
 
 BALANCING_PID = 0
 FLOW = "halo"  # category and name of the halo messages' flow events
@@ -92,8 +92,7 @@ def flow_events(trace: Trace, mask: np.ndarray, at_ns: np.ndarray, pid: np.ndarr
 
     s_idx, phase = np.searchsorted(steps, m["step"]), m["phase"].astype(np.int64)
     # The payload read by (step, phase) is packed by the source tile's task just before it.
-    packer = find(np.where(phase > 0, key(s_idx, phase - 1, m["src"]), key(s_idx - 1, np.full_like(phase, P - 1),
-                                                                              m["src"])))
+    packer = find(key(*packed_by(s_idx, phase, P), m["src"]))
     reader = find(key(s_idx, phase, m["dst"]))
     out = []
     for k in np.flatnonzero((packer >= 0) & (reader >= 0)).tolist():

@@ -21,7 +21,7 @@ from ..cluster import Cluster
 from ..placement import Balancer
 from ..placement.trigger import ADAPTIVE
 from ..tiling import Tiling
-from ..trace import Trace
+from ..trace import Trace, packed_by
 from .engine import simulate
 from .invasive import InvasiveModel
 
@@ -180,7 +180,8 @@ class _MessagesByStep:
 def _producer(step: np.ndarray, phase: np.ndarray, src: np.ndarray, P: int, T: int) -> np.ndarray:
     """Index in the segment of the task that packs a message read by phase ``phase`` of step
     ``step`` (the source tile's previous task; negative before the segment's first step)."""
-    return np.where(phase > 0, (step * P + phase - 1) * T + src, ((step - 1) * P + P - 1) * T + src)
+    ps, pp = packed_by(step, phase, P)
+    return (ps * P + pp) * T + src
 
 
 def _segment_messages(messages: _MessagesByStep, s0: int, s1: int, P: int, T: int):

@@ -33,7 +33,7 @@ import numpy as np
 from ..cluster import Network
 from ..errors import ShoalError
 from ..files import write_text
-from ..trace import Trace
+from ..trace import Trace, packed_by
 
 HOST_SPEED = 1e9  # flops per second of every modeled host
 # Where packages put SMPI's replay program (Debian's multiarch folders, a source build's prefix).
@@ -48,14 +48,10 @@ def export_tit(trace: Trace, out: str | Path, network: Network | None = None, sa
     net = network or trace.cluster.network
     T, P = trace.tiling.ntiles, len(trace.phases)
     steps = trace.steps
-    cost = np.zeros((len(steps), P, T))
-    s_idx = np.searchsorted(steps, trace.tasks["step"])
-    np.add.at(cost, (s_idx, trace.tasks["phase"], trace.tasks["tile"]), trace.tasks["cost"])
+    cost = trace.phase_table()
     m = trace.messages
-    m_s = np.searchsorted(steps, m["step"])
-    # Halos read by (step, phase) are sent after the task before it: keyed by that producer.
-    producer_step = np.where(m["phase"] > 0, m_s, m_s - 1)
-    producer_phase = np.where(m["phase"] > 0, m["phase"] - 1, P - 1)
+    # Halos read by (step, phase) are sent after the task that packed them: keyed by it.
+    producer_step, producer_phase = packed_by(np.searchsorted(steps, m["step"]), m["phase"].astype(np.int64), P)
     sends = {}
     for ps, pp, src, dst, nbytes in zip(producer_step, producer_phase, m["src"], m["dst"], m["bytes"], strict=True):
         sends.setdefault((int(ps), int(pp)), []).append((int(src), int(dst), int(nbytes)))

@@ -79,11 +79,12 @@ larger than the rows stored. Each fault is one :class:`~shoal.errors.ShoalError`
 file, the dataset and the row.
 """
 
-from .model import Trace
+from .model import Trace, packed_by
 from .parts import aggregate, joined, scaled
 from .reading import PART_PREFIX, mark_closed
 from .schema import COMMITTED, DATASETS, GROUP_VERSIONS, LIBVER, MAX_CELLS, SCHEMA, VERSION
 from .writing import TraceWriter, store_machine
 
 __all__ = ["COMMITTED", "DATASETS", "GROUP_VERSIONS", "LIBVER", "MAX_CELLS", "PART_PREFIX", "SCHEMA", "VERSION",
-           "Trace", "TraceWriter", "aggregate", "joined", "mark_closed", "scaled", "store_machine"]
+           "Trace", "TraceWriter", "aggregate", "joined", "mark_closed", "packed_by", "scaled",
+           "store_machine"]

@@ -24,6 +24,16 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+def packed_by(step_index: np.ndarray, phase: np.ndarray, phases: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (step index, phase) of the task that packs a halo read by phase ``phase`` of the step
+    at ``step_index`` (arrays), in a step of ``phases`` phases: the source tile's task just before
+    it, the last phase of the step before for a step's first phase (step index -1 before a
+    trace's first step). The executors, the replay, the SimGrid export and the Perfetto flows all
+    follow this rule."""
+    first = np.asarray(phase) == 0
+    return np.where(first, step_index - 1, step_index), np.where(first, phases - 1, np.asarray(phase) - 1)
+
+
 @dataclass
 class Trace:
     """A trace in memory: record tables plus the run's tiling, cluster and placements."""
