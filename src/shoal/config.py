@@ -183,7 +183,7 @@ class Scenario:
                 raise ShoalError(f"--set expects key=value, got {text!r}")
             key, raw = (s.strip() for s in text.split("=", 1))
             target, name = self._resolve(key)
-            assign(target, name, _parse_value(raw), key)
+            assign(target, name, parse_value(raw), key)
         self.run.validate()
         self.params.validate()
         return self
@@ -231,13 +231,15 @@ def parse_toml(text: str, source: str) -> dict:
         raise ShoalError(f"{source}: invalid TOML: nested too deeply") from None
 
 
-def _parse_value(raw: str) -> Any:
+def parse_value(raw: str) -> Any:
+    """A ``--set`` value's TOML text ``raw`` read as ``--set`` reads it: a bare word is a string;
+    TOML nested too deeply is a ShoalError."""
     try:
-        return parse_toml(f"v = {raw}", "--set")["v"]
-    except ShoalError as exc:
-        if "nested too deeply" in str(exc):
-            raise
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
         return raw  # a bare word such as birdshot
+    except RecursionError:
+        raise ShoalError(f"--set {raw[:20]}...: invalid TOML: nested too deeply") from None
 
 
 def _from_table(cls, table: dict, section: str):
@@ -272,7 +274,7 @@ def balance_table(table: dict, assignments: list[str] | tuple[str, ...] = ()) ->
         name, dot, param = key.strip().rpartition(".")
         if not sep or not dot:
             raise ShoalError(f"--lb expects policy.key=value (for example refine.tolerance=1.02), got {text!r}")
-        items.append((name, param, _parse_value(raw.strip()), f"--lb {key.strip()}"))
+        items.append((name, param, parse_value(raw.strip()), f"--lb {key.strip()}"))
     for name, param, value, where in items:
         kind = get_policy(name).params
         names = [f.name for f in dataclasses.fields(kind)]

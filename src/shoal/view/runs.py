@@ -22,7 +22,7 @@ from pathlib import Path
 
 import tomli_w
 
-from ..config import builtin_scenarios, load_scenario, scenario_params, toml_value
+from ..config import builtin_scenarios, load_scenario, parse_value, scenario_params, toml_value
 from ..errors import ShoalError
 from ..live.protocol import encode
 from ..rundir import as_label
@@ -97,14 +97,6 @@ def assignments(scenario: str, params: dict, root: Path | None = None) -> list[s
     return out
 
 
-def _value(text: str):
-    """A ``--set`` value's TOML text read as ``--set`` reads it (a bare word is a string)."""
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
 def _depth(value) -> int:
     """How deep ``value`` nests lists and tables (0 for a number or a string)."""
     if isinstance(value, dict):
@@ -116,8 +108,8 @@ def _check_depth(key: str, text: str) -> None:
     """Refuse a value nested more than :data:`MAX_DEPTH` deep (before ``shoal run``'s own
     reading, which would exhaust the stack on thousands of brackets)."""
     try:
-        depth = _depth(_value(text))
-    except RecursionError:
+        depth = _depth(parse_value(text))
+    except (RecursionError, ShoalError):  # nested too deeply for the parser itself
         depth = MAX_DEPTH + 1
     if depth > MAX_DEPTH:
         raise ShoalError(f"{key}: a value nested more than {MAX_DEPTH} deep")
@@ -127,7 +119,7 @@ def _confine(key: str, text: str, root: Path) -> str:
     """The TOML text of the file that parameter ``key`` names (``text``) as its absolute path,
     which must lie under ``root`` (symbolic links resolved); an empty or non-string value is
     left to ``shoal run``'s own check."""
-    value = _value(text)
+    value = parse_value(text)
     if not isinstance(value, str) or not value:
         return text
     root = root.resolve()
@@ -154,7 +146,7 @@ def params_toml(body: dict) -> str:
     out: dict = {"scenario": scenario}
     for key, text in params.items():
         section, _, name = key.rpartition(".")
-        out.setdefault(section or "run", {})[name] = _value(text.strip())
+        out.setdefault(section or "run", {})[name] = parse_value(text.strip())
     return tomli_w.dumps(out)
 
 
