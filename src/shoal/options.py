@@ -92,16 +92,6 @@ def at_least(low: int | float) -> Callable[[Any], str | None]:
     return check
 
 
-def at_most(high: int | float) -> Callable[[Any], str | None]:
-    """A check: the value, when set, is ``<= high``."""
-    def check(value):
-        if value is not None and value > high:
-            return f"must be <= {high:g}"
-        return None
-
-    return check
-
-
 def both(*checks: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
     """A check made of several: the first complaint."""
     def check(value):
