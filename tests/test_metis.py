@@ -1,6 +1,8 @@
 """The METIS placement: balanced parts, little halo traffic cut, few tiles moved, one owner
 table per seed, and never a different result."""
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,7 +13,14 @@ from shoal.compare import compare_runs
 from shoal.config import balance_table
 from shoal.errors import ShoalError
 from shoal.placement import BalanceContext, get_policy
-from shoal.placement.metis import DEFAULT_UFACTOR, integer_weights, keep_most_in_place, metis_parts, tile_graph
+from shoal.placement.metis import (
+    DEFAULT_UFACTOR,
+    WEIGHT_TOTAL,
+    integer_weights,
+    keep_most_in_place,
+    metis_parts,
+    tile_graph,
+)
 from shoal.session import run_scenario
 from shoal.tiling import Tiling
 from shoal.trace import Trace
@@ -61,6 +70,13 @@ def test_integer_weights_keep_ratios_and_stay_positive():
     w = integer_weights(np.array([0.0, 1.0, 3.0]))
     assert w[0] == 1 and w[2] == 3 * w[1] and w.sum() < 2**31
     assert integer_weights(np.zeros(3)).tolist() == [1, 1, 1]
+
+
+def test_integer_weights_of_subnormal_loads_keep_their_ratios_without_overflow():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow to inf was a RuntimeWarning, then garbage weights
+        w = integer_weights(np.array([5e-324, 1e-323, 0.0]))  # so small that 1 / total overflows
+    assert abs(int(w[1]) - 2 * int(w[0])) <= 1 and w[2] == 1 and w.sum() <= WEIGHT_TOTAL + 3
 
 
 @settings(max_examples=15, deadline=None)

@@ -71,7 +71,7 @@ def integer_weights(weights: np.ndarray) -> np.ndarray:
     total = weights.sum()
     if not total > 0:
         return np.ones(len(weights), np.int64)
-    return np.maximum(1, np.rint(weights * (WEIGHT_TOTAL / total))).astype(np.int64)
+    return np.maximum(1, np.rint(weights / total * WEIGHT_TOTAL)).astype(np.int64)  # shares first: no overflow
 
 
 def metis_parts(tiling: Tiling, cluster: Cluster, tile_cost: np.ndarray, tile_bytes: np.ndarray | None = None,
