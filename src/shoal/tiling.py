@@ -259,6 +259,32 @@ class Tiling:
             out.append(np.array(sorted(nb), dtype=np.int64))
         return tuple(out)
 
+    @cached_property
+    def face_neighbours(self) -> tuple[np.ndarray, ...]:
+        """Neighbours of every tile across faces only (sorted tile ids): what a stencil that
+        reads no diagonal cell needs (2 per axis at most: 4 in 2D, 6 in 3D)."""
+        out = []
+        for t in range(self.ntiles):
+            idx = self.tile_index(t)
+            nb = []
+            for axis in range(self.ndim):
+                for d in (-1, 1):
+                    j = list(idx)
+                    j[axis] += d
+                    if 0 <= j[axis] < self.counts[axis]:
+                        nb.append(self.tile_id(j))
+            out.append(np.array(sorted(nb), dtype=np.int64))
+        return tuple(out)
+
+    def stencil(self, kind: str) -> tuple[np.ndarray, ...]:
+        """The tiles every tile reads from under a stencil ``kind``: ``"faces"``
+        (:attr:`face_neighbours`) or ``"all"`` (:attr:`neighbours`: faces, edges and corners)."""
+        if kind == "faces":
+            return self.face_neighbours
+        if kind == "all":
+            return self.neighbours
+        raise ShoalError(f"a Cartesian tiling has no stencil {kind!r}; known: faces, all")
+
     def halo_region(self, dst: int, src: int) -> tuple[slice, ...] | None:
         """Global-cell slices of ``src``'s cells that lie in ``dst``'s halo (None if none)."""
         h = self.halo
