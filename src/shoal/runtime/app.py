@@ -24,6 +24,7 @@ from .packing import flatten, unflatten
 from .timing import call_timed
 
 REDUCTIONS = {"min": min, "max": max, "sum": None}
+STENCILS = ("all", "faces", "app")  # whom a phase with halos reads (Phase.reads)
 
 
 @dataclass(frozen=True)
@@ -38,10 +39,17 @@ class Phase:
     halo : bool
         Whether the phase reads its neighbours' halos, packed from their state right after
         their previous task by the app's method named ``pack``.
-    reduction : {None, "min", "max", "sum"}
+    reads : {"all", "faces", "app"}
+        Whom a phase with ``halo`` reads: every neighbour of its tile (across faces, edges and
+        corners: the default), its face neighbours only (a stencil that reads no diagonal
+        cell), or the tiles the app's :meth:`App.reads` names for the step (contact
+        neighbours that change as the physics moves). No message, payload or wait exists for a
+        neighbour the phase does not read. Giving ``reads`` implies ``halo``.
+    reduction : {None, "min", "max", "sum"} or tuple of them
         Combine the value every tile returns, in tile-id order, into one global value (for
-        example the minimum time step). This is a barrier: no tile starts its next phase until
-        every tile has finished this one.
+        example the minimum time step); a tuple of operations reduces a tuple of values, each
+        with its own (a conjugate-gradient iteration's ``("sum", "max")``: r.z and max |r|).
+        This is a barrier: no tile starts its next phase until every tile has finished this one.
     lagged : bool
         The reduction is read one step later, and is no barrier: the next phase of step s
         reads the value reduced at step s - 1 (in ``ctx.reduced``), so tiles run on while the
@@ -63,15 +71,27 @@ class Phase:
 
     name: str
     halo: bool = False
-    reduction: str | None = None
+    reduction: str | tuple[str, ...] | None = None
     lagged: bool = False
     method: str = ""
     pack: str = "pack_halos"
     work: str = "items"
+    reads: str = ""
 
     def __post_init__(self):
-        if self.reduction not in REDUCTIONS and self.reduction is not None:
-            raise ValueError(f"unknown reduction {self.reduction!r}; known: {', '.join(REDUCTIONS)}")
+        if self.reads and self.reads not in STENCILS:
+            raise ValueError(f"phase {self.name!r}: unknown stencil {self.reads!r}; known: {', '.join(STENCILS)}")
+        if self.reads:
+            object.__setattr__(self, "halo", True)
+        elif self.halo:
+            object.__setattr__(self, "reads", "all")
+        if isinstance(self.reduction, list):
+            object.__setattr__(self, "reduction", tuple(self.reduction))
+        for op in self.operations:
+            if op not in REDUCTIONS:
+                raise ValueError(f"unknown reduction {op!r}; known: {', '.join(REDUCTIONS)}")
+        if isinstance(self.reduction, tuple) and not self.reduction:
+            raise ValueError(f"phase {self.name!r}: a reduction of several values needs at least one operation")
         if self.lagged and self.reduction is None:
             raise ValueError(f"phase {self.name!r} is lagged but has no reduction")
         if not self.method:
@@ -80,21 +100,34 @@ class Phase:
             raise ValueError(f"phase {self.name!r}: work must name a unit, got {self.work!r}")
 
     @property
+    def operations(self) -> tuple[str, ...]:
+        """The operation of every value the phase reduces (none without a reduction)."""
+        if self.reduction is None:
+            return ()
+        return self.reduction if isinstance(self.reduction, tuple) else (self.reduction,)
+
+    @property
     def barrier(self) -> bool:
         """Whether every tile waits for every other at the end of this phase."""
         return self.reduction is not None and not self.lagged
 
 
-def reduce_in_order(kind: str, values: list[float]) -> float:
+def reduce_in_order(kind: str | tuple[str, ...], values: list) -> float | tuple[float, ...]:
     """Combine per-tile values in tile-id order, so the result never depends on timing.
 
     Parameters
     ----------
-    kind : {"min", "max", "sum"}
-        The reduction a :class:`Phase` names.
-    values : list of float
+    kind : {"min", "max", "sum"} or tuple of them
+        The reduction a :class:`Phase` names; a tuple reduces a tuple of values, each with its
+        own operation, into a tuple.
+    values : list of float, or of tuples of float
         One value per tile, in tile-id order; a sum adds them left to right.
     """
+    if isinstance(kind, tuple):
+        for v in values:
+            if len(v) != len(kind):
+                raise ShoalError(f"a reduction of {len(kind)} values ({', '.join(kind)}) got a tile's value {v!r}")
+        return tuple(reduce_in_order(op, [float(v[i]) for v in values]) for i, op in enumerate(kind))
     if kind == "sum":
         total = 0.0
         for v in values:
@@ -158,6 +191,9 @@ class App(abc.ABC):
                 if getattr(cls, method, None) in (None, getattr(App, method, None)):
                     raise TypeError(f"app {cls.__name__}: phase {phase.name!r} needs method {method!r}, "
                                     "which the class does not define")
+            if phase.reads == "app" and getattr(cls, "reads", None) is App.reads:
+                raise TypeError(f"app {cls.__name__}: phase {phase.name!r} reads the tiles the app names, "
+                                "and the class does not define reads()")
         if getattr(cls, "phases", None) and cls.phases[-1].lagged:
             # Its reader would be the first phase two steps on: keep "the next phase, one step
             # later" within a step.
@@ -231,6 +267,13 @@ class App(abc.ABC):
         """Whether ``phase`` of ``step`` exchanges halos (lazy updates skip some steps).
         Default: always."""
         return True
+
+    def reads(self, phase: Phase, step: int, decomposition: Any) -> list:
+        """The tiles every tile reads from in ``phase`` of ``step``, for a phase declared with
+        ``reads="app"`` (contact neighbours found from the state): one list of tile ids per tile,
+        in tile-id order, the same on every process (computed from what every process knows, such
+        as the previous step's reductions). Default: every neighbour of the decomposition."""
+        return list(decomposition.neighbours)
 
     def time(self, step: int, states: dict[int, Any]) -> float:
         """Simulated time in seconds after ``step`` steps, read from ``states`` (every tile's

@@ -41,6 +41,7 @@ from ..errors import ShoalError
 from ..records import MESSAGES, TASKS
 from ..tiling import Tiling
 from .app import App, StepContext, payload_bytes, reduce_in_order
+from .graph import StepGraph
 from .timing import thread_clock
 from .workers import WorkerPool
 
@@ -182,7 +183,7 @@ class LocalExecutor:
         self.phases = tuple(app.phases)
         self._runners = [getattr(app, p.method) for p in self.phases]
         self._packers = [getattr(app, p.pack) if p.halo else None for p in self.phases]
-        self.neighbours = [list(map(int, nb)) for nb in tiling.neighbours]
+        self.graph = StepGraph(app, tiling)
         self._pools = {node: WorkerPool(cluster.cores[node], f"shoal-node{node}", configure_worker_thread)
                        for node in self._nodes_here()}
 
@@ -266,7 +267,8 @@ class LocalExecutor:
         self._reduced_before = self._lagged_start(first_step, reduced_before or {})
         # The barriers' latest values: what a task reads of them (see _context) does not depend
         # on where runs begin and end (a balancing step, a resume).
-        self._barriers_before = {p.name: float(reduced_before[(first_step - 1, p.name)]) for p in self.phases
+        self._barriers_before = {p.name: reduced_value(reduced_before[(first_step - 1, p.name)])
+                                 for p in self.phases
                                  if p.barrier and (first_step - 1, p.name) in (reduced_before or {})}
         T = self.tiling.ntiles
         if states is None:
@@ -311,7 +313,7 @@ class LocalExecutor:
         done = self._limit // len(self.phases)
         sizes = np.array(self._m_bytes, dtype=np.int64)
         sent = sizes >= 0
-        sent[done * len(self.phases) * self._per_task_msgs:] = False  # packed for a task not run
+        sent[self._msg_offset[done * len(self.phases)]:] = False  # packed for a task not run
         self._messages["bytes"][:] = sizes
         return ExecutionResult(
             states=self.states, first_step=first_step, steps=done,
@@ -335,7 +337,7 @@ class LocalExecutor:
         if not lagged:
             return {}
         if first_step == 0:
-            before = {(-1, name): float(v) for name, v in self.app.initial_reductions().items()}
+            before = {(-1, name): reduced_value(v) for name, v in self.app.initial_reductions().items()}
         missing = [n for n in lagged if (first_step - 1, n) not in before]
         if missing:
             where = "initial_reductions()" if first_step == 0 else f"the reductions of step {first_step - 1}"
@@ -374,13 +376,13 @@ class LocalExecutor:
     def _post_halos(self, tile: int, task: int, payloads: list) -> None:
         """Hand the halos that ``tile`` packed (one per neighbour, in its neighbour order) to
         their destinations (caller holds the lock)."""
-        self._deliver(tile, task, self.neighbours[tile], payloads)
+        self._deliver(tile, task, self._links[task].readers[tile], payloads)
 
     def _deliver(self, src: int, task: int, dsts: list, payloads: list) -> None:
         """Put the halos that ``src`` packed for task ``task`` of the tiles ``dsts`` (tiles
         here, one payload each, in order) in their inboxes, and queue each tile whose last
         halo this was (caller holds the lock)."""
-        inbox, idle, nexts, fanout = self._inbox, self._idle, self._next, self._fanout
+        inbox, idle, nexts, fanin = self._inbox, self._idle, self._next, self._fanins[task]
         waits_token = self._token_tasks[task] and task < self._limit
         for dst, payload in zip(dsts, payloads):  # noqa: B905 (a keyword costs a parse per task)
             box = inbox[dst]
@@ -389,7 +391,7 @@ class LocalExecutor:
                 box[task] = got = {}
             got[src] = payload
             # Its last halo: ready unless it waits on a reduction too (as in _ready, inline).
-            if len(got) == fanout[dst] and idle[dst] and nexts[dst] == task and task < self._limit and not (
+            if len(got) == fanin[dst] and idle[dst] and nexts[dst] == task and task < self._limit and not (
                     waits_token and not self._tokens[dst].get(task)):
                 idle[dst] = False
                 self._ready_at[task * self._T + dst] = time.perf_counter() - self._t0
@@ -478,22 +480,31 @@ class LocalExecutor:
         self._rows: list[tuple | None] = [None] * n
         self._ready_at = [0.0] * n
         self._first = [None] * T  # (cost, kernel, calls) of packing each tile's first halos
-        fanout = np.array([len(nb) for nb in self.neighbours], dtype=np.int64)
-        self._msg_base = [0, *np.cumsum(fanout).tolist()]  # per-source row offsets
-        per_task = self._msg_base[-1]
-        m = steps * P * per_task
-        # Rows in (task, source, neighbour) order: all but the sizes are known beforehand.
-        task_of_row = np.arange(steps * P)
-        messages = self._messages = MESSAGES.empty(m)
-        messages["step"][:] = np.repeat(task_of_row // P + first_step, per_task)
-        messages["phase"][:] = np.repeat(task_of_row % P, per_task)
-        messages["src"][:] = np.tile(np.repeat(np.arange(T), fanout), steps * P)
-        messages["dst"][:] = np.tile(np.array([d for nb in self.neighbours for d in nb], dtype=np.int64), steps * P)
-        self._m_bytes = [-1] * m  # -1: not packed (yet)
-        self._per_task_msgs = per_task
+        # Who reads whom in every task (None: the task reads no halos), from the step's graph.
+        self._links = [self.graph.links(task % P, task // P + first_step) for task in range(self._ntasks)]
+        self._fanins = [None if links is None else links.fanin for links in self._links]
+        self._halo_tasks = [links is not None for links in self._links]
+        # Message rows in (task, source, reader) order: all but the sizes are known beforehand.
+        counts = [0 if links is None else links.count for links in self._links]
+        self._msg_offset = [0, *np.cumsum(counts).tolist()]
+        edges = {}  # one (src, dst) pair of arrays per distinct links (most tasks share their phase's)
+        src, dst = [], []
+        for links in self._links:
+            if links is not None:
+                pair = edges.get(id(links))
+                if pair is None:
+                    pair = edges[id(links)] = links.edges()
+                src.append(pair[0])
+                dst.append(pair[1])
+        messages = self._messages = MESSAGES.empty(self._msg_offset[-1])
+        task_of_row = np.repeat(np.arange(self._ntasks), counts)
+        messages["step"][:] = task_of_row // P + first_step
+        messages["phase"][:] = task_of_row % P
+        if src:
+            messages["src"][:] = np.concatenate(src)
+            messages["dst"][:] = np.concatenate(dst)
+        self._m_bytes = [-1] * self._msg_offset[-1]  # -1: not packed (yet)
         # What each task waits on, worked out once: readiness is checked several times per task.
-        self._fanout = fanout.tolist()
-        self._halo_tasks = [self._reads_halos(task) for task in range(self._ntasks)]
         self._token_tasks = [self._reads_token(task) for task in range(self._ntasks)]
 
     def _task_rows(self, rows: slice) -> dict[str, np.ndarray]:
@@ -505,12 +516,6 @@ class LocalExecutor:
         table.update(zip(RAN, zip(*ran, strict=True) if ran else [()] * len(RAN), strict=True))
         table["ready"] = self._ready_at[rows]
         return TASKS.table(table)
-
-    def _reads_halos(self, task: int) -> bool:
-        """Whether a task reads halos: its phase declares one and the app wants it this step
-        (apps may skip halo exchanges on some steps: lazy updates)."""
-        phase = self.phases[task % len(self.phases)]
-        return phase.halo and bool(self.app.halo_wanted(phase, task // len(self.phases) + self.first_step))
 
     def _reads_token(self, task: int) -> int:
         """1 if a task waits on a reduction token: the previous phase reduces, and the reduction
@@ -558,8 +563,9 @@ class LocalExecutor:
         if not self._idle[tile] or task >= self._limit:
             return False
         missing = self._token_tasks[task] and 1 - self._tokens[tile].get(task, 0)
-        if self._halo_tasks[task]:
-            missing += self._fanout[tile] - len(self._inbox[tile].get(task, ()))
+        fanin = self._fanins[task]
+        if fanin is not None:
+            missing += fanin[tile] - len(self._inbox[tile].get(task, ()))
         if missing:
             return False
         self._idle[tile] = False
@@ -597,7 +603,7 @@ class LocalExecutor:
         P, T, ntasks, t_run = len(self.phases), self._T, self._ntasks, self._t0
         tiling, runners, reduces, halo_tasks = self.tiling, self._runners, self._reduces, self._halo_tasks
         inbox, tokens, token_tasks, contexts = self._inbox, self._tokens, self._token_tasks, self._contexts
-        nexts, idle, fanout, left_in_step = self._next, self._idle, self._fanout, self._left_in_step
+        nexts, idle, fanins, left_in_step = self._next, self._idle, self._fanins, self._left_in_step
         post, contribute, pack_all = self._post_halos, self._contribute, self._pack_all
         states, first, rows, r_ready, waiting = self.states, self._first, self._rows, self._ready_at, self._waiting
         perf, cpu, clock = time.perf_counter, time.thread_time, thread_clock()
@@ -624,7 +630,7 @@ class LocalExecutor:
                     # The tile's next task, ready when it has every input (as in _ready).
                     if nxt < self._limit and idle[tile] and not (
                             token_tasks[nxt] and 1 - tokens[tile].get(nxt, 0)
-                            or halo_tasks[nxt] and fanout[tile] - len(inbox[tile].get(nxt, ()))):
+                            or (fanin := fanins[nxt]) is not None and fanin[tile] - len(inbox[tile].get(nxt, ()))):
                         idle[tile] = False
                         r_ready[nxt * T + tile] = perf() - t_run
                         if finished.is_set():
@@ -719,9 +725,10 @@ class LocalExecutor:
         Called outside the lock: only this tile's worker touches its rows and its state.
         """
         payloads = self._packers[task % len(self.phases)](state, tile, self.tiling)
-        # Loops in C (map), not comprehensions: this runs for every task and every neighbour.
-        out = list(map(payloads.__getitem__, self.neighbours[tile]))
-        row = task * self._per_task_msgs + self._msg_base[tile]
+        links = self._links[task]
+        # Loops in C (map), not comprehensions: this runs for every task and every reader.
+        out = list(map(payloads.__getitem__, links.readers[tile]))
+        row = self._msg_offset[task] + links.base[tile]
         try:  # arrays (anything with ``nbytes``)
             sizes = list(map(NBYTES, out))
         except AttributeError:  # other payloads: apps send one shared empty one to most neighbours
@@ -814,6 +821,14 @@ def merge_results(parts: list[ExecutionResult]) -> ExecutionResult:
         comm_cpu_s=sum_present([r.comm_cpu_s for r in parts]),
         comm_messages=sum_present([r.comm_messages for r in parts]),
     )
+
+
+def reduced_value(value):
+    """A reduction's value as the executor keeps it: a float, or a tuple of floats for a
+    reduction of several values (which a checkpoint or a message may hand back as a list)."""
+    if isinstance(value, (tuple, list, np.ndarray)):
+        return tuple(float(v) for v in value)
+    return float(value)
 
 
 def sum_present(arrays: list[np.ndarray | None]) -> np.ndarray | None:

@@ -412,7 +412,11 @@ class MPIExecutor(LocalExecutor):
         self._answers: dict[int, int] | None = None  # rank 0, while negotiating a stop: steps per rank
         self._left: dict[int, int] = {}  # rank 0: the ranks that have left this run, and their steps
         self._status = MPI.Status()
-        self._split = self._split_neighbours()
+        self._splits = {}  # per distinct links of the run's tasks, made when first posted (see _split_of)
+        # Tiles here with a neighbour on another rank in any phase: they go first (see _enqueue).
+        owner = self.owner
+        self._remote = [bool(self._here[t]) and any(owner[n] != self.rank for n in nb)
+                        for t, nb in enumerate(self.tiling.neighbours)]
         self._pump, self._idle_wait = self._between_tasks, self._wait_for_work
         pool = self._pools[self.rank]
         if pool.size == 1 and not pool.pinned:  # one worker: the main thread is it (see _run_inline)
@@ -426,30 +430,38 @@ class MPIExecutor(LocalExecutor):
         return self.team.max(time.perf_counter() - self._t0)
 
     def _post_halos(self, tile, task, payloads) -> None:
-        split = self._split[tile]
-        if split is None:  # every neighbour is here
-            self._deliver(tile, task, self.neighbours[tile], payloads)
+        links = self._links[task]
+        split = self._split_of(links)[tile]
+        readers = links.readers[tile]
+        if split is None:  # every reader is here
+            self._deliver(tile, task, readers, payloads)
             return
         here, there = split
         for rank, dsts, picks in there:  # routing: the task, this tile, each payload's tile
             self._outbox.append((rank, HALO, ((task, tile, *dsts), [payloads[k] for k in picks])))
         if here:
-            self._deliver(tile, task, [self.neighbours[tile][k] for k in here], [payloads[k] for k in here])
+            self._deliver(tile, task, [readers[k] for k in here], [payloads[k] for k in here])
 
     def _enqueue(self, node: int, tile: int, task: int) -> None:
         super()._enqueue(node, tile, task)
-        if self._split[tile] is not None:
+        if self._remote[tile]:
             # A tile with neighbours on other ranks goes first (the lock is held: the task just
             # queued is still last): its halos then leave while this rank computes its inner
             # tiles, and the other ranks wait less for them.
             self._queues[node].rotate(1)
 
-    def _split_neighbours(self) -> list:
-        """Per tile here with a neighbour on another rank: (the indices of its neighbours here,
-        [(rank, those neighbours there, their indices), ...]); ``None`` where all are here."""
+    def _split_of(self, links) -> list:
+        """Per tile here whose halos of ``links`` go to another rank: (the indices of its readers
+        here, [(rank, those readers there, their indices), ...]); ``None`` where all are here."""
+        split = self._splits.get(id(links))
+        if split is None:
+            split = self._splits[id(links)] = self._split_readers(links)
+        return split
+
+    def _split_readers(self, links) -> list:
         split = [None] * self.tiling.ntiles
         for tile in np.flatnonzero(self._here):
-            nb = self.neighbours[tile]
+            nb = links.readers[tile]
             ranks = [int(self.owner[d]) for d in nb]
             if all(r == self.rank for r in ranks):
                 continue
