@@ -100,6 +100,7 @@ TASKS = Schema("tasks", (
            "(halo, reduction, its tile's previous task) had arrived and it was queued or taken directly by the "
            "worker that finished that tile's previous task; start - ready is the time it waited for a worker",
            optional=True),
+    Column("iteration", np.int32, "", "iteration of the loop the phase repeats in (0 outside loops)", optional=True),
 ))
 
 MESSAGES = Schema("messages", (
@@ -108,6 +109,8 @@ MESSAGES = Schema("messages", (
     Column("src", np.int32, "", "tile that packed the payload"),
     Column("dst", np.int32, "", "tile that reads it"),
     Column("bytes", np.int64, "B", "size of the payload"),
+    Column("iteration", np.int32, "", "iteration of the loop the reading phase repeats in (0 outside loops)",
+           optional=True),
 ))
 
 BALANCE = Schema("balance", (

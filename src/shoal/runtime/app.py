@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import ShoalError
 from ..tiling import Tiling
+from .graph import Loop, loop_spans
 from .packing import flatten, unflatten
 from .timing import call_timed
 
@@ -152,11 +153,15 @@ class StepContext:
         The global values a task may read, by the name of the phase that reduced them: the
         previous phase's reduction (for a step's first phase, the last phase's of the step
         before; none at step 0), or a lagged one of the step before. The same values whether
-        or not the run stopped in between (to balance, or to resume from a checkpoint).
+        or not the run stopped in between (to balance, or to resume from a checkpoint). A
+        reduction of several values is a tuple.
+    iteration : int
+        The iteration of the loop the task's phase repeats in, from 0 (0 outside loops).
     """
 
     step: int
     reduced: dict[str, float] = field(default_factory=dict)
+    iteration: int = 0
 
     def kernel(self, fn, *args):
         """Call a compiled kernel that runs without the interpreter lock, timing it."""
@@ -180,6 +185,8 @@ class App(abc.ABC):
 
     name: ClassVar[str]
     phases: ClassVar[tuple[Phase, ...]]
+    #: Groups of phases that repeat while :meth:`again` says so (an iterative solve).
+    loops: ClassVar[tuple[Loop, ...]] = ()
     grid: tuple[int, ...]
     #: State keys the next task recomputes: never checkpointed, never migrated.
     transient: ClassVar[tuple[str, ...]] = ()
@@ -194,6 +201,10 @@ class App(abc.ABC):
             if phase.reads == "app" and getattr(cls, "reads", None) is App.reads:
                 raise TypeError(f"app {cls.__name__}: phase {phase.name!r} reads the tiles the app names, "
                                 "and the class does not define reads()")
+        if isinstance(getattr(cls, "phases", None), tuple):
+            loop_spans(cls.phases, cls.loops)
+            if cls.loops and getattr(cls, "again", None) is App.again:
+                raise TypeError(f"app {cls.__name__}: it declares loops and does not define again()")
         if getattr(cls, "phases", None) and cls.phases[-1].lagged:
             # Its reader would be the first phase two steps on: keep "the next phase, one step
             # later" within a step.
@@ -274,6 +285,13 @@ class App(abc.ABC):
         in tile-id order, the same on every process (computed from what every process knows, such
         as the previous step's reductions). Default: every neighbour of the decomposition."""
         return list(decomposition.neighbours)
+
+    def again(self, loop: Loop, step: int, iteration: int, value) -> bool:
+        """Whether ``loop`` runs another iteration in ``step`` after ``iteration`` (from 0), given
+        the value its last phase reduced (a tuple for a reduction of several values). Called once
+        per iteration, on every process alike. Required when the app declares :attr:`loops`.
+        Default: no further iteration."""
+        return False
 
     def time(self, step: int, states: dict[int, Any]) -> float:
         """Simulated time in seconds after ``step`` steps, read from ``states`` (every tile's

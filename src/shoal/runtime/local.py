@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import math
 import os
 import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
@@ -38,10 +37,11 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ShoalError
+from ..log import logger
 from ..records import MESSAGES, TASKS
 from ..tiling import Tiling
 from .app import App, StepContext, payload_bytes, reduce_in_order
-from .graph import StepGraph
+from .graph import StepGraph, TaskSequence
 from .timing import thread_clock
 from .workers import WorkerPool
 
@@ -52,7 +52,6 @@ from .workers import WorkerPool
 # leave a worker back from its kernel idle that long behind another's Python.
 GIL_SWITCH_S = 1e-3
 NBYTES = attrgetter("nbytes")  # a halo payload's size, when it is an array
-PACK_FIRST_HALOS = -1  # a queue item that packs a tile's halos for the first task of a run
 # The columns a worker writes for a task it ran, as one tuple, in this order.
 RAN = ("node", "worker", "start", "end", "cost", "work", "kernel", "kernel_calls")
 NOT_RUN = (-1, -1, 0.0, 0.0, 0.0, 0, 0.0, 0)  # a task row nobody here ran (run elsewhere, or not run)
@@ -140,6 +139,9 @@ class ExecutionResult:
         Per node, where messages move between processes (MPI): the seconds its workers spent
         moving them (before tasks and while waiting for one), and how many tile-to-tile
         payloads were sent or received.
+    iterations : dict
+        ``{(step, loop name): iterations run}`` of every loop of the steps run (a loop is named
+        after its first phase).
     """
 
     states: dict[int, Any]
@@ -155,6 +157,7 @@ class ExecutionResult:
     # moving them, and how many tile-to-tile payloads were sent or received.
     comm_cpu_s: np.ndarray | None = None
     comm_messages: np.ndarray | None = None
+    iterations: dict[tuple[int, str], int] = field(default_factory=dict)
 
 
 class LocalExecutor:
@@ -310,15 +313,15 @@ class LocalExecutor:
             raise self._error
         wall = self._wall()
         self._report(on_step, reported)
-        done = self._limit // len(self.phases)
-        sizes = np.array(self._m_bytes, dtype=np.int64)
-        sent = sizes >= 0
-        sent[self._msg_offset[done * len(self.phases)]:] = False  # packed for a task not run
-        self._messages["bytes"][:] = sizes
+        done, end = self._seq.steps, self._limit
+        messages = self._message_rows()
+        sent = messages["bytes"] >= 0
+        sent[self._msg_offset[end]:] = False  # packed for a task not run
         return ExecutionResult(
             states=self.states, first_step=first_step, steps=done,
-            tasks=self._task_rows(slice(0, done * len(self.phases) * T)),
-            messages=MESSAGES.select(self._messages, sent),
+            tasks=self._task_rows(slice(0, end * T)),
+            messages=MESSAGES.select(messages, sent),
+            iterations={k: v for k, v in self._iterations.items() if k[0] < first_step + done},
             reductions={k: v for k, v in self._reduced.items() if k[0] < first_step + done},
             wall_s=wall, step_end=self._step_end[:done],
             oversubscribed=self.cluster.total_cores > (os.cpu_count() or 1),
@@ -327,8 +330,9 @@ class LocalExecutor:
     def step_tasks(self, k: int) -> dict[str, np.ndarray]:
         """The task rows of step ``k`` of the current run (counted from its first) that ran
         here; complete once the step is reported finished."""
-        n = len(self.phases) * self._T
-        rows = self._task_rows(slice(k * n, (k + 1) * n))  # finished rows: no worker writes them
+        first = self._seq.step_first
+        end = first[k + 1] if k + 1 < len(first) else len(self._seq)
+        rows = self._task_rows(slice(first[k] * self._T, end * self._T))  # finished: no worker writes them
         return TASKS.select(rows, rows["node"] >= 0)
 
     def _lagged_start(self, first_step: int, before: dict) -> dict:
@@ -382,8 +386,13 @@ class LocalExecutor:
         """Put the halos that ``src`` packed for task ``task`` of the tiles ``dsts`` (tiles
         here, one payload each, in order) in their inboxes, and queue each tile whose last
         halo this was (caller holds the lock)."""
-        inbox, idle, nexts, fanin = self._inbox, self._idle, self._next, self._fanins[task]
-        waits_token = self._token_tasks[task] and task < self._limit
+        inbox, idle, nexts = self._inbox, self._idle, self._next
+        if task >= self._limit:  # a halo from a rank ahead, for a task not yet in the sequence here
+            for dst, payload in zip(dsts, payloads):  # noqa: B905
+                inbox[dst].setdefault(task, {})[src] = payload
+            return
+        fanin = self._fanins[task]
+        waits_token = self._token_tasks[task]
         for dst, payload in zip(dsts, payloads):  # noqa: B905 (a keyword costs a parse per task)
             box = inbox[dst]
             got = box.get(task)
@@ -391,7 +400,7 @@ class LocalExecutor:
                 box[task] = got = {}
             got[src] = payload
             # Its last halo: ready unless it waits on a reduction too (as in _ready, inline).
-            if len(got) == fanin[dst] and idle[dst] and nexts[dst] == task and task < self._limit and not (
+            if len(got) == fanin[dst] and idle[dst] and nexts[dst] == task and not (
                     waits_token and not self._tokens[dst].get(task)):
                 idle[dst] = False
                 self._ready_at[task * self._T + dst] = time.perf_counter() - self._t0
@@ -415,16 +424,14 @@ class LocalExecutor:
     def _frontier(self) -> int:
         """The steps that must be completed for every tile here to stop at a step boundary:
         every step some tile here has started (a queued or running task counts as started)."""
-        P = len(self.phases)
-        started = [self._next[t] + (not self._idle[t]) for t in np.flatnonzero(self._here)]
-        return math.ceil(max(started, default=0) / P)
+        last = [self._next[t] - self._idle[t] for t in np.flatnonzero(self._here)]  # its latest task started
+        return max((self._seq.step[i] + 1 for i in last if i >= 0), default=0)
 
     def _limit_steps(self, steps: int) -> None:
         """Run only the first ``steps`` steps of this run (never more than it has)."""
         steps = min(steps, self.steps)
-        P = len(self.phases)
-        self._reductions_left -= (self._limit // P - steps) * sum(1 for p in self.phases if p.reduction)
-        self._limit = steps * P
+        self._append(self._seq.limit(steps))
+        self._limit = self._seq.end()
         if self._steps_done >= steps:
             self._all_done()
             return
@@ -433,7 +440,7 @@ class LocalExecutor:
 
     # ----- set-up --------------------------------------------------------------------------
     def _setup(self, steps, states, first_step):
-        T, P = self.tiling.ntiles, len(self.phases)
+        T = self.tiling.ntiles
         self._T = T
         self.steps, self.first_step, self.states = steps, first_step, states
         # Workers that move messages themselves (the MPI executor's; the local executor has
@@ -452,16 +459,15 @@ class LocalExecutor:
         self._progress = threading.Event()  # set as steps end and when the run stops
         self._stopping = False
         self._error: BaseException | None = None
-        self._ntasks = steps * P
-        self._limit = self._ntasks  # tasks from this index on are not run (lowered by a stop)
         # Lists, not arrays: read and written several times per task, one element at a time.
         self._next = [0] * T  # next task index of every tile
         self._owner_of = self.owner.tolist()
         here = self._tiles_here()
         self._here = here
+        self._n_here = int(here.sum())
         self._idle = here.tolist()  # not running, not queued (tiles elsewhere never run here)
         self._reduces = [p.reduction is not None for p in self.phases]
-        self._reductions_left = steps * sum(self._reduces)
+        self._reductions_done = 0
         self._inbox: list[dict[int, dict[int, Any]]] = [dict() for _ in range(T)]
         self._tokens: list[dict[int, int]] = [dict() for _ in range(T)]
         self._values: dict[int, list] = {}
@@ -470,59 +476,118 @@ class LocalExecutor:
         self._ctx_reduced: dict[str, float] = dict(self._barriers_before)
         self._contexts: dict[int, StepContext] = {}  # per task index: every tile reads the same
         self._lagged = [(i, p.name) for i, p in enumerate(self.phases) if p.lagged]
-        self._left_in_step = [P * int(here.sum())] * steps  # tasks here not yet done, per step
+        self._lag_readers: dict[tuple[int, int], int] = {}  # (step, lagged phase) -> the task reading it
+        self._left_in_step = [0] * steps  # tasks here not yet done (and loop decisions pending), per step
         self._step_end = np.zeros(steps)
         self._steps_done = 0
-        n = steps * P * T
-        # Task rows in (step, phase, tile) order: one tuple per task written by its worker (one
-        # list store; a NumPy element costs ten times more), the ready times apart (written by
-        # whoever made the task ready); made columns when read.
-        self._rows: list[tuple | None] = [None] * n
-        self._ready_at = [0.0] * n
-        self._first = [None] * T  # (cost, kernel, calls) of packing each tile's first halos
-        # Who reads whom in every task (None: the task reads no halos), from the step's graph.
-        self._links = [self.graph.links(task % P, task // P + first_step) for task in range(self._ntasks)]
-        self._fanins = [None if links is None else links.fanin for links in self._links]
-        self._halo_tasks = [links is not None for links in self._links]
-        # Message rows in (task, source, reader) order: all but the sizes are known beforehand.
-        counts = [0 if links is None else links.count for links in self._links]
-        self._msg_offset = [0, *np.cumsum(counts).tolist()]
-        edges = {}  # one (src, dst) pair of arrays per distinct links (most tasks share their phase's)
-        src, dst = [], []
-        for links in self._links:
-            if links is not None:
-                pair = edges.get(id(links))
+        self._iterations: dict[tuple[int, str], int] = {}  # (step, loop) -> iterations run
+        # A task is one *instance* of a phase (a phase of a loop has one per iteration) run by
+        # one tile; task index = instance x tiles + tile. Every list below grows as the sequence
+        # does (all at once without loops; an iteration at a time with them): task rows in
+        # (instance, tile) order, one tuple per task written by its worker (one list store; a
+        # NumPy element costs ten times more), the ready times apart (written by whoever made
+        # the task ready); who reads whom in every instance (None: it reads no halos); message
+        # rows in (instance, source, reader) order, all but their sizes known beforehand; what
+        # each instance waits on, worked out once (readiness is checked several times a task).
+        self._seq = TaskSequence(self.phases, self.app.loops, steps)
+        self._rows: list[tuple | None] = []
+        self._ready_at: list[float] = []
+        self._first = [None] * T  # (cost, kernel, calls) of packing a tile's halos ahead of its next task
+        self._links: list = []
+        self._fanins: list = []
+        self._halo_tasks: list[bool] = []
+        self._token_tasks: list[int] = []
+        self._msg_offset = [0]
+        self._msg_edges: list[tuple[np.ndarray, np.ndarray]] = []
+        self._edges_of: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per distinct links: (src, dst)
+        self._m_bytes: list[int] = []  # -1: not packed (yet)
+        self._reduce_prefix = [0]  # reductions among the first k instances
+        self._limit = 0  # tasks from this instance on are not run (not yet in the sequence, or after a stop)
+        self._append(self._seq.extend())
+
+    def _append(self, instances: range) -> None:
+        """Grow every per-instance list by the sequence's new ``instances`` (caller holds the lock,
+        or the run has not started)."""
+        T, seq, first = self._T, self._seq, self.first_step
+        for i in instances:
+            phase, step = seq.phase[i], seq.step[i]
+            links = self.graph.links(phase, step + first)
+            self._links.append(links)
+            self._fanins.append(None if links is None else links.fanin)
+            self._halo_tasks.append(links is not None)
+            if links is None:
+                self._msg_offset.append(self._msg_offset[-1])
+            else:
+                pair = self._edges_of.get(id(links))
                 if pair is None:
-                    pair = edges[id(links)] = links.edges()
-                src.append(pair[0])
-                dst.append(pair[1])
-        messages = self._messages = MESSAGES.empty(self._msg_offset[-1])
-        task_of_row = np.repeat(np.arange(self._ntasks), counts)
-        messages["step"][:] = task_of_row // P + first_step
-        messages["phase"][:] = task_of_row % P
-        if src:
-            messages["src"][:] = np.concatenate(src)
-            messages["dst"][:] = np.concatenate(dst)
-        self._m_bytes = [-1] * self._msg_offset[-1]  # -1: not packed (yet)
-        # What each task waits on, worked out once: readiness is checked several times per task.
-        self._token_tasks = [self._reads_token(task) for task in range(self._ntasks)]
+                    pair = self._edges_of[id(links)] = links.edges()
+                self._msg_edges.append(pair)
+                self._msg_offset.append(self._msg_offset[-1] + links.count)
+                self._m_bytes.extend([-1] * links.count)
+            self._rows.extend([None] * T)
+            self._ready_at.extend([0.0] * T)
+            self._left_in_step[step] += self._n_here
+            self._reduce_prefix.append(self._reduce_prefix[-1] + self._reduces[phase])
+            self._token_tasks.append(self._reads_token(i))
+            if self._token_tasks[i] and self.phases[seq.phase[i - 1]].lagged:
+                key = (step - 1, seq.phase[i - 1])  # the lagged reduction this task reads
+                if (step - 1 + first, self.phases[key[1]].name) in self._reduced:
+                    self._give_token(i)
+                else:
+                    self._lag_readers[key] = i
+        if seq.pending is not None and instances:
+            self._left_in_step[seq.pending[1]] += 1  # the loop's decision, taken here too
+        self._limit = seq.end()
+
+    @property
+    def _reductions_left(self) -> int:
+        """Reductions of the tasks this run may still run that have not completed."""
+        return self._reduce_prefix[self._limit] - self._reductions_done
+
+    def _message_rows(self) -> dict[str, np.ndarray]:
+        """The message rows of the instances appended, sizes included (-1: not packed)."""
+        seq, counts = self._seq, np.diff(self._msg_offset)
+        messages = MESSAGES.empty(self._msg_offset[-1])
+        instance = np.repeat(np.arange(len(seq)), counts)
+        messages["step"][:] = np.asarray(seq.step, dtype=np.int64)[instance] + self.first_step
+        messages["phase"][:] = np.asarray(seq.phase, dtype=np.int64)[instance]
+        messages["iteration"] = np.asarray(seq.iteration, dtype=np.int32)[instance]
+        if self._msg_edges:
+            messages["src"][:] = np.concatenate([e[0] for e in self._msg_edges])
+            messages["dst"][:] = np.concatenate([e[1] for e in self._msg_edges])
+        messages["bytes"][:] = self._m_bytes
+        return messages
 
     def _task_rows(self, rows: slice) -> dict[str, np.ndarray]:
         """Task rows ``rows`` of the current run as a :data:`~shoal.records.TASKS` table."""
-        T, P = self._T, len(self.phases)
+        T, seq = self._T, self._seq
         index = np.arange(rows.start, rows.stop)
-        table = {"step": index // (P * T) + self.first_step, "phase": index // T % P, "tile": index % T}
+        instance = index // T
+        table = {"step": np.asarray(seq.step, dtype=np.int64)[instance] + self.first_step,
+                 "phase": np.asarray(seq.phase, dtype=np.int64)[instance], "tile": index % T}
+        table["iteration"] = np.asarray(seq.iteration, dtype=np.int64)[instance]
         ran = [row or NOT_RUN for row in self._rows[rows]]
         table.update(zip(RAN, zip(*ran, strict=True) if ran else [()] * len(RAN), strict=True))
         table["ready"] = self._ready_at[rows]
         return TASKS.table(table)
 
     def _reads_token(self, task: int) -> int:
-        """1 if a task waits on a reduction token: the previous phase reduces, and the reduction
-        it reads (the previous task's, or a step earlier when lagged) is not from before this run."""
-        prev = self.phases[task % len(self.phases) - 1]  # phase 0 follows the previous step's last
-        source = task - 1 - (len(self.phases) if prev.lagged else 0)
-        return 1 if prev.reduction and source >= 0 else 0
+        """1 if a task waits on a reduction token: the task before it in the sequence reduces,
+        and the reduction it reads (that task's, or a step earlier when lagged) is not from
+        before this run."""
+        if task == 0:
+            return 0  # it reads the reductions of the step before the run
+        prev = self.phases[self._seq.phase[task - 1]]
+        if not prev.reduction:
+            return 0
+        return 1 if not prev.lagged or self._seq.step[task] >= 1 else 0
+
+    def _give_token(self, task: int) -> None:
+        """A reduction that ``task`` reads is done: let every tile here run it once its other
+        inputs are in (caller holds the lock)."""
+        for t in np.flatnonzero(self._here):
+            self._tokens[t][task] = self._tokens[t].get(task, 0) + 1
+            self._try_ready(int(t))
 
     def _context(self, task: int) -> StepContext:
         """The step and the reductions a task reads (caller holds the lock), made once per task
@@ -530,29 +595,31 @@ class LocalExecutor:
         phase after the lagged one on (earlier phases of the step cannot rely on it yet)."""
         ctx = self._contexts.get(task)
         if ctx is None:
-            step, phase = divmod(task, len(self.phases))
-            step += self.first_step
+            step, phase = self._seq.step[task] + self.first_step, self._seq.phase[task]
             reduced = dict(self._ctx_reduced)
             for index, name in self._lagged:
                 if phase > index and (step - 1, name) in self._reduced:
                     reduced[name] = self._reduced[(step - 1, name)]
-            ctx = self._contexts[task] = StepContext(step, reduced)
+            ctx = self._contexts[task] = StepContext(step, reduced, self._seq.iteration[task])
         return ctx
 
     # ----- dependency bookkeeping (caller holds the lock) ----------------------------------
     def _deliver_initial_halos(self):
-        """Halos for the very first task are packed from the initial state, by the workers.
+        """Halos for the very first task are packed from the initial state, by the workers (see
+        :meth:`_pack_ahead`)."""
+        self._pack_ahead(0)
 
-        Each tile's packing is queued on its node ahead of every task (its CPU time is added
-        to the tile's first task), so that a run's start, which every re-balancing step
-        repeats, packs in parallel and is measured like the packing that follows a task.
-        """
-        mine = np.flatnonzero(self._here)
-        first_halos = self._ntasks > 0 and self._halo_tasks[0]
-        for t in mine:
-            if first_halos:
+    def _pack_ahead(self, task: int) -> None:
+        """Every tile here is about to run ``task``, which reads halos nobody has packed: at the
+        run's start, or after a loop's decision (no tile knew its next task when its last one
+        ended). Each tile's packing is queued on its node ahead of every task, and its CPU time
+        is added to the tile's next task, so that this packing, which every re-balancing step
+        repeats, runs in parallel and is measured like the packing that follows a task."""
+        halos = task < self._limit and self._halo_tasks[task]
+        for t in np.flatnonzero(self._here):
+            if halos:
                 self._idle[t] = False  # the tile waits for its own packing before it runs
-                self._enqueue(self._owner_of[t], int(t), PACK_FIRST_HALOS)
+                self._enqueue(self._owner_of[t], int(t), -1 - task)
             else:
                 self._try_ready(int(t))
 
@@ -600,7 +667,7 @@ class LocalExecutor:
 
     def _worker(self, node: int, worker: int) -> None:
         queue, cond, lock, finished = self._queues[node], self._conds[node], self._lock, self._finished
-        P, T, ntasks, t_run = len(self.phases), self._T, self._ntasks, self._t0
+        T, t_run, seq_phase, seq_step = self._T, self._t0, self._seq.phase, self._seq.step
         tiling, runners, reduces, halo_tasks = self.tiling, self._runners, self._reduces, self._halo_tasks
         inbox, tokens, token_tasks, contexts = self._inbox, self._tokens, self._token_tasks, self._contexts
         nexts, idle, fanins, left_in_step = self._next, self._idle, self._fanins, self._left_in_step
@@ -623,7 +690,7 @@ class LocalExecutor:
                     idle[tile] = True
                     if value is not None:
                         contribute(tile, task, value)
-                    s = task // P
+                    s = seq_step[task]
                     left_in_step[s] -= 1
                     if not left_in_step[s]:
                         self._step_done(s)
@@ -660,7 +727,7 @@ class LocalExecutor:
                         # A worker sleeps and none is moving messages: wake one to do it.
                         self._woken[node] += 1
                         cond.notify()
-                if task != PACK_FIRST_HALOS:
+                if task >= 0:
                     halos = inbox[tile].pop(task, None) or {}
                     if token_tasks[task]:
                         del tokens[tile][task]
@@ -670,12 +737,12 @@ class LocalExecutor:
             if pump is not None:
                 pump()  # the halos just posted leave before this task runs
             state = states[tile]
-            if task == PACK_FIRST_HALOS:
-                if not self._pack_first_halos(tile, state):
+            if task < 0:  # pack ahead of task -1 - task (see _pack_ahead)
+                if not self._pack_ahead_of(tile, -1 - task, state):
                     return
                 task = -1
                 continue
-            phase = task % P
+            phase = seq_phase[task]
             try:
                 k0, n0 = clock
                 t0, c0 = perf(), cpu()
@@ -684,7 +751,8 @@ class LocalExecutor:
                 if reduces[phase] and value is None:
                     raise ShoalError("a phase with a reduction must return a value to reduce")
                 nxt = task + 1
-                halo_out = pack_all(tile, nxt, state) if nxt < ntasks and halo_tasks[nxt] else None
+                # (The task after a loop's last is not known yet: it is packed for ahead of it.)
+                halo_out = pack_all(tile, nxt, state) if nxt < len(halo_tasks) and halo_tasks[nxt] else None
                 # A task's cost is the CPU time of its kernel and of packing its halos; of that,
                 # the time in lock-free compiled code is its kernel time.
                 c1, t1 = cpu(), perf()
@@ -692,28 +760,30 @@ class LocalExecutor:
             except BaseException as exc:  # stop every worker, report from the main thread
                 self._fail(exc, tile, task)
                 return
-            if task:
+            ahead = first[tile]
+            if ahead is None:
                 rows[task * T + tile] = (node, worker, t0 - t_run, t1 - t_run, c1 - c0, int(work), k1 - k0, n1 - n0)
-            else:  # the first task is charged its tile's first packing too
-                cost, kernel, calls = first[tile] or (0.0, 0.0, 0)
-                rows[tile] = (node, worker, t0 - t_run, t1 - t_run, c1 - c0 + cost, int(work), k1 - k0 + kernel,
-                              n1 - n0 + calls)
+            else:  # the task is charged the packing done ahead of it too
+                first[tile] = None
+                cost, kernel, calls = ahead
+                rows[task * T + tile] = (node, worker, t0 - t_run, t1 - t_run, c1 - c0 + cost, int(work),
+                                         k1 - k0 + kernel, n1 - n0 + calls)
             if not reduces[phase]:
                 value = None
 
-    def _pack_first_halos(self, tile: int, state) -> bool:
-        """Pack a tile's halos for the first task, then let it run; False if packing failed."""
+    def _pack_ahead_of(self, tile: int, task: int, state) -> bool:
+        """Pack a tile's halos for ``task``, then let it run; False if packing failed."""
         clock = thread_clock()
         try:
             k0, n0 = clock
             c0 = time.thread_time()
-            out = self._pack_all(tile, 0, state)
+            out = self._pack_all(tile, task, state)
             self._first[tile] = (time.thread_time() - c0, clock[0] - k0, clock[1] - n0)
         except BaseException as exc:  # stop every worker, report from the main thread
-            self._fail(exc, tile, 0)
+            self._fail(exc, tile, task)
             return False
         with self._lock:
-            self._post_halos(tile, 0, out)
+            self._post_halos(tile, task, out)
             self._idle[tile] = True
             self._try_ready(tile)
         return True
@@ -724,7 +794,7 @@ class LocalExecutor:
 
         Called outside the lock: only this tile's worker touches its rows and its state.
         """
-        payloads = self._packers[task % len(self.phases)](state, tile, self.tiling)
+        payloads = self._packers[self._seq.phase[task]](state, tile, self.tiling)
         links = self._links[task]
         # Loops in C (map), not comprehensions: this runs for every task and every reader.
         out = list(map(payloads.__getitem__, links.readers[tile]))
@@ -753,20 +823,47 @@ class LocalExecutor:
         if self._missing[task]:
             return
         del self._missing[task]
-        phase = self.phases[task % len(self.phases)]
+        seq = self._seq
+        phase = self.phases[seq.phase[task]]
         result = reduce_in_order(phase.reduction, vals)
         del self._values[task]
-        step = task // len(self.phases) + self.first_step
+        step = seq.step[task] + self.first_step
         self._reduced[(step, phase.name)] = result
-        if not phase.lagged:
-            self._ctx_reduced[phase.name] = result
-        self._reductions_left -= 1
-        reader = task + 1 + (len(self.phases) if phase.lagged else 0)
-        if reader >= self._ntasks:
-            return  # read by the next run, which gets it in reduced_before
-        for t in np.flatnonzero(self._here):
-            self._tokens[t][reader] = self._tokens[t].get(reader, 0) + 1
-            self._try_ready(int(t))
+        self._reductions_done += 1
+        if phase.lagged:
+            reader = self._lag_readers.pop((seq.step[task], seq.phase[task]), None)
+            if reader is not None:  # else not in the sequence yet (it takes the token then) or in the next run
+                self._give_token(reader)
+            return
+        self._ctx_reduced[phase.name] = result
+        if seq.pending is not None and seq.pending[1] == seq.step[task] and task == len(seq) - 1:
+            self._decide(task, result)
+            if self._error is not None:
+                return
+            self._pack_ahead(task + 1)
+        if task + 1 < self._limit:  # else read by the next run, which gets it in reduced_before
+            self._give_token(task + 1)
+
+    def _decide(self, task: int, value) -> None:
+        """The reduction ending a loop's iteration is done: ask the app whether another follows,
+        and grow the sequence accordingly (caller holds the lock)."""
+        loop, rel_step, it = self._seq.pending
+        step = rel_step + self.first_step
+        again = bool(self.app.again(loop, step, it, value))
+        if again and it + 1 >= loop.max_iterations:
+            what = (f"step {step}: loop {loop.first}..{loop.last} reached its {loop.max_iterations} iterations "
+                    f"without converging (last value {value})")
+            if loop.required:
+                self._failed(ShoalError(what), step)
+            else:
+                logger.warning("%s; the step goes on", what)
+            again = False
+        if not again:
+            self._iterations[(step, loop.name)] = it + 1
+        self._left_in_step[rel_step] -= 1  # the decision is taken
+        self._append(self._seq.decide(again))
+        if not self._left_in_step[rel_step]:
+            self._step_done(rel_step)
 
     def _step_done(self, s: int) -> None:
         """Step ``s`` has no task left here (caller holds the lock)."""
@@ -774,24 +871,28 @@ class LocalExecutor:
         self._steps_done += 1
         if self._wake_per_step:
             self._progress.set()
-        if self._steps_done == self._limit // len(self.phases):
+        if self._steps_done == self._seq.steps:
             self._all_done()
 
     def _fail(self, exc: BaseException, tile: int | None, task: int | None) -> None:
         """Stop every worker; the run raises ``exc`` (naming its step, phase and tile, when known)."""
         with self._lock:
-            if self._error is None:
-                what = exc if isinstance(exc, ShoalError) else f"{type(exc).__name__}: {exc}"
-                if task is None:
-                    err, step = ShoalError(f"executor: {what}"), self.first_step + self._steps_done
-                else:
-                    step = task // len(self.phases) + self.first_step
-                    phase = self.phases[task % len(self.phases)].name
-                    err = ShoalError(f"step {step}, phase {phase}, tile {tile}: {what}")
-                err.__cause__ = exc
-                err.step = step
-                self._error = err
-            self._stop()
+            what = exc if isinstance(exc, ShoalError) else f"{type(exc).__name__}: {exc}"
+            if task is None:
+                err, step = ShoalError(f"executor: {what}"), self.first_step + self._steps_done
+            else:
+                step = self._seq.step[task] + self.first_step
+                phase = self.phases[self._seq.phase[task]].name
+                err = ShoalError(f"step {step}, phase {phase}, tile {tile}: {what}")
+            err.__cause__ = exc
+            self._failed(err, step)
+
+    def _failed(self, err: ShoalError, step: int) -> None:
+        """Stop every worker; the run raises ``err`` (the first error only; caller holds the lock)."""
+        if self._error is None:
+            err.step = step
+            self._error = err
+        self._stop()
 
     def _report(self, on_step, reported: int) -> int:
         done = self._steps_done
@@ -820,6 +921,7 @@ def merge_results(parts: list[ExecutionResult]) -> ExecutionResult:
         wall_s=offset, step_end=np.concatenate(step_end), oversubscribed=any(r.oversubscribed for r in parts),
         comm_cpu_s=sum_present([r.comm_cpu_s for r in parts]),
         comm_messages=sum_present([r.comm_messages for r in parts]),
+        iterations={k: v for r in parts for k, v in r.iterations.items()},
     )
 
 

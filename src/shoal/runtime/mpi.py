@@ -56,7 +56,7 @@ from mpi4py import MPI  # noqa: E402  (the thread level must be set before MPI s
 
 from ..errors import ShoalError  # noqa: E402
 from ..records import MESSAGES, TASKS  # noqa: E402
-from .local import ExecutionResult, LocalExecutor, as_worker_thread, sum_present  # noqa: E402
+from .local import ExecutionResult, LocalExecutor, as_worker_thread, reduced_value, sum_present  # noqa: E402
 from .packing import LAYOUT, compact_json, flatten, unflatten  # noqa: E402
 from .team import Team  # noqa: E402
 
@@ -201,11 +201,13 @@ def _result_fields(result: ExecutionResult) -> dict:
     """An execution result without its states, reductions keyed by (step, phase) as rows."""
     fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(result) if f.name != "states"}
     fields["reductions"] = [(step, phase, value) for (step, phase), value in result.reductions.items()]
+    fields["iterations"] = [(step, loop, n) for (step, loop), n in result.iterations.items()]
     return fields
 
 
 def _result(fields: dict) -> ExecutionResult:
-    fields["reductions"] = {(step, phase): value for step, phase, value in fields["reductions"]}
+    fields["reductions"] = {(step, phase): reduced_value(value) for step, phase, value in fields["reductions"]}
+    fields["iterations"] = {(step, loop): n for step, loop, n in fields["iterations"]}
     return ExecutionResult(states=None, **fields)
 
 
@@ -340,6 +342,15 @@ def _packed(states: dict[int, Any], pack) -> list[tuple[int, list]]:
     return [(int(t), list(pack(s).items())) for t, s in states.items()]
 
 
+def _instances(tasks: dict, messages: dict) -> np.ndarray:
+    """The place of every message's reading task in the run's sequence of phases (the task rows
+    are in that order, every rank's alike): (step, phase) without loops, a loop's iteration too."""
+    keys = ["step", "iteration", "phase"] if "iteration" in tasks else ["step", "phase"]
+    seen, first = np.unique(np.stack([tasks[k] for k in keys], axis=1), axis=0, return_index=True)
+    where = {tuple(row): int(rank) for row, rank in zip(seen.tolist(), np.argsort(np.argsort(first)), strict=True)}
+    return np.array([where[row] for row in zip(*(messages[k].tolist() for k in keys), strict=True)], dtype=np.int64)
+
+
 def combine_ranks(parts: list[ExecutionResult]) -> ExecutionResult:
     """One result from every rank's: each task row comes from the rank that ran it, each
     message from the rank that sent it."""
@@ -354,10 +365,10 @@ def combine_ranks(parts: list[ExecutionResult]) -> ExecutionResult:
             col[ran] = p.tasks[name][ran]
         tasks[name] = col
     msg = MESSAGES.concat([p.messages for p in parts])
-    order = np.lexsort((msg["dst"], msg["src"], msg["phase"], msg["step"]))
+    order = np.lexsort((msg["dst"], msg["src"], _instances(tasks, msg)))
     return ExecutionResult(
         states=None, first_step=base.first_step, steps=base.steps, tasks=tasks, messages=MESSAGES.select(msg, order),
-        reductions=base.reductions, wall_s=max(p.wall_s for p in parts),
+        reductions=base.reductions, iterations=base.iterations, wall_s=max(p.wall_s for p in parts),
         step_end=np.max([p.step_end for p in parts], axis=0), oversubscribed=any(p.oversubscribed for p in parts),
         comm_cpu_s=sum_present([p.comm_cpu_s for p in parts]),
         comm_messages=sum_present([p.comm_messages for p in parts]),
@@ -492,7 +503,7 @@ class MPIExecutor(LocalExecutor):
     def _limit_steps(self, steps: int) -> None:
         super()._limit_steps(steps)
         # A limit raised again (rank 0's, above this rank's frontier) has steps left to run here.
-        self._local_done = self._n_here == 0 or self._steps_done >= self._limit // len(self.phases)
+        self._local_done = self._n_here == 0 or self._steps_done >= self._seq.steps
 
     def _receive(self, tag: int, ints: list[int], values: list) -> None:
         if tag == HALO:
@@ -509,7 +520,7 @@ class MPIExecutor(LocalExecutor):
     def _release(self, out: list) -> list:
         """Without overlap: the messages whose producing task every local tile has finished."""
         self._held.extend(out)
-        finished = int(np.asarray(self._next)[self._here].min()) if self._n_here else self._ntasks
+        finished = int(np.asarray(self._next)[self._here].min()) if self._n_here else len(self._seq)
         ready = [m for m in self._held if m[1] != HALO or m[2][0][0] <= finished]  # a halo's task
         self._held = [m for m in self._held if m[1] == HALO and m[2][0][0] > finished]
         return ready
@@ -614,7 +625,7 @@ class MPIExecutor(LocalExecutor):
                 self._stop()
             return True
         if finished and not self.team.is_root:
-            self._control(0, DONE, self._limit // len(self.phases))
+            self._control(0, DONE, self._seq.steps)
             self.team._complete(self._sending)
             with self._lock:
                 self._stop()
