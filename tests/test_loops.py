@@ -241,7 +241,8 @@ if team.rank == 0:
     u = app.gather(states, tiling)["u"]
     print("result", json.dumps({{"digest": hashlib.sha256(u.tobytes()).hexdigest(),
                                 "iterations": sorted([k[0], n] for k, n in combined.iterations.items()),
-                                "tasks": int(len(combined.tasks["tile"])), "messages": int(len(combined.messages["src"]))}}))
+                                "tasks": int(len(combined.tasks["tile"])),
+                                "messages": int(len(combined.messages["src"]))}}))
 """
 
 
@@ -262,3 +263,102 @@ def test_cg_on_two_mpi_ranks_is_bitwise_the_local_solve(ranks, workers, tmp_path
     assert got["digest"] == hashlib.sha256(app.gather(local.states, tiling)["u"].tobytes()).hexdigest()
     assert got["iterations"] == sorted([k[0], n] for k, n in local.iterations.items())
     assert got["tasks"] == len(local.tasks["tile"]) and got["messages"] == len(local.messages["src"])
+
+
+# ----- traces and replays of loops ----------------------------------------------------------
+def cg_trace(res, app, tiling, nodes=1, workers=1):
+    from shoal.trace import Trace
+
+    return Trace.of_run(res, app.phases, tiling, Cluster.uniform(nodes, workers),
+                        placements=[(0, np.zeros(tiling.ntiles, np.int64))], loops=app.loops, app=app.name)
+
+
+def test_a_trace_keeps_the_loops_and_every_steps_iterations(cg, tmp_path):
+    import h5py
+
+    from shoal.trace import Trace
+
+    app, tiling, res = cg
+    trace = cg_trace(res, app, tiling)
+    back = Trace.read(trace.write(tmp_path / "trace.h5"))
+    assert back.loop_phases == [-1, 0, 0, -1] and back.iterations() == res.iterations
+    with h5py.File(tmp_path / "trace.h5") as f:
+        assert f["phases"].attrs["version"] == 2  # a reader of version 1 refuses loops it would misread
+    phase, iteration = back.slots()
+    most = max(res.iterations.values())
+    assert phase.tolist() == [0] + [1, 2] * most + [3]
+    assert iteration.tolist() == [0] + sorted(list(range(most)) * 2) + [0]
+    present = back.slot_present()
+    for s in range(3):
+        assert present[s].sum() == 2 + 2 * res.iterations[(s, "matvec")]
+
+
+def test_a_serial_replay_of_a_loop_trace_costs_every_iteration_once(cg):
+    from shoal.replay import ReplayConfig, replay
+
+    app, tiling, res = cg
+    trace = cg_trace(res, app, tiling)
+    r = replay(trace, ReplayConfig(nodes=1, cores=1, costs="measured"))
+    assert r.makespan == pytest.approx(trace.tasks["cost"].sum(), rel=1e-9)
+    got, want = r.trace.tasks, trace.tasks
+    key = lambda t: sorted(zip(t["step"].tolist(), t["phase"].tolist(), t["iteration"].tolist(),  # noqa: E731
+                               t["tile"].tolist(), strict=True))
+    assert key(got) == key(want) and r.trace.iterations() == res.iterations
+
+
+def test_a_replay_told_another_iteration_count_drops_or_repeats_the_last_iteration(cg):
+    from shoal.replay import ReplayConfig, replay
+    from shoal.trace import with_iterations
+
+    app, tiling, res = cg
+    trace = cg_trace(res, app, tiling)
+    t = trace.tasks
+    n = 50  # more than every step ran
+    more = with_iterations(trace, n)
+    assert more.iterations() == {k: n for k in res.iterations}
+    extra = 0.0
+    for (step, _), k in res.iterations.items():
+        last = (t["step"] == step) & (t["iteration"] == k - 1) & np.isin(t["phase"], [1, 2])
+        extra += (n - k) * t["cost"][last].sum()
+    r = replay(trace, ReplayConfig(nodes=1, cores=1, costs="measured", iterations=n))
+    assert r.makespan == pytest.approx(t["cost"].sum() + extra, rel=1e-9)
+    one = with_iterations(trace, 1)
+    assert one.iterations() == {k: 1 for k in res.iterations}
+    assert len(one.messages["src"]) == 3 * sum(map(len, tiling.face_neighbours))
+    with pytest.raises(ShoalError, match="positive"):
+        with_iterations(trace, 0)
+
+
+def test_aggregating_a_loop_trace_keeps_each_iteration_and_the_total_cost(cg):
+    from shoal.trace import aggregate
+
+    app, tiling, res = cg
+    trace = cg_trace(res, app, tiling)
+    coarse = aggregate(trace, tiling.coarsen(3))
+    assert coarse.tiling.ntiles == 1 and coarse.iterations() == res.iterations
+    assert coarse.tasks["cost"].sum() == pytest.approx(trace.tasks["cost"].sum(), rel=1e-12)
+    assert len(coarse.messages["src"]) == 0  # one coarse tile: every halo is inside it
+
+
+def test_a_replayed_loop_waits_at_every_iterations_barrier_and_not_at_slots_a_step_skipped():
+    """2 tiles on 2 nodes; one phase in a loop with a sum; step 0 ran 3 iterations, step 1 one.
+    Each iteration ends when the slower tile (20 ms) does, then an all-reduce of 2 latencies."""
+    from shoal.cluster import Network
+    from shoal.replay import ReplayConfig, replay
+    from shoal.trace import Trace
+
+    net = Network(latency_s=1e-3, bandwidth_Bps=1e6, overhead_s=0.0)
+    rows = [(0, it, tile) for it in range(3) for tile in range(2)] + [(1, 0, 0), (1, 0, 1)]
+    step, it, tile = (np.array(c) for c in zip(*rows, strict=True))
+    n = len(rows)
+    trace = Trace(
+        tasks={"step": step, "phase": np.zeros(n), "iteration": it, "tile": tile, "node": np.zeros(n),
+               "worker": np.zeros(n), "start": np.zeros(n), "end": np.zeros(n), "cost": 0.01 * (1 + tile),
+               "work": np.ones(n)},
+        messages={k: np.zeros(0) for k in ("step", "phase", "src", "dst", "bytes")},
+        phases=["a"], tiling=Tiling.from_counts((2, 1), (2, 1), halo=0), cluster=Cluster.uniform(1, 1),
+        placement_steps=np.array([0]), placement_owners=np.zeros((1, 2), int), step_end=np.zeros(2),
+        barrier_phases=[True], loop_phases=[0])
+    r = replay(trace, ReplayConfig(nodes=2, cores=1, placement="strips", network=net, costs="measured"))
+    barrier = 2 * 1 * (1e-3 + 0.0)
+    assert r.makespan == pytest.approx(4 * 0.02 + 3 * barrier, rel=1e-12)

@@ -57,6 +57,9 @@ def replay_flags(p: argparse.ArgumentParser) -> None:
     network_flags(p)
     model_flags(p)
     machine_flags(p)
+    p.add_argument("--iterations", type=int, metavar="N",
+                   help="every loop of every step runs N iterations (missing ones repeat the step's last recorded "
+                        "iteration); default: the recorded counts")
 
 
 def machine_flags(p: argparse.ArgumentParser) -> None:

@@ -71,7 +71,8 @@ def main(args: argparse.Namespace) -> int:
                        tiles_per_core=args.tiles_per_core, initial=args.initial, seed=args.seed, speed=args.speed,
                        network=network(args), mpi_reference=args.mpi_reference, balance=balance(args, trace),
                        proxy=Trace.read(args.proxy) if args.proxy else None, gil=args.gil, costs=args.costs,
-                       machine=machine, message_cpu_s=args.message_cpu, **calibration(args))
+                       machine=machine, message_cpu_s=args.message_cpu, iterations=args.iterations,
+                       **calibration(args))
     out = Path(args.out) if args.out else new_folder("runs", f"replay-{trace.scenario}-{cfg.placement}")
     check_folder(out)  # refused before the replay runs, not after
     result = replay(trace, cfg)

@@ -52,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
     periods = parse_list(args.periods, parse_period)
     total = len(cases(placements, tpc, periods, nodes, args.cores, args.seed, None)) + args.birdshot_seeds
     model = {"balance": balance(args, Trace.read(args.trace)), "gil": args.gil, "message_cpu_s": args.message_cpu,
-             **calibration(args)}
+             "iterations": args.iterations, **calibration(args)}
     console = Console(width=max(Console().width, 110))
     with Progress(console=console, transient=True) as progress:
         bar = progress.add_task("replaying", total=total)

@@ -94,11 +94,13 @@ def simulate(cost, owner, cores, barrier_after, barrier_lag, msg_start, msg_dst,
     Parameters
     ----------
     cost : (S, P, T) float64
-        Compute seconds of every task.
-    barrier_after : (P,) bool
-        Phases followed by a global barrier.
-    barrier_lag : (P,) int64
-        Steps later the barrier holds the next phase (1 for a lagged reduction, else 0).
+        Compute seconds of every task; ``P`` counts a step's slots (its phases, a loop's once
+        per iteration: see :meth:`shoal.trace.Trace.slots`).
+    barrier_after : (S * P,) bool
+        The slots of every step followed by a global barrier (a slot a step did not run has
+        none, nor any cost: its zero-length tasks just pass the tile on).
+    barrier_lag : (S * P,) int64
+        Steps later the barrier holds the next slot (1 for a lagged reduction, else 0).
     msg_start, msg_dst, msg_bytes
         CSR of the messages each task *produces* (task index ``(s*P + p)*T + t``): messages
         read by the task after it on the consumer tile.
@@ -139,8 +141,8 @@ def simulate(cost, owner, cores, barrier_after, barrier_lag, msg_start, msg_dst,
         deps[first_msgs_dst[m]] += 1
     for s in range(S):
         for p in range(P):
-            if barrier_after[p]:
-                base = (s * P + p + 1 + barrier_lag[p] * P) * T
+            if barrier_after[s * P + p]:
+                base = (s * P + p + 1 + barrier_lag[s * P + p] * P) * T
                 if base < ntask:
                     for t in range(T):
                         deps[base + t] += 1
@@ -263,11 +265,10 @@ def simulate(cost, owner, cores, barrier_after, barrier_lag, msg_start, msg_dst,
                 if deps[successor] == 0:
                     dn = owner[t]
                     ndirty = _enqueue(successor, dn, head, tail, nxt, dirty, dirty_list, ndirty)
-            p = sp % P
-            if barrier_after[p]:
+            if barrier_after[sp]:
                 done_in_phase[sp] += 1
                 phase_end[sp] = max(phase_end[sp], now)
-                if done_in_phase[sp] == T and (sp + 1 + barrier_lag[p] * P) * T < ntask:
+                if done_in_phase[sp] == T and (sp + 1 + barrier_lag[sp] * P) * T < ntask:
                     n = _push(ht, hs, hk, ha, hb, n, now + barrier_cost, seq, BARRIER, sp, 0)
                     seq += 1
         elif kind == MESSAGE:
@@ -277,7 +278,7 @@ def simulate(cost, owner, cores, barrier_after, barrier_lag, msg_start, msg_dst,
                 dn = owner[consumer % T]
                 ndirty = _enqueue(consumer, dn, head, tail, nxt, dirty, dirty_list, ndirty)
         else:
-            released_from = (a + 1 + barrier_lag[a % P] * P) * T
+            released_from = (a + 1 + barrier_lag[a] * P) * T
             for t in range(T):
                 consumer = released_from + t
                 deps[consumer] -= 1

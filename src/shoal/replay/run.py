@@ -20,7 +20,7 @@ from ..placement.registry import check_owner
 from ..placement.trigger import parse_period
 from ..summary import summarize
 from ..tiling import Tiling
-from ..trace import Trace, aggregate, scaled
+from ..trace import Trace, aggregate, scaled, with_iterations
 from .invasive import InvasiveConfig, InvasiveModel, invasive_cluster
 from .machine import MachineModel
 from .segments import Outcome, Setup, run_segments, segment_cuts
@@ -83,6 +83,7 @@ class ReplayConfig:
     message_cpu_s: float | None = None
     balance: dict = field(default_factory=dict)
     mpi_reference: bool = False
+    iterations: int | None = None  # every loop of every step runs this many iterations (None: as recorded)
     proxy: Trace | None = None  # a low-resolution run of the same scenario, for ``speculative``
     invasive: InvasiveConfig | None = None  # cores moved between ranks by a modeled manager (shoal.replay.invasive)
 
@@ -183,6 +184,8 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
             interval = tuple(sorted(replay(trace, dataclasses.replace(cfg, lock_model=m)).makespan
                                     for m in ("serial", "free")))
     with stage("aggregate"):
+        if cfg.iterations is not None:
+            trace = with_iterations(trace, cfg.iterations)
         tpc = 1 if cfg.mpi_reference else cfg.tiles_per_core
         if tpc:
             coarse = coarsening_for(trace.tiling, tpc * cluster.total_cores)
@@ -205,7 +208,8 @@ def replay(trace: Trace, cfg: ReplayConfig) -> ReplayResult:
         outcome = run_segments(trace, setup)
     with stage("record"):
         predicted = _predicted(trace, cfg, setup, outcome)
-    return ReplayResult(predicted, float(outcome.end.max()) if len(outcome.end) else 0.0, outcome.events,
+    ends = predicted.tasks["end"]  # the tasks run (a slot a step did not run holds no task)
+    return ReplayResult(predicted, float(ends.max()) if len(ends) else 0.0, outcome.events,
                         outcome.wall_s, cfg, model.fit_line() if model is not None else "", interval,
                         dict(stage.seconds))
 
@@ -232,7 +236,9 @@ def _setup(trace: Trace, cfg: ReplayConfig, cluster: Cluster, schedule: tuple[np
     """The first owners, the phases' barriers, every task's duration on a core (its cost, the
     executor's share and its waits for a shared lock), the lock, the balancer and the cuts."""
     tiling = trace.tiling
-    P, T = len(trace.phases), tiling.ntiles
+    T = tiling.ntiles
+    slot_phase, _ = trace.slots()
+    present = trace.slot_present()  # (steps, slots): a step that ran fewer iterations leaves slots empty
     policy = get_policy("geometric" if cfg.mpi_reference else cfg.placement)
 
     def place(cores: np.ndarray) -> np.ndarray:
@@ -248,14 +254,17 @@ def _setup(trace: Trace, cfg: ReplayConfig, cluster: Cluster, schedule: tuple[np
 
     first = cluster.core_array if cfg.invasive is not None else schedule[1][_row(schedule, trace.steps[0])]
     owner = place(first)
-    barrier = np.array([True] * P if cfg.mpi_reference else trace.barrier_phases, dtype=np.bool_)
-    lag = np.zeros(P, np.int64) if cfg.mpi_reference else np.asarray(trace.lagged_phases, np.int64)
+    J = len(slot_phase)
+    barrier = np.array([True] * J if cfg.mpi_reference else np.asarray(trace.barrier_phases)[slot_phase],
+                       dtype=np.bool_)
+    lag = np.zeros(J, np.int64) if cfg.mpi_reference else np.asarray(trace.lagged_phases, np.int64)[slot_phase]
     cost = trace.phase_table()
-    overhead = executor_overhead(cfg, cost.size, len(trace.messages["src"]))
+    overhead = executor_overhead(cfg, int(present.sum()) * T, len(trace.messages["src"]))
     calls = trace.phase_table("kernel_calls") if "kernel_calls" in trace.tasks else None
-    duration = cost + overhead + lock_waits(cfg, calls, cluster)
+    duration = (cost + overhead + lock_waits(cfg, calls, cluster)) * present[:, :, None]
     gil, process_of = _interpreter_lock(cfg, cost, trace.phase_table("kernel") if "kernel" in trace.tasks else None,
                                         cluster, overhead)
+    gil = gil * present[:, :, None]
     S = cost.shape[0]
     period = parse_period(cfg.period) if policy.dynamic else 0
     balancer = None
@@ -266,7 +275,9 @@ def _setup(trace: Trace, cfg: ReplayConfig, cluster: Cluster, schedule: tuple[np
     invasive = InvasiveModel(cfg.invasive, S) if cfg.invasive is not None else None
     fixed, cuts = segment_cuts(period, S, trace.steps, schedule, invasive is not None)
     tile_bytes = trace.tile_bytes if trace.tile_bytes is not None else np.zeros(T, np.int64)
-    return Setup(cluster, schedule, owner, barrier, lag, cost, duration, gil, process_of, balancer, fixed, cuts,
+    barrier_at = barrier[None, :] & present  # no barrier after a slot a step did not run
+    lag_at = np.broadcast_to(lag, present.shape).copy()
+    return Setup(cluster, schedule, owner, barrier_at, lag_at, cost, duration, gil, process_of, balancer, fixed, cuts,
                  invasive, tile_bytes, cfg.message_cpu_s, cfg.gil, cfg.memcpy_bandwidth, cfg.wake_s, cfg.restart_s,
                  place)
 
@@ -278,23 +289,30 @@ def _row(schedule: tuple[np.ndarray, np.ndarray], step: int) -> int:
 
 def _predicted(trace: Trace, cfg: ReplayConfig, setup: Setup, outcome: Outcome) -> Trace:
     """The predicted run's trace, in the schema of a measured one."""
-    steps, P, T = trace.steps, len(trace.phases), trace.tiling.ntiles
-    S = len(steps)
+    steps, T = trace.steps, trace.tiling.ntiles
+    slot_phase, slot_iteration = trace.slots()
+    S, P = len(steps), len(slot_phase)
     cluster = setup.cluster
+    ran = np.repeat(trace.slot_present().reshape(-1), T)  # the tasks of slots a step ran
+    tasks = {"step": np.repeat(steps, P * T), "phase": np.tile(np.repeat(slot_phase, T), S),
+             "iteration": np.tile(np.repeat(slot_iteration, T), S),
+             "tile": np.tile(np.arange(T), S * P), "node": outcome.node, "worker": outcome.core,
+             "start": outcome.start, "end": outcome.end, "cost": setup.cost.reshape(-1),
+             "work": _work(trace), **({"kernel": trace.phase_table("kernel").reshape(-1)}
+                                      if "kernel" in trace.tasks else {})}
     return Trace(
-        tasks={"step": np.repeat(steps, P * T), "phase": np.tile(np.repeat(np.arange(P), T), S),
-               "tile": np.tile(np.arange(T), S * P), "node": outcome.node, "worker": outcome.core,
-               "start": outcome.start, "end": outcome.end, "cost": setup.cost.reshape(-1),
-               "work": _work(trace), **({"kernel": trace.phase_table("kernel").reshape(-1)}
-                                        if "kernel" in trace.tasks else {})},
+        tasks={k: v[ran] for k, v in tasks.items()},
         messages=trace.messages, phases=trace.phases, tiling=trace.tiling, cluster=cluster,
         placement_steps=np.array(outcome.owner_steps), placement_owners=np.stack(outcome.owners),
-        step_end=outcome.end.reshape(S, P * T).max(axis=1), app=trace.app, scenario=trace.scenario, predicted=True,
+        step_end=np.where(ran, outcome.end, -np.inf).reshape(S, P * T).max(axis=1), app=trace.app,
+        scenario=trace.scenario, predicted=True,
         config={**trace.config, "replay": {k: v for k, v in cfg.__dict__.items()
                                            if k not in ("network", "proxy", "machine")}
                 | {"network": cluster.to_dict(), "proxy": cfg.proxy.scenario if cfg.proxy else None,
                    "invasive": dataclasses.asdict(cfg.invasive) if cfg.invasive else None}},
-        barrier_phases=list(setup.barrier), lagged_phases=[bool(v) for v in setup.lag], tile_bytes=setup.tile_bytes,
+        barrier_phases=[True] * len(trace.phases) if cfg.mpi_reference else trace.barrier_phases,
+        lagged_phases=[False] * len(trace.phases) if cfg.mpi_reference else trace.lagged_phases,
+        loop_phases=trace.loop_phases, tile_bytes=setup.tile_bytes,
         work_units=trace.work_units,
         balance=setup.balancer.records() if setup.balancer is not None else None,
         worker_steps=outcome.schedule[0], worker_cores=outcome.schedule[1],
@@ -439,10 +457,10 @@ def _interpreter_lock(cfg: ReplayConfig, cost: np.ndarray, kernel: np.ndarray | 
 
 
 def _work(trace: Trace) -> np.ndarray:
-    steps, P, T = trace.steps, len(trace.phases), trace.tiling.ntiles
+    steps, P, T = trace.steps, len(trace.slots()[0]), trace.tiling.ntiles
     work = np.zeros(len(steps) * P * T, np.int64)
     s_idx = np.searchsorted(steps, trace.tasks["step"])
-    np.add.at(work, (s_idx * P + trace.tasks["phase"]) * T + trace.tasks["tile"], trace.tasks["work"])
+    np.add.at(work, (s_idx * P + trace.slot_of(trace.tasks)) * T + trace.tasks["tile"], trace.tasks["work"])
     return work
 
 

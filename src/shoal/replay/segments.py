@@ -29,8 +29,8 @@ from .invasive import InvasiveModel
 @dataclass
 class Setup:
     """What the event loop runs: the modeled cluster and its worker threads over steps, the
-    first owners, each phase's barrier and lag, every task's duration and share under a
-    serialising lock (steps x phases x tiles), the lock of each node, the balancer, the
+    first owners, the barrier and lag after each slot of each step (steps x slots), every task's
+    duration and share under a serialising lock (steps x slots x tiles), the lock of each node, the balancer, the
     steps where segments must end and the placement on a set of nodes (``place(cores)``: by
     node of ``cluster``, on those whose ``cores`` are not 0)."""
 
@@ -117,8 +117,9 @@ def run_segments(trace: Trace, setup: Setup) -> Outcome:
             if setup.gil_kind != "none":  # moving messages holds the interpreter lock
                 seg_gil = seg_gil + comm
         tic = time.perf_counter()
-        start, end, core, n_events = simulate(np.ascontiguousarray(seg_duration), owner, cores, setup.barrier,
-                                              setup.lag, csr, mdst, mbytes, fsrc, fdst, fbytes, net.latency_s,
+        start, end, core, n_events = simulate(np.ascontiguousarray(seg_duration), owner, cores,
+                                              setup.barrier[s0:s1].reshape(-1), setup.lag[s0:s1].reshape(-1), csr,
+                                              mdst, mbytes, fsrc, fdst, fbytes, net.latency_s,
                                               net.bandwidth_Bps, net.overhead_s, setup.memcpy_bandwidth, t0, tx_free,
                                               rx_free, np.ascontiguousarray(seg_gil), setup.process_of, gil_free,
                                               setup.wake_s)
@@ -170,7 +171,8 @@ class _MessagesByStep:
         s_idx = np.searchsorted(trace.steps, m["step"])
         order = np.argsort(s_idx, kind="stable")
         self.step = s_idx[order]
-        self.phase, self.src, self.dst, self.bytes = (m[k][order] for k in ("phase", "src", "dst", "bytes"))
+        self.phase = trace.slot_of(m)[order]  # the reader's slot (its phase, without loops)
+        self.src, self.dst, self.bytes = (m[k][order] for k in ("src", "dst", "bytes"))
 
     def between(self, s0: int, s1: int):
         a, b = np.searchsorted(self.step, [s0, s1])

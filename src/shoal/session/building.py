@@ -38,6 +38,7 @@ from ..runtime.simulation import At, Every, Simulation, state_bytes
 from ..runtime.team import Team
 from ..tiling import Tiling
 from ..trace import Trace, TraceWriter, joined, mark_closed
+from ..trace.model import loop_phases
 from .frames import write_frame
 from .options import SimulationOptions
 from .resolving import Resolved, resolve
@@ -262,6 +263,7 @@ def _trace_start(plan: Resolved, built: Built, team: Team) -> Trace:
         step_end=np.zeros(0), app=sc.app, scenario=sc.name, config=sc.to_dict(),
         barrier_phases=[p.reduction is not None for p in phases], lagged_phases=[p.lagged for p in phases],
         work_units=[p.work for p in phases],
+        loop_phases=loop_phases(phases, sim.app.loops),
         tile_bytes=built.tile_bytes, balance=BALANCE.empty() if sim.balancer is not None else None,
         communication={"cpu_s": np.zeros(nodes), "messages": np.zeros(nodes, np.int64)} if team.distributed else None,
         worker_steps=np.zeros(0, np.int64), worker_cores=np.zeros((0, nodes), np.int64))

@@ -32,6 +32,9 @@ adds groups without changing the schema's version, and older traces still read:
 ``/phases`` — ``barrier`` bool per phase: phases followed by a global barrier; ``lagged``
     bool per phase: the barrier holds the next phase of the step after; attribute ``work``, a
     JSON list of what each phase's ``work`` counts (its ``Phase.work``: "particle pairs", ...).
+    Version 2 (written only when the app has loops): ``loop`` i4 per phase, the index of the
+    loop the phase repeats in (-1 outside loops); the task and message rows then carry their
+    ``iteration``, and a step's tasks are laid out in slots (``Trace.slots``).
 ``/tiles`` — ``state_bytes`` i8 per tile: bytes a migration of the tile moves.
 ``/balance`` — one row per balancing step, the columns of :data:`shoal.records.BALANCE`.
 ``/communication`` (runs across processes) — per node, ``cpu_s`` f8 (CPU seconds of the
@@ -80,11 +83,11 @@ file, the dataset and the row.
 """
 
 from .model import Trace, packed_by
-from .parts import aggregate, joined, scaled
+from .parts import aggregate, joined, scaled, with_iterations
 from .reading import PART_PREFIX, mark_closed
 from .schema import COMMITTED, DATASETS, GROUP_VERSIONS, LIBVER, MAX_CELLS, SCHEMA, VERSION
 from .writing import TraceWriter, store_machine
 
 __all__ = ["COMMITTED", "DATASETS", "GROUP_VERSIONS", "LIBVER", "MAX_CELLS", "PART_PREFIX", "SCHEMA", "VERSION",
-           "Trace", "TraceWriter", "aggregate", "joined", "mark_closed", "packed_by", "scaled",
+           "Trace", "TraceWriter", "aggregate", "joined", "mark_closed", "packed_by", "scaled", "with_iterations",
            "store_machine"]

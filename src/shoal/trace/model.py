@@ -34,6 +34,17 @@ def packed_by(step_index: np.ndarray, phase: np.ndarray, phases: int) -> tuple[n
     return np.where(first, step_index - 1, step_index), np.where(first, phases - 1, np.asarray(phase) - 1)
 
 
+def loop_phases(phases, loops) -> list[int]:
+    """Per phase, the index of the loop it repeats in (-1 outside loops): what a trace keeps of
+    an app's :class:`~shoal.runtime.graph.Loop` declarations."""
+    names = [p.name for p in phases]
+    out = [-1] * len(names)
+    for k, loop in enumerate(loops):
+        for i in range(names.index(loop.first), names.index(loop.last) + 1):
+            out[i] = k
+    return out
+
+
 @dataclass
 class Trace:
     """A trace in memory: record tables plus the run's tiling, cluster and placements."""
@@ -59,6 +70,7 @@ class Trace:
     worker_cores: np.ndarray | None = None  # (changes, nodes) worker threads per node
     machine: dict | None = None  # the machine model the run fitted (shoal.replay.machine.MachineModel.to_dict)
     work_units: list[str] | None = None  # what each phase's ``work`` counts (its ``Phase.work``)
+    loop_phases: list[int] | None = None  # per phase, the loop it repeats in (an index), or -1
 
     def __post_init__(self):
         self.tasks = TASKS.table(self.tasks)
@@ -67,6 +79,8 @@ class Trace:
             self.barrier_phases = [False] * len(self.phases)
         if self.lagged_phases is None:
             self.lagged_phases = [False] * len(self.phases)
+        if self.loop_phases is None:
+            self.loop_phases = [-1] * len(self.phases)
         if self.balance is not None:
             self.balance = BALANCE.table(self.balance)
         if self.worker_steps is None:
@@ -82,11 +96,12 @@ class Trace:
 
     @classmethod
     def of_run(cls, result, phases, tiling: Tiling, cluster: Cluster, placements: list[tuple[int, np.ndarray]],
-               workers: list[tuple[int, tuple[int, ...]]] | None = None, **meta) -> Trace:
-        """The trace of an executor's result (an ``ExecutionResult``) run with ``phases``:
-        ``placements`` and ``workers`` list (first step, owner table) and (first step, worker
-        threads per node) as they changed; ``meta`` fills the other fields."""
+               workers: list[tuple[int, tuple[int, ...]]] | None = None, loops=(), **meta) -> Trace:
+        """The trace of an executor's result (an ``ExecutionResult``) run with ``phases`` (and
+        ``loops``): ``placements`` and ``workers`` list (first step, owner table) and (first step,
+        worker threads per node) as they changed; ``meta`` fills the other fields."""
         workers = workers or [(result.first_step, cluster.cores)]
+        meta.setdefault("loop_phases", loop_phases(phases, loops))
         return cls(
             tasks=result.tasks, messages=result.messages, phases=[p.name for p in phases], tiling=tiling,
             cluster=Cluster(tuple(workers[0][1]), cluster.network),
@@ -159,11 +174,77 @@ class Trace:
         return out
 
     def phase_table(self, column: str = "cost") -> np.ndarray:
-        """A task column summed per step, phase and tile: shape (steps, phases, tiles)."""
-        cost = np.zeros((len(self.steps), len(self.phases), self.tiling.ntiles))
+        """A task column summed per step, slot and tile: shape (steps, slots, tiles). A slot is a
+        phase, or without loops one iteration of a phase of a loop (see :meth:`slots`)."""
+        phase, iteration = self.slots()
+        cost = np.zeros((len(self.steps), len(phase), self.tiling.ntiles))
         s_idx = np.searchsorted(self.steps, self.tasks["step"])
-        np.add.at(cost, (s_idx, self.tasks["phase"], self.tasks["tile"]), self.tasks[column])
+        np.add.at(cost, (s_idx, self.slot_of(self.tasks), self.tasks["tile"]), self.tasks[column])
         return cost
+
+    @property
+    def has_loops(self) -> bool:
+        """Whether some phase repeated in a loop (then a step's tasks are laid out in :meth:`slots`)."""
+        return any(v >= 0 for v in self.loop_phases) and "iteration" in self.tasks
+
+    def slots(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(phase, iteration)`` of every place a step's tasks take, in the order a step runs
+        them: the phases, each phase of a loop once per iteration up to the most any step ran
+        (a step that ran fewer leaves the rest empty: :meth:`slot_present`). Without loops,
+        the phases."""
+        P = len(self.phases)
+        if not self.has_loops:
+            return np.arange(P), np.zeros(P, np.int64)
+        most = np.zeros(P, np.int64)
+        np.maximum.at(most, self.tasks["phase"].astype(np.int64), self.tasks["iteration"].astype(np.int64) + 1)
+        phase, iteration, p = [], [], 0
+        while p < P:
+            loop = self.loop_phases[p]
+            if loop < 0:
+                phase.append(p)
+                iteration.append(0)
+                p += 1
+                continue
+            span = [q for q in range(p, P) if self.loop_phases[q] == loop]
+            for it in range(int(most[span].max(initial=1))):
+                phase += span
+                iteration += [it] * len(span)
+            p = span[-1] + 1
+        return np.array(phase, np.int64), np.array(iteration, np.int64)
+
+    def slot_of(self, table: dict[str, np.ndarray]) -> np.ndarray:
+        """The slot (see :meth:`slots`) of every row of a task or message table."""
+        if not self.has_loops:
+            return table["phase"].astype(np.int64)
+        phase, iteration = self.slots()
+        where = np.full((len(self.phases), int(iteration.max()) + 1), -1, np.int64)
+        where[phase, iteration] = np.arange(len(phase))
+        it = table["iteration"] if "iteration" in table else np.zeros(len(table["phase"]), np.int64)
+        return where[table["phase"].astype(np.int64), it.astype(np.int64)]
+
+    def slot_present(self) -> np.ndarray:
+        """Which slots every step ran: shape (steps, slots) (all of them without loops)."""
+        present = np.zeros((len(self.steps), len(self.slots()[0])), bool)
+        present[np.searchsorted(self.steps, self.tasks["step"]), self.slot_of(self.tasks)] = True
+        return present
+
+    def iterations(self) -> dict[tuple[int, str], int]:
+        """``{(step, loop name): iterations}`` of every step's loops (a loop is named after its
+        first phase); empty without loops."""
+        if not self.has_loops:
+            return {}
+        out: dict[tuple[int, str], int] = {}
+        first = {}
+        for p, loop in enumerate(self.loop_phases):
+            if loop >= 0:
+                first.setdefault(loop, p)
+        t = self.tasks
+        for p in first.values():
+            rows = t["phase"] == p
+            steps, its = t["step"][rows], t["iteration"][rows]
+            for step in np.unique(steps):
+                out[(int(step), self.phases[p])] = int(its[steps == step].max()) + 1
+        return out
 
     def with_tasks(self, **columns) -> Trace:
         """This trace with some task columns replaced."""

@@ -104,35 +104,40 @@ def aggregate(trace: Trace, coarse: Tiling) -> Trace:
 
     A coarse tile's cost per (step, phase) is the sum of its fine tiles' costs (its work too);
     messages between fine tiles of one coarse tile are dropped, the others summed per
-    (step, phase, coarse source, coarse destination). Timing columns are kept from the fine
+    (step, phase, coarse source, coarse destination). A phase of a loop counts once per
+    iteration (per slot: :meth:`Trace.slots`). Timing columns are kept from the fine
     trace only where they still mean something (none: ``start``/``end`` become 0, ``ready`` goes).
     """
     fine_to_coarse = trace.tiling.fine_to_coarse(coarse)
     t = trace.tasks
-    steps, P, C = trace.steps, len(trace.phases), coarse.ntiles
+    slot_phase, slot_iteration = trace.slots()
+    steps, P, C = trace.steps, len(slot_phase), coarse.ntiles
     s_idx = np.searchsorted(steps, t["step"])
-    key = (s_idx * P + t["phase"]) * C + fine_to_coarse[t["tile"]]
+    key = (s_idx * P + trace.slot_of(t)) * C + fine_to_coarse[t["tile"]]
     n = len(steps) * P * C
     cost = np.bincount(key, weights=t["cost"], minlength=n)
     work = np.bincount(key, weights=t["work"], minlength=n).astype(np.int64)
     extra = {c.name: np.bincount(key, weights=t[c.name], minlength=n).astype(c.dtype)
-             for c in TASKS.columns if c.optional and c.name in t and c.name != "ready"}  # a time, like start
+             for c in TASKS.columns if c.optional and c.name in t and c.name not in ("ready", "iteration")}
     grid_s, grid_p, grid_t = np.unravel_index(np.arange(n), (len(steps), P, C))
+    ran = np.repeat(trace.slot_present().reshape(-1), C)  # a slot a step did not run has no tasks
     m = trace.messages
     src, dst = fine_to_coarse[m["src"]], fine_to_coarse[m["dst"]]
     cross = src != dst
     ms = np.searchsorted(steps, m["step"][cross])
-    mkey = ((ms * P + m["phase"][cross]) * C + src[cross]) * C + dst[cross]
+    mkey = ((ms * P + trace.slot_of(m)[cross]) * C + src[cross]) * C + dst[cross]
     ukey, inverse = np.unique(mkey, return_inverse=True)
     mbytes = np.bincount(inverse, weights=m["bytes"][cross]).astype(np.int64)
     u_s, u_p, u_src, u_dst = np.unravel_index(ukey, (len(steps), P, C, C))
     cluster_owner = np.stack([_coarse_owner(o, fine_to_coarse, C) for o in trace.placement_owners])
     return replace(
         trace,
-        tasks={"step": steps[grid_s], "phase": grid_p, "tile": grid_t, "node": np.zeros(n, np.int32),
-               "worker": np.zeros(n, np.int32), "start": np.zeros(n), "end": np.zeros(n), "cost": cost,
-               "work": work, **extra},
-        messages={"step": steps[u_s], "phase": u_p, "src": u_src, "dst": u_dst, "bytes": mbytes},
+        tasks={k: v[ran] for k, v in {
+            "step": steps[grid_s], "phase": slot_phase[grid_p], "iteration": slot_iteration[grid_p], "tile": grid_t,
+            "node": np.zeros(n, np.int32), "worker": np.zeros(n, np.int32), "start": np.zeros(n), "end": np.zeros(n),
+            "cost": cost, "work": work, **extra}.items()},
+        messages={"step": steps[u_s], "phase": slot_phase[u_p], "iteration": slot_iteration[u_p], "src": u_src,
+                  "dst": u_dst, "bytes": mbytes},
         tiling=coarse, placement_owners=cluster_owner,
         tile_bytes=np.bincount(fine_to_coarse, weights=trace.tile_bytes, minlength=C).astype(np.int64)
         if trace.tile_bytes is not None else None,
@@ -152,3 +157,38 @@ def scaled(trace: Trace, speed: float) -> Trace:
     return replace(trace.with_tasks(**faster),
                    communication=None if trace.communication is None else
                    {"cpu_s": trace.communication["cpu_s"] / speed, "messages": trace.communication["messages"]})
+
+def with_iterations(trace: Trace, iterations: int) -> Trace:
+    """The trace as if every loop of every step had run ``iterations`` iterations: later
+    iterations than that dropped, missing ones repeating the step's last recorded iteration
+    (its tasks and messages, costs and work alike: the convergence rate is not modeled, only
+    the count). The replay's answer to "and with n iterations?"."""
+    if not isinstance(iterations, int) or iterations < 1:
+        raise ShoalError(f"iterations must be a positive integer, got {iterations!r}")
+    if not trace.has_loops:
+        raise ShoalError(f"the trace of {trace.scenario or trace.app or 'this run'} has no loop to run "
+                         f"{iterations} iterations of")
+    in_loop = np.asarray(trace.loop_phases) >= 0
+
+    def redone(table: dict[str, np.ndarray], schema) -> dict[str, np.ndarray]:
+        looped = in_loop[table["phase"].astype(np.int64)]
+        kept = ~looped | (table["iteration"] < iterations)
+        parts = [schema.select(table, kept)]
+        # the last iteration of every step's loops, repeated up to ``iterations``
+        rows = np.flatnonzero(looped)
+        if len(rows):
+            loop = np.asarray(trace.loop_phases)[table["phase"][rows].astype(np.int64)]
+            key = table["step"][rows].astype(np.int64) * len(trace.phases) + loop
+            last = np.zeros(int(key.max()) + 1, np.int64)
+            np.maximum.at(last, key, table["iteration"][rows].astype(np.int64))
+            tail = rows[table["iteration"][rows] == last[key]]
+            for it in range(int(last[key].min()) + 1, iterations):
+                copy = tail[table["iteration"][tail] < it]
+                if len(copy):
+                    extra = schema.select(table, copy)
+                    extra["iteration"] = np.full(len(copy), it, dtype=extra["iteration"].dtype)
+                    parts.append(extra)
+        out = schema.concat(parts)
+        return schema.select(out, np.argsort(out["step"], kind="stable"))
+
+    return replace(trace, tasks=redone(trace.tasks, TASKS), messages=redone(trace.messages, MESSAGES))

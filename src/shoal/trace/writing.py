@@ -129,9 +129,12 @@ def _create(f: h5py.File, t: Trace) -> None:
     _dataset(g, "cores", np.asarray(t.cluster.cores, dtype=np.int32))
     net = t.cluster.network
     g.attrs.update(latency_s=net.latency_s, bandwidth_Bps=net.bandwidth_Bps, overhead_s=net.overhead_s)
-    g = _optional_group(f, "phases")
+    # Version 2 adds the loops: a trace without any stays readable by a reader of version 1.
+    g = _optional_group(f, "phases", 2 if any(v >= 0 for v in t.loop_phases) else 1)
     _dataset(g, "barrier", np.asarray(t.barrier_phases, dtype=bool))
     _dataset(g, "lagged", np.asarray(t.lagged_phases, dtype=bool))
+    if any(v >= 0 for v in t.loop_phases):
+        _dataset(g, "loop", np.asarray(t.loop_phases, dtype=np.int32))
     if t.work_units is not None:
         g.attrs["work"] = json.dumps(list(t.work_units))
     if t.tile_bytes is not None:
