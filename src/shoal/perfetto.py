@@ -77,12 +77,12 @@ def flow_events(trace: Trace, mask: np.ndarray, at_ns: np.ndarray, pid: np.ndarr
     t, m = trace.tasks, trace.messages
     if not len(m["step"]):
         return []
-    steps, P, T = trace.steps, len(trace.phases), trace.tiling.ntiles
+    steps, P, T = trace.steps, len(trace.slots()[0]), trace.tiling.ntiles  # a loop's phase: once per iteration
 
-    def key(s_idx, phase, tile):  # a task's (step index, phase, tile) as one number
+    def key(s_idx, phase, tile):  # a task's (step index, slot, tile) as one number
         return (s_idx.astype(np.int64) * P + phase) * T + tile
 
-    task_key = key(np.searchsorted(steps, t["step"][mask]), t["phase"][mask].astype(np.int64), t["tile"][mask])
+    task_key = key(np.searchsorted(steps, t["step"][mask]), trace.slot_of(t)[mask], t["tile"][mask])
     order = np.argsort(task_key, kind="stable")
     sorted_keys = task_key[order]
 
@@ -90,7 +90,7 @@ def flow_events(trace: Trace, mask: np.ndarray, at_ns: np.ndarray, pid: np.ndarr
         i = np.minimum(np.searchsorted(sorted_keys, k), len(sorted_keys) - 1)
         return np.where((k >= 0) & (len(sorted_keys) > 0) & (sorted_keys[i] == k), order[i], -1)
 
-    s_idx, phase = np.searchsorted(steps, m["step"]), m["phase"].astype(np.int64)
+    s_idx, phase = np.searchsorted(steps, m["step"]), trace.slot_of(m)
     # The payload read by (step, phase) is packed by the source tile's task just before it.
     packer = find(key(*packed_by(s_idx, phase, P), m["src"]))
     reader = find(key(s_idx, phase, m["dst"]))

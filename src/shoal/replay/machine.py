@@ -284,25 +284,26 @@ def ready_times(trace) -> np.ndarray:
     t = trace.tasks
     if "ready" in t and np.any(t["ready"] > 0):
         return t["ready"].astype(np.float64)
-    steps, P, T = trace.steps, len(trace.phases), trace.tiling.ntiles
+    slot_phase, _ = trace.slots()  # a loop's phases once per iteration
+    steps, P, T = trace.steps, len(slot_phase), trace.tiling.ntiles
     S = len(steps)
     s_idx = np.searchsorted(steps, t["step"])
-    row = (s_idx * P + t["phase"]) * T + t["tile"]
+    row = (s_idx * P + trace.slot_of(t)) * T + t["tile"]
     end = np.full(S * P * T, np.nan)
     end[row] = t["end"]
     ready = np.full(S * P * T, -np.inf)
     ready[T:] = end[:-T]  # the tile's previous task (one task per tile per phase)
     m = trace.messages
-    ms, mp = np.searchsorted(steps, m["step"]), m["phase"].astype(np.int64)
+    ms, mp = np.searchsorted(steps, m["step"]), trace.slot_of(m)
     producer = np.where(mp > 0, (ms * P + mp - 1) * T + m["src"], ((ms - 1) * P + P - 1) * T + m["src"])
     reader = (ms * P + mp) * T + m["dst"]
     ok = producer >= 0
     np.fmax.at(ready, reader[ok], end[producer[ok]])
     grid = end.reshape(S, P, T)
     for p in range(P):
-        if not trace.barrier_phases[p]:
+        if not trace.barrier_phases[slot_phase[p]]:
             continue
-        lag = int(bool(trace.lagged_phases[p]))
+        lag = int(bool(trace.lagged_phases[slot_phase[p]]))
         release = np.max(grid[:, p], axis=1)  # (S,)
         nxt = (np.arange(S) * P + p + 1 + lag * P) * T
         for s in np.flatnonzero(nxt < S * P * T):

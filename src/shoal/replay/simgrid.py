@@ -46,14 +46,17 @@ def export_tit(trace: Trace, out: str | Path, network: Network | None = None, sa
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     net = network or trace.cluster.network
-    T, P = trace.tiling.ntiles, len(trace.phases)
+    T, P = trace.tiling.ntiles, len(trace.slots()[0])  # a loop's phases once per iteration
     steps = trace.steps
     cost = trace.phase_table()
+    present = trace.slot_present()
     m = trace.messages
-    # Halos read by (step, phase) are sent after the task that packed them: keyed by it.
-    producer_step, producer_phase = packed_by(np.searchsorted(steps, m["step"]), m["phase"].astype(np.int64), P)
+    # Halos read by (step, slot) are sent after the task that packed them: keyed by it.
+    producer_step, producer_phase = packed_by(np.searchsorted(steps, m["step"]), trace.slot_of(m), P)
     sends = {}
     for ps, pp, src, dst, nbytes in zip(producer_step, producer_phase, m["src"], m["dst"], m["bytes"], strict=True):
+        while ps >= 0 and pp > 0 and not present[ps, pp]:  # after a loop's last iteration: sent by that one
+            pp -= 1
         sends.setdefault((int(ps), int(pp)), []).append((int(src), int(dst), int(nbytes)))
     lines = [[f"{r} init"] for r in range(T)]
     first = sends.get((-1, P - 1), [])  # halos of the very first phase
@@ -62,7 +65,7 @@ def export_tit(trace: Trace, out: str | Path, network: Network | None = None, sa
         for r in range(T):
             if sampi:
                 lines[r].append(f"{r} iteration_in")
-        for p in range(P):
+        for p in np.flatnonzero(present[s]):  # the slots the step ran
             for r in range(T):
                 lines[r].append(f"{r} compute {cost[s, p, r] * HOST_SPEED:.6g}")
             _exchange(lines, sends.get((s, p), []))
