@@ -113,6 +113,26 @@ MESSAGES = Schema("messages", (
            optional=True),
 ))
 
+JOB_RUNS = Schema("job runs", (
+    Column("step", np.int32, "", "step of the job phase the range ran in"),
+    Column("iteration", np.int32, "", "iteration of the loop the job phase repeats in (0 outside loops)"),
+    Column("phase", np.int16, "", "the job phase"),
+    Column("job", np.int64, "", "global job id: the order the tiles emitted the jobs in (tile order)"),
+    Column("kind", np.int8, "", "0 data request, 1 data reply, 2 work"),
+    Column("a", np.int32, "", "first tile the job reads"),
+    Column("b", np.int32, "", "second tile the job reads, -1 for a job of one tile"),
+    Column("first", np.int64, "item", "first item of the range"),
+    Column("stop", np.int64, "item", "one past the range's last item"),
+    Column("node", np.int32, "", "node that ran the range"),
+    Column("worker", np.int32, "", "worker thread within the node"),
+    Column("start", np.float64, "s", "wall time since the run began when the range started"),
+    Column("end", np.float64, "s", "wall time since the run began when the range ended"),
+    Column("cost", np.float64, "s", "CPU time of the range"),
+    Column("work", np.int64, "job unit", "the app's count of what the range did"),
+    Column("predicted", np.float64, "s", "the job's predicted cost, shared by its ranges in proportion to items"),
+    Column("fetched", np.int64, "B", "bytes of the tiles' inputs that came from another node"),
+))
+
 BALANCE = Schema("balance", (
     Column("step", np.int32, "", "first step under the new placement"),
     Column("plan_s", np.float64, "s", "time the policy took to plan"),

@@ -40,6 +40,20 @@ class Phase:
     halo : bool
         Whether the phase reads its neighbours' halos, packed from their state right after
         their previous task by the app's method named ``pack``.
+    emits_jobs : bool
+        The phase's method returns ``(work, jobs)``: the jobs this tile wants run at the next
+        phase, a list of ``(other tile or -1, size in items, predicted seconds)``, or of
+        ``(other tile or -1, size, predicted seconds, kind)`` with kind ``"request"``, ``"reply"`` or
+        ``"work"``. The tiles' lists, in tile-id order, are the step's jobs (their ids follow that
+        order): a barrier, like a reduction. The next phase must be a job phase.
+    jobs : str
+        This phase runs jobs first: the app's method named here runs one job, or one range of
+        its items, on any core of the node the job policy chose, as ``(job, inputs, first,
+        stop, ctx)`` (``job`` a dict of its row, ``inputs`` each tile's payload packed by the
+        method ``pack`` names, ``(state, tile) -> payload``) and returns ``(work, results)``,
+        one result per tile the job reads. Each tile's task of the phase then runs with the
+        results for it in ``halos``, keyed ``(job, first)`` in that order, so the state never
+        depends on where the jobs ran.
     reads : {"all", "faces", "app"}
         Whom a phase with ``halo`` reads: every neighbour of its tile (across faces, edges and
         corners: the default), its face neighbours only (a stencil that reads no diagonal
@@ -78,8 +92,16 @@ class Phase:
     pack: str = "pack_halos"
     work: str = "items"
     reads: str = ""
+    emits_jobs: bool = False
+    jobs: str = ""
 
     def __post_init__(self):
+        if self.jobs and (self.halo or self.reads):
+            raise ValueError(f"phase {self.name!r} runs jobs: its inputs are the jobs' results, not halos")
+        if self.emits_jobs and self.reduction is not None:
+            raise ValueError(f"phase {self.name!r} emits jobs, which is its barrier's value: it cannot reduce too")
+        if self.jobs and self.pack == "pack_halos":
+            object.__setattr__(self, "pack", "pack_job_input")
         if self.reads and self.reads not in STENCILS:
             raise ValueError(f"phase {self.name!r}: unknown stencil {self.reads!r}; known: {', '.join(STENCILS)}")
         if self.reads:
@@ -110,7 +132,24 @@ class Phase:
     @property
     def barrier(self) -> bool:
         """Whether every tile waits for every other at the end of this phase."""
-        return self.reduction is not None and not self.lagged
+        return (self.reduction is not None and not self.lagged) or self.emits_jobs
+
+    @property
+    def gathers(self) -> bool:
+        """Whether every tile's task hands the executor a value (to reduce, or jobs to run)."""
+        return self.reduction is not None or self.emits_jobs
+
+
+def check_jobs_order(phases) -> None:
+    """Refuse phases whose jobs come from nowhere: a job phase must follow a phase that emits
+    jobs, and a phase that emits jobs must precede one that runs them."""
+    for k, phase in enumerate(phases):
+        before = phases[k - 1] if k else None
+        after = phases[k + 1] if k + 1 < len(phases) else None
+        if phase.jobs and not (before is not None and before.emits_jobs):
+            raise TypeError(f"phase {phase.name!r} runs jobs but the phase before it does not emit them")
+        if phase.emits_jobs and not (after is not None and after.jobs):
+            raise TypeError(f"phase {phase.name!r} emits jobs but the phase after it does not run them")
 
 
 def reduce_in_order(kind: str | tuple[str, ...], values: list) -> float | tuple[float, ...]:
@@ -188,13 +227,17 @@ class App(abc.ABC):
     #: Groups of phases that repeat while :meth:`again` says so (an iterative solve).
     loops: ClassVar[tuple[Loop, ...]] = ()
     grid: tuple[int, ...]
+    #: A job of more items than this is cut into ranges the cores of its node share (contact
+    #: mechanics, Algorithms 3 and 4); 0: never.
+    job_split: ClassVar[int] = 0
     #: State keys the next task recomputes: never checkpointed, never migrated.
     transient: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         for phase in getattr(cls, "phases", ()):
-            for method in (phase.method, *((phase.pack,) if phase.halo else ())):
+            for method in (phase.method, *((phase.pack,) if phase.halo or phase.jobs else ()),
+                           *((phase.jobs,) if phase.jobs else ())):
                 if getattr(cls, method, None) in (None, getattr(App, method, None)):
                     raise TypeError(f"app {cls.__name__}: phase {phase.name!r} needs method {method!r}, "
                                     "which the class does not define")
@@ -203,6 +246,7 @@ class App(abc.ABC):
                                 "and the class does not define reads()")
         if isinstance(getattr(cls, "phases", None), tuple):
             loop_spans(cls.phases, cls.loops)
+            check_jobs_order(cls.phases)
             if cls.loops and getattr(cls, "again", None) is App.again:
                 raise TypeError(f"app {cls.__name__}: it declares loops and does not define again()")
         if getattr(cls, "phases", None) and cls.phases[-1].lagged:

@@ -172,7 +172,7 @@ def loop_spans(phases, loops) -> list[tuple[int, int, Loop]]:
         a, b = names.index(loop.first), names.index(loop.last)
         if a > b:
             raise TypeError(f"loop {loop.first}..{loop.last}: its first phase comes after its last")
-        if not phases[b].barrier:
+        if phases[b].reduction is None or phases[b].lagged:
             raise TypeError(f"loop {loop.first}..{loop.last}: its last phase must reduce the value the loop "
                             "decides on (a reduction that is not lagged)")
         if any(phases[i].lagged for i in range(a, b + 1)):

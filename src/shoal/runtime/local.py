@@ -38,7 +38,7 @@ import numpy as np
 from ..cluster import Cluster
 from ..errors import ShoalError
 from ..log import logger
-from ..records import MESSAGES, TASKS
+from ..records import JOB_RUNS, MESSAGES, TASKS
 from ..tiling import Tiling
 from .app import App, StepContext, payload_bytes, reduce_in_order
 from .graph import StepGraph, TaskSequence
@@ -142,6 +142,9 @@ class ExecutionResult:
     iterations : dict
         ``{(step, loop name): iterations run}`` of every loop of the steps run (a loop is named
         after its first phase).
+    jobs : dict of ndarray, optional
+        A :data:`~shoal.records.JOB_RUNS` table: every range of a job run here (none: no job
+        phase ran).
     """
 
     states: dict[int, Any]
@@ -158,6 +161,7 @@ class ExecutionResult:
     comm_cpu_s: np.ndarray | None = None
     comm_messages: np.ndarray | None = None
     iterations: dict[tuple[int, str], int] = field(default_factory=dict)
+    jobs: dict[str, np.ndarray] | None = None
 
 
 class LocalExecutor:
@@ -178,14 +182,16 @@ class LocalExecutor:
     keep the process alive).
     """
 
-    def __init__(self, app: App, tiling: Tiling, cluster: Cluster, owner: np.ndarray):
+    def __init__(self, app: App, tiling: Tiling, cluster: Cluster, owner: np.ndarray, job_policy: str = "locality"):
         self.app = app
+        self.job_policy = job_policy  # where a job phase's jobs run (shoal.placement.job_policies)
         self.tiling = tiling
         self.cluster = cluster
         self.owner = np.asarray(owner, dtype=np.int64).copy()
         self.phases = tuple(app.phases)
         self._runners = [getattr(app, p.method) for p in self.phases]
-        self._packers = [getattr(app, p.pack) if p.halo else None for p in self.phases]
+        self._packers = [getattr(app, p.pack) if p.halo or p.jobs else None for p in self.phases]
+        self._job_runners = [getattr(app, p.jobs) if p.jobs else None for p in self.phases]
         self.graph = StepGraph(app, tiling)
         self._pools = {node: WorkerPool(cluster.cores[node], f"shoal-node{node}", configure_worker_thread)
                        for node in self._nodes_here()}
@@ -322,6 +328,7 @@ class LocalExecutor:
             tasks=self._task_rows(slice(0, end * T)),
             messages=MESSAGES.select(messages, sent),
             iterations={k: v for k, v in self._iterations.items() if k[0] < first_step + done},
+            jobs=JOB_RUNS.from_rows(self._job_rows) if self._job_rows else None,
             reductions={k: v for k, v in self._reduced.items() if k[0] < first_step + done},
             wall_s=wall, step_end=self._step_end[:done],
             oversubscribed=self.cluster.total_cores > (os.cpu_count() or 1),
@@ -466,7 +473,7 @@ class LocalExecutor:
         self._here = here
         self._n_here = int(here.sum())
         self._idle = here.tolist()  # not running, not queued (tiles elsewhere never run here)
-        self._reduces = [p.reduction is not None for p in self.phases]
+        self._reduces = [p.gathers for p in self.phases]  # tasks that hand a value in (to reduce, or jobs)
         self._reductions_done = 0
         self._inbox: list[dict[int, dict[int, Any]]] = [dict() for _ in range(T)]
         self._tokens: list[dict[int, int]] = [dict() for _ in range(T)]
@@ -502,6 +509,12 @@ class LocalExecutor:
         self._edges_of: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per distinct links: (src, dst)
         self._m_bytes: list[int] = []  # -1: not packed (yet)
         self._reduce_prefix = [0]  # reductions among the first k instances
+        # Jobs (a job phase's instance): every tile's input, packed after its task before; per
+        # instance the ranges to run, (job row, first, stop, node); the rows of ranges run.
+        self._job_tasks: list[bool] = []
+        self._job_inputs: dict[int, Any] = {}
+        self._units: dict[int, list] = {}
+        self._job_rows: list[tuple] = []
         self._limit = 0  # tasks from this instance on are not run (not yet in the sequence, or after a stop)
         self._append(self._seq.extend())
 
@@ -513,8 +526,10 @@ class LocalExecutor:
             phase, step = seq.phase[i], seq.step[i]
             links = self.graph.links(phase, step + first)
             self._links.append(links)
-            self._fanins.append(None if links is None else links.fanin)
-            self._halo_tasks.append(links is not None)
+            jobs = bool(self.phases[phase].jobs)
+            self._job_tasks.append(jobs)
+            self._fanins.append(None if links is None else links.fanin)  # a job phase's: set as its jobs are
+            self._halo_tasks.append(links is not None or jobs)  # the task before packs its inputs
             if links is None:
                 self._msg_offset.append(self._msg_offset[-1])
             else:
@@ -578,7 +593,7 @@ class LocalExecutor:
         if task == 0:
             return 0  # it reads the reductions of the step before the run
         prev = self.phases[self._seq.phase[task - 1]]
-        if not prev.reduction:
+        if not prev.gathers:
             return 0
         return 1 if not prev.lagged or self._seq.step[task] >= 1 else 0
 
@@ -668,6 +683,7 @@ class LocalExecutor:
     def _worker(self, node: int, worker: int) -> None:
         queue, cond, lock, finished = self._queues[node], self._conds[node], self._lock, self._finished
         T, t_run, seq_phase, seq_step = self._T, self._t0, self._seq.phase, self._seq.step
+        job_tasks = self._job_tasks
         tiling, runners, reduces, halo_tasks = self.tiling, self._runners, self._reduces, self._halo_tasks
         inbox, tokens, token_tasks, contexts = self._inbox, self._tokens, self._token_tasks, self._contexts
         nexts, idle, fanins, left_in_step = self._next, self._idle, self._fanins, self._left_in_step
@@ -727,8 +743,12 @@ class LocalExecutor:
                         # A worker sleeps and none is moving messages: wake one to do it.
                         self._woken[node] += 1
                         cond.notify()
-                if task >= 0:
+                if tile < -1:  # a range of a job
+                    ctx = contexts.get(task) or self._context(task)
+                elif task >= 0:
                     halos = inbox[tile].pop(task, None) or {}
+                    if job_tasks[task]:  # the results of the jobs that read it, in (job, first item) order
+                        halos = dict(sorted(halos.items()))
                     if token_tasks[task]:
                         del tokens[tile][task]
                     ctx = contexts.get(task)
@@ -736,6 +756,11 @@ class LocalExecutor:
                         ctx = self._context(task)
             if pump is not None:
                 pump()  # the halos just posted leave before this task runs
+            if tile < -1:
+                if not self._run_unit(node, worker, -2 - tile, task, ctx):
+                    return
+                task = -1
+                continue
             state = states[tile]
             if task < 0:  # pack ahead of task -1 - task (see _pack_ahead)
                 if not self._pack_ahead_of(tile, -1 - task, state):
@@ -783,7 +808,8 @@ class LocalExecutor:
             self._fail(exc, tile, task)
             return False
         with self._lock:
-            self._post_halos(tile, task, out)
+            if out is not None:
+                self._post_halos(tile, task, out)
             self._idle[tile] = True
             self._try_ready(tile)
         return True
@@ -794,6 +820,9 @@ class LocalExecutor:
 
         Called outside the lock: only this tile's worker touches its rows and its state.
         """
+        if self._job_tasks[task]:  # one input for every job that reads the tile, kept here
+            self._job_inputs[tile] = self._packers[self._seq.phase[task]](state, tile)
+            return None
         payloads = self._packers[self._seq.phase[task]](state, tile, self.tiling)
         links = self._links[task]
         # Loops in C (map), not comprehensions: this runs for every task and every reader.
@@ -825,11 +854,15 @@ class LocalExecutor:
         del self._missing[task]
         seq = self._seq
         phase = self.phases[seq.phase[task]]
-        result = reduce_in_order(phase.reduction, vals)
+        result = None if phase.emits_jobs else reduce_in_order(phase.reduction, vals)
         del self._values[task]
         step = seq.step[task] + self.first_step
-        self._reduced[(step, phase.name)] = result
         self._reductions_done += 1
+        if phase.emits_jobs:
+            self._emit_jobs(task + 1, vals)
+            self._give_token(task + 1)
+            return
+        self._reduced[(step, phase.name)] = result
         if phase.lagged:
             reader = self._lag_readers.pop((seq.step[task], seq.phase[task]), None)
             if reader is not None:  # else not in the sequence yet (it takes the token then) or in the next run
@@ -843,6 +876,68 @@ class LocalExecutor:
             self._pack_ahead(task + 1)
         if task + 1 < self._limit:  # else read by the next run, which gets it in reduced_before
             self._give_token(task + 1)
+
+    def _emit_jobs(self, task: int, listed: list) -> None:
+        """The tiles' jobs for the job phase ``task`` (lists in tile order) are in: place them
+        (the job policy), cut big ones into ranges (the node's cores), and queue those of this
+        process's nodes; each tile's task then waits for the results of every range that reads
+        it (caller holds the lock)."""
+        from ..placement.job_policies import job_policy
+        from ..placement.job_split import node_work
+        from ..placement.jobs import job_table
+
+        a, b, size, cost, kind = [], [], [], [], []
+        for tile, jobs in enumerate(listed):
+            for entry in jobs:
+                a.append(tile)
+                b.append(int(entry[0]))
+                size.append(int(entry[1]))
+                cost.append(float(entry[2]))
+                kind.append(entry[3] if len(entry) > 3 else "work")
+        jobs = job_table(np.array(a, np.int64), np.array(b, np.int64), cost=np.array(cost), size=np.array(size),
+                         kind=kind)
+        job_node = job_policy(self.job_policy).place(jobs, self.owner, self.cluster)
+        units, counts = [], [0] * self._T
+        for node, work in enumerate(node_work(jobs, job_node, self.cluster, self.app.job_split)):
+            for job, first, stop in zip(work["job"].tolist(), work["start"].tolist(), work["end"].tolist(),
+                                        strict=True):
+                row = {k: v[job].item() for k, v in jobs.items()}  # job ids are row numbers
+                units.append((row, first, stop, node))
+                counts[row["a"]] += 1
+                if row["b"] >= 0:
+                    counts[row["b"]] += 1
+        self._fanins[task] = counts
+        self._units[task] = units
+        for u, (_, _, _, node) in enumerate(units):
+            if node in self._pools:
+                self._enqueue(node, -2 - u, task)
+
+    def _run_unit(self, node: int, worker: int, unit: int, task: int, ctx: StepContext) -> bool:
+        """Run one range of a job on this worker, then hand each tile it read its result;
+        False if the app's job method failed."""
+        row, first, stop, _ = self._units[task][unit]
+        tiles = [row["a"]] + ([row["b"]] if row["b"] >= 0 else [])
+        inputs = {t: self._job_inputs[t] for t in tiles}
+        clock = thread_clock()
+        try:
+            k0, n0 = clock
+            t0, c0 = time.perf_counter(), time.thread_time()
+            work, results = self._job_runners[self._seq.phase[task]](row, inputs, first, stop, ctx)
+            c1, t1 = time.thread_time(), time.perf_counter()
+            if sorted(results) != tiles:
+                raise ShoalError(f"job {row['job']} reads tiles {tiles} and returned results for {sorted(results)}")
+        except BaseException as exc:  # stop every worker, report from the main thread
+            self._fail(exc, row["a"], task)
+            return False
+        fetched = sum(payload_bytes(inputs[t]) for t in tiles if self._owner_of[t] != node)
+        share = (stop - first) / row["size"] if row["size"] else 1.0
+        with self._lock:
+            self._job_rows.append((self._seq.step[task] + self.first_step, self._seq.iteration[task],
+                                   self._seq.phase[task], row["job"], row["kind"], row["a"], row["b"], first, stop,
+                                   node, worker, t0 - self._t0, t1 - self._t0, c1 - c0, int(work),
+                                   row["cost"] * share, fetched))
+            self._deliver((row["job"], first), task, tiles, [results[t] for t in tiles])
+        return True
 
     def _decide(self, task: int, value) -> None:
         """The reduction ending a loop's iteration is done: ask the app whether another follows,
@@ -922,7 +1017,18 @@ def merge_results(parts: list[ExecutionResult]) -> ExecutionResult:
         comm_cpu_s=sum_present([r.comm_cpu_s for r in parts]),
         comm_messages=sum_present([r.comm_messages for r in parts]),
         iterations={k: v for r in parts for k, v in r.iterations.items()},
+        jobs=_shifted_jobs(parts),
     )
+
+
+def _shifted_jobs(parts: list[ExecutionResult]) -> dict[str, np.ndarray] | None:
+    """The job rows of consecutive runs, later parts' times shifted as their tasks are."""
+    offset, tables = 0.0, []
+    for r in parts:
+        if r.jobs is not None:
+            tables.append({**r.jobs, "start": r.jobs["start"] + offset, "end": r.jobs["end"] + offset})
+        offset += r.wall_s
+    return JOB_RUNS.concat(tables) if tables else None
 
 
 def reduced_value(value):

@@ -261,7 +261,7 @@ def _trace_start(plan: Resolved, built: Built, team: Team) -> Trace:
         tasks=TASKS.empty(), messages=MESSAGES.empty(), phases=[p.name for p in phases], tiling=sim.tiling,
         cluster=sim.cluster, placement_steps=np.zeros(0, np.int64), placement_owners=np.zeros((0, T), np.int64),
         step_end=np.zeros(0), app=sc.app, scenario=sc.name, config=sc.to_dict(),
-        barrier_phases=[p.reduction is not None for p in phases], lagged_phases=[p.lagged for p in phases],
+        barrier_phases=[p.gathers for p in phases], lagged_phases=[p.lagged for p in phases],
         work_units=[p.work for p in phases],
         loop_phases=loop_phases(phases, sim.app.loops),
         tile_bytes=built.tile_bytes, balance=BALANCE.empty() if sim.balancer is not None else None,

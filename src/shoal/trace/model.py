@@ -107,7 +107,7 @@ class Trace:
             cluster=Cluster(tuple(workers[0][1]), cluster.network),
             placement_steps=np.array([step for step, _ in placements]),
             placement_owners=np.stack([o for _, o in placements]),
-            step_end=result.step_end, barrier_phases=[p.reduction is not None for p in phases],
+            step_end=result.step_end, barrier_phases=[p.gathers for p in phases],
             lagged_phases=[p.lagged for p in phases], work_units=[p.work for p in phases],
             communication=None if result.comm_cpu_s is None else {"cpu_s": result.comm_cpu_s,
                                                                   "messages": result.comm_messages},
