@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shoal.cluster import Cluster
+from shoal.errors import ShoalError
 from shoal.placement import POLICIES, BalanceContext, get_policy, node_loads
 from shoal.placement.charm import charm_greedy
 from shoal.placement.dynamic import SwapParams
@@ -128,16 +129,23 @@ def test_oracle_and_speculative_look_ahead():
     assert np.array_equal(get_policy("speculative").rebalance(ctx, {}), charm_greedy(future, cluster))
 
 
-def test_locality_keeps_a_balanced_placement_and_fixes_an_unbalanced_one():
+def test_tile_locality_keeps_a_balanced_placement_and_fixes_an_unbalanced_one():
     tiling, cluster = Tiling.from_counts((16, 16), (4, 4)), Cluster.uniform(4, 1)
     owner = get_policy("geometric").place(tiling, cluster, 0)
     ctx = BalanceContext(tiling, cluster, owner, np.ones(16) * 0.999)
-    assert np.array_equal(get_policy("locality").rebalance(ctx, {}), owner)
+    assert np.array_equal(get_policy("tile-locality").rebalance(ctx, {}), owner)
     hot = np.where(owner == 0, 4.0, 1.0)
-    new = get_policy("locality").rebalance(BalanceContext(tiling, cluster, owner, hot), {})
+    new = get_policy("tile-locality").rebalance(BalanceContext(tiling, cluster, owner, hot), {})
     assert node_loads(new, hot, cluster).max() < node_loads(owner, hot, cluster).max()
     # Tiles that moved went to a node that owned one of their neighbours, or to the least loaded.
     assert (new != owner).sum() < 16
+
+
+def test_locality_is_the_deprecated_name_of_tile_locality():
+    assert get_policy("locality") is get_policy("tile-locality")
+    assert "locality" not in POLICIES  # an alias is not a second policy for the tests over every key
+    with pytest.raises(ShoalError, match="tile-locality"):  # the known names, alias left out
+        get_policy("localty")
 
 
 # A step of two phases, each ending in a barrier (a reduction), on 4 x 2 tiles: the tiles of

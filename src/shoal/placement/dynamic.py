@@ -355,15 +355,17 @@ class Speculative(_Dynamic):
 
 @dataclass(frozen=True)
 class Locality(_Dynamic):
-    """The locality-aware balancer of the contact-mechanics paper (§V-B, Algorithm 2).
+    """The locality-aware balancer of the contact-mechanics paper (§V-B, Algorithm 2), applied to tiles.
 
+    Registered as ``tile-locality`` (``locality`` still names it, deprecated: the job placement
+    policy of that name, :mod:`shoal.placement.jobs`, is the paper's algorithm on jobs).
     Tiles go heaviest first: a tile stays on its own node, or goes to a neighbour's node, while
     that node stays under the average load per core; the rest go greedily, biggest first, to
     the least loaded node. (A node may fill up to the average exactly, not just below it, so
     that a perfectly balanced placement is kept as it is.)
     """
 
-    name: str = "locality"
+    name: str = "tile-locality"
     summary: str = "keep tiles on their own or a neighbour's node under the average, then greedy"
 
     def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ShoalError
+from ..log import logger
 from ..tiling import Tiling
 
 if TYPE_CHECKING:  # balancing imports this module
@@ -121,6 +122,11 @@ def policy_params(policy: PlacementPolicy, balance: dict[str, dict[str, Any]] | 
 
 POLICIES: dict[str, PlacementPolicy] = {}
 
+# Old names still accepted, each for the policy that now carries a clearer one; using one logs a
+# warning once. Not keys of POLICIES, so nothing that runs over every policy meets them twice.
+ALIASES: dict[str, str] = {"locality": "tile-locality"}
+_WARNED: set[str] = set()
+
 
 def register(policy: PlacementPolicy) -> PlacementPolicy:
     """Add ``policy`` to :data:`POLICIES` under its ``name`` and return it.
@@ -139,13 +145,22 @@ def register(policy: PlacementPolicy) -> PlacementPolicy:
 def get_policy(name: str) -> PlacementPolicy:
     """The registered policy called ``name`` (policies other packages declare are loaded on first use).
 
+    A deprecated name of :data:`ALIASES` gives the policy it stands for, with a warning in the
+    log the first time; a registered policy of that very name would win.
+
     Raises
     ------
     ShoalError
         If no policy has that name; the message lists the known ones.
     """
+    policies = all_policies()
+    if name not in policies and name in ALIASES:
+        if name not in _WARNED:
+            _WARNED.add(name)
+            logger.warning("placement %r is deprecated: it is now called %r", name, ALIASES[name])
+        name = ALIASES[name]
     try:
-        return all_policies()[name]
+        return policies[name]
     except KeyError:
         raise ShoalError(
             f"unknown placement {name!r}; known: {', '.join(sorted(POLICIES))}"
