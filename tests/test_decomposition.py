@@ -11,10 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial import Delaunay
 
+from shoal.cluster import Cluster
 from shoal.curves import hilbert_keys, morton_keys, point_order
-from shoal.decomposition import Decomposition, decomposition_from_dict, require, same_decomposition
+from shoal.decomposition import GEOMETRY, Decomposition, decomposition_from_dict, require, same_decomposition
 from shoal.errors import ShoalError
 from shoal.mesh import MeshPartition, mesh_sha256
+from shoal.placement import POLICIES, BalanceContext
 from shoal.tiling import Tiling
 
 
@@ -334,3 +336,107 @@ def test_point_order_is_a_permutation_and_ties_go_by_index(seed, n, ndim):
         order = point_order(points, curve)
         assert np.array_equal(np.sort(order), np.arange(n))
     assert np.array_equal(point_order(np.zeros((n, ndim))), np.arange(n))  # all in one cell
+
+
+# ----- placement on a mesh partition -----------------------------------------------------------
+@st.composite
+def mesh_setups(draw):
+    points, elements, _ = draw(meshes())
+    nparts = draw(st.integers(1, min(24, len(elements))))
+    m = MeshPartition.from_mesh(points, elements, nparts)
+    nodes = draw(st.integers(1, min(6, m.ntiles)))
+    cores = tuple(draw(st.integers(1, 4)) for _ in range(nodes))
+    return m, Cluster(cores), draw(st.integers(0, 2**31 - 1))
+
+
+MESH_EXACT_SHARE = ["birdshot", "sfc", "strips"]  # the policies that cut an order into node_quotas runs
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+@settings(max_examples=25, deadline=None)
+@given(setup=mesh_setups())
+def test_every_policy_places_a_mesh_partition_validly_or_refuses_in_one_line(name, setup):
+    m, cluster, seed = setup
+    policy = POLICIES[name]
+    try:
+        owner = policy.place(m, cluster, seed)
+    except ShoalError as error:
+        assert str(error) == f"placement policy {name!r} needs boxes; a mesh partition has centroids, graph"
+        assert name == "sectors"
+        return
+    assert owner.shape == (m.ntiles,) and owner.dtype == np.int64
+    assert owner.min() >= 0 and owner.max() < cluster.nodes
+    assert np.array_equal(owner, policy.place(m, cluster, seed))
+    if len(set(cluster.cores)) == 1 or name in ("geometric", "metis"):  # every node gets a part
+        assert np.bincount(owner, minlength=cluster.nodes).min() >= 1
+    if policy.dynamic:
+        loads = np.random.default_rng(seed).random((2, m.ntiles))
+        ctx = BalanceContext(m, cluster, owner, loads, params=policy.params())
+        new = policy.rebalance(ctx, {})
+        assert new.shape == (m.ntiles,) and new.min() >= 0 and new.max() < cluster.nodes
+
+
+@pytest.mark.parametrize("name", MESH_EXACT_SHARE)
+@settings(max_examples=30, deadline=None)
+@given(setup=mesh_setups())
+def test_parts_per_node_are_proportional_to_cores_within_one_part(name, setup):
+    m, cluster, seed = setup
+    got = np.bincount(POLICIES[name].place(m, cluster, seed), minlength=cluster.nodes)
+    assert np.all(np.abs(got - m.ntiles * cluster.core_array / cluster.total_cores) < 1.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(setup=mesh_setups())
+def test_sfc_on_a_mesh_runs_along_the_hilbert_curve_of_the_centroids_and_strips_along_the_longest_side(setup):
+    m, cluster, seed = setup
+    along = POLICIES["sfc"].place(m, cluster, seed)[point_order(m.centroids, "hilbert")]
+    assert (np.diff(along) >= 0).all()
+    c = m.centroids
+    axis = int(np.argmax(c.max(axis=0) - c.min(axis=0)))
+    owner = POLICIES["strips"].place(m, cluster, seed)
+    for a, b in itertools.combinations(range(cluster.nodes), 2):  # node a's band lies below node b's
+        if (owner == a).any() and (owner == b).any():
+            assert c[owner == a, axis].max() <= c[owner == b, axis].min()
+
+
+def test_geometric_on_a_mesh_cuts_across_the_longest_side_in_proportion_to_cores():
+    vertices, elements = square(8)
+    vertices[:, 0] *= 4  # a long strip along x
+    m = MeshPartition.from_mesh(vertices, elements, 32)
+    owner = POLICIES["geometric"].place(m, Cluster((1, 3)), 0)
+    assert np.bincount(owner).tolist() == [8, 24]
+    assert m.centroids[owner == 0, 0].max() <= m.centroids[owner == 1, 0].min()
+
+
+def test_metis_on_a_mesh_weighs_parts_by_their_elements_and_cuts_few_shared_vertices():
+    vertices, elements = square(12)
+    m = MeshPartition.from_mesh(vertices, elements, 36)
+    owner = POLICIES["metis"].place(m, Cluster.uniform(4, 2), 0)
+    per_node = np.bincount(owner, weights=m.cells, minlength=4)
+    assert per_node.max() / per_node.mean() < 1.2
+    xadj, adjncy, shared = m.graph()
+    src = np.repeat(np.arange(m.ntiles), np.diff(xadj))
+    cut = shared[owner[src] != owner[adjncy]].sum() / 2
+    random = POLICIES["birdshot"].place(m, Cluster.uniform(4, 2), 0)
+    assert cut < shared[random[src] != random[adjncy]].sum() / 2
+
+
+def test_a_policy_refuses_a_decomposition_without_the_geometry_it_needs():
+    class Bare:  # tiles and neighbours, no geometry at all
+        kind, geometry, ntiles, neighbours = "bare", frozenset(), 4, tuple(np.zeros(0, np.int64) for _ in range(4))
+
+    for name in ("metis", "sfc", "geometric", "strips", "sectors"):
+        with pytest.raises(ShoalError, match=rf"^placement policy '{name}' needs \w+; a bare has no geometry$"):
+            POLICIES[name].place(Bare(), Cluster.uniform(2, 1), 0)
+    assert POLICIES["birdshot"].place(Bare(), Cluster.uniform(2, 1), 0).tolist().count(0) == 2
+    ctx = BalanceContext(Bare(), Cluster.uniform(2, 1), np.array([0, 0, 1, 1]), np.ones((1, 4)))
+    with pytest.raises(ShoalError, match="placement policy 'metis-periodic' needs graph"):
+        POLICIES["metis-periodic"].rebalance(ctx, {})
+    assert POLICIES["greedy"].rebalance(ctx, {}).shape == (4,)
+
+
+def test_every_policy_declares_its_needs():
+    for name, policy in POLICIES.items():
+        assert isinstance(policy.needs, frozenset) and policy.needs <= GEOMETRY, name
+    assert POLICIES["sectors"].needs == {"boxes"} and POLICIES["metis"].needs == {"graph"}
+    assert POLICIES["birdshot"].needs == set() and POLICIES["greedy"].needs == set()
