@@ -4,7 +4,10 @@ order scattered points."""
 
 import itertools
 import json
+from dataclasses import replace
+from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -18,6 +21,7 @@ from shoal.errors import ShoalError
 from shoal.mesh import MeshPartition, mesh_sha256
 from shoal.placement import POLICIES, BalanceContext
 from shoal.tiling import Tiling
+from shoal.trace import Trace, joined
 
 
 # ----- meshes ----------------------------------------------------------------------------------
@@ -440,3 +444,87 @@ def test_every_policy_declares_its_needs():
         assert isinstance(policy.needs, frozenset) and policy.needs <= GEOMETRY, name
     assert POLICIES["sectors"].needs == {"boxes"} and POLICIES["metis"].needs == {"graph"}
     assert POLICIES["birdshot"].needs == set() and POLICIES["greedy"].needs == set()
+
+
+# ----- traces of a mesh partition ----------------------------------------------------------------
+def mesh_trace(m: MeshPartition, steps: int = 3, seed: int = 0) -> Trace:
+    """A synthetic trace of a run on ``m``: two phases, a task per part and phase with a random
+    cost and work, the second phase reading its halo from every part it holds vertices of."""
+    rng = np.random.default_rng(seed)
+    cluster = Cluster((2, 1))
+    owner = POLICIES["sfc"].place(m, cluster, 0)
+    step, phase, tile = (a.ravel() for a in np.meshgrid(np.arange(steps), np.arange(2), np.arange(m.ntiles),
+                                                        indexing="ij"))
+    n = len(tile)
+    tasks = {"step": step, "phase": phase, "tile": tile, "node": owner[tile], "worker": np.zeros(n, int),
+             "start": np.zeros(n), "end": np.zeros(n), "cost": rng.random(n), "work": rng.integers(0, 100, n)}
+    pairs = [(s, d) for d in range(m.ntiles) for s in range(m.ntiles) if len(m.halo_vertices(d, s))]
+    rows = [(st_, s, d, 24 * len(m.halo_vertices(d, s)) + int(rng.integers(0, 8))) for st_ in range(steps)
+            for s, d in pairs]
+    messages = {"step": [r[0] for r in rows], "phase": np.ones(len(rows), int), "src": [r[1] for r in rows],
+                "dst": [r[2] for r in rows], "bytes": [r[3] for r in rows]}
+    return Trace(tasks=tasks, messages=messages, phases=["forces", "update"], tiling=m, cluster=cluster,
+                 placement_steps=np.array([0]), placement_owners=owner[None], step_end=np.arange(1.0, steps + 1),
+                 app="cloth", tile_bytes=m.cells * 100)
+
+
+def test_a_mesh_partition_s_trace_writes_and_reads_back_in_its_own_group(tmp_path):
+    m = MeshPartition.from_mesh(*square(6), 8, halo=1)
+    t = mesh_trace(m)
+    path = t.write(tmp_path / "trace.h5")
+    with h5py.File(path, "r") as f:
+        assert "tiling" not in f and f["decomposition"].attrs["version"] == 1
+        assert f["decomposition"].attrs["kind"] == "mesh"
+        assert all(ds.attrs["units"] is not None and ds.attrs["description"] for ds in f["decomposition"].values())
+    back = Trace.read(path)
+    assert isinstance(back.tiling, MeshPartition) and same_decomposition(back.tiling, m)
+    assert np.array_equal(back.tiling.vertices, m.vertices) and back.tiling.halo == 1
+    assert set(back.tasks) == set(t.tasks) and all(np.array_equal(back.tasks[k], t.tasks[k]) for k in t.tasks)
+    assert all(np.array_equal(back.messages[k], t.messages[k]) for k in t.messages)
+    assert np.array_equal(back.placement_owners, t.placement_owners)
+    assert np.array_equal(back.tile_cost(), t.tile_cost())
+
+
+def test_a_cartesian_trace_has_no_decomposition_group_and_an_older_one_still_reads(tmp_path):
+    old = Trace.read(Path(__file__).parent / "data" / "trace-before-groups.h5")
+    assert isinstance(old.tiling, Tiling) and old.tiling.kind == "cartesian"
+    path = old.write(tmp_path / "again.h5")
+    with h5py.File(path, "r") as f:
+        assert "decomposition" not in f and "tiling" in f
+    assert same_decomposition(Trace.read(path).tiling, old.tiling)
+
+
+def test_a_mesh_trace_whose_mesh_was_changed_or_whose_group_is_newer_is_refused_in_one_line(tmp_path):
+    m = MeshPartition.from_mesh(*square(4), 4)
+    path = mesh_trace(m).write(tmp_path / "trace.h5")
+    with h5py.File(path, "r+") as f:
+        f["decomposition/vertices"][0, 0] = 0.5
+    with pytest.raises(ShoalError, match=r"trace.h5: /decomposition: this mesh \(25 vertices, 32 elements"):
+        Trace.read(path)
+    path = mesh_trace(m).write(tmp_path / "newer.h5")
+    with h5py.File(path, "r+") as f:
+        f["decomposition"].attrs["version"] = 2
+    with pytest.raises(ShoalError, match="group /decomposition has version 2, newer than this shoal reads"):
+        Trace.read(path)
+    path = mesh_trace(m).write(tmp_path / "short.h5")
+    with h5py.File(path, "r+") as f:
+        del f["decomposition/elements"]
+    with pytest.raises(ShoalError, match="missing /decomposition/elements"):
+        Trace.read(path)
+
+
+def later(t: Trace, steps: int) -> Trace:
+    """``t`` as the part of a run ``steps`` steps further on."""
+    return replace(t, tasks={**t.tasks, "step": t.tasks["step"] + steps},
+                   messages={**t.messages, "step": t.messages["step"] + steps},
+                   placement_steps=t.placement_steps + steps)
+
+
+def test_parts_of_a_run_on_a_mesh_join_only_if_their_partitions_are_the_same():
+    m = MeshPartition.from_mesh(*square(4), 4)
+    t = mesh_trace(m, steps=2)
+    whole = joined([t, later(mesh_trace(m, steps=2, seed=1), 2)])
+    assert whole.steps.tolist() == [0, 1, 2, 3] and same_decomposition(whole.tiling, m)
+    for other in (m.coarsen(2), MeshPartition.from_mesh(*square(4), 4, halo=0)):
+        with pytest.raises(ShoalError, match="differ in their phases or tiling"):
+            joined([t, later(mesh_trace(other, steps=2), 2)])

@@ -11,11 +11,11 @@ import h5py
 import numpy as np
 
 from ..cluster import Cluster
+from ..decomposition import Decomposition
 from ..errors import ShoalError
 from ..files import atomic_path
 from ..imbalance import lif
 from ..records import BALANCE, MESSAGES, TASKS
-from ..tiling import Tiling
 from .reading import PART_PREFIX, _open_for_reading, _read, _read_parts
 from .schema import LIBVER, _first_line
 from .writing import _create
@@ -36,12 +36,16 @@ def packed_by(step_index: np.ndarray, phase: np.ndarray, phases: int) -> tuple[n
 
 @dataclass
 class Trace:
-    """A trace in memory: record tables plus the run's tiling, cluster and placements."""
+    """A trace in memory: record tables plus the run's tiling, cluster and placements.
+
+    ``tiling`` is the run's decomposition: a Cartesian :class:`~shoal.tiling.Tiling` (stored in
+    ``/tiling``) or a :class:`~shoal.mesh.MeshPartition` (in ``/decomposition``, mesh included).
+    """
 
     tasks: dict[str, np.ndarray]
     messages: dict[str, np.ndarray]
     phases: list[str]
-    tiling: Tiling
+    tiling: Decomposition
     cluster: Cluster
     placement_steps: np.ndarray
     placement_owners: np.ndarray
@@ -81,11 +85,12 @@ class Trace:
                                                                           self.tiling.ntiles)
 
     @classmethod
-    def of_run(cls, result, phases, tiling: Tiling, cluster: Cluster, placements: list[tuple[int, np.ndarray]],
+    def of_run(cls, result, phases, tiling: Decomposition, cluster: Cluster, placements: list[tuple[int, np.ndarray]],
                workers: list[tuple[int, tuple[int, ...]]] | None = None, **meta) -> Trace:
-        """The trace of an executor's result (an ``ExecutionResult``) run with ``phases``:
-        ``placements`` and ``workers`` list (first step, owner table) and (first step, worker
-        threads per node) as they changed; ``meta`` fills the other fields."""
+        """The trace of an executor's result (an ``ExecutionResult``) run with ``phases`` on the
+        decomposition ``tiling`` and ``cluster``: ``placements`` and ``workers`` list (first step,
+        owner table) and (first step, worker threads per node) as they changed; ``meta`` fills the
+        other fields."""
         workers = workers or [(result.first_step, cluster.cores)]
         return cls(
             tasks=result.tasks, messages=result.messages, phases=[p.name for p in phases], tiling=tiling,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..cluster import Cluster
+from ..decomposition import same_decomposition
 from ..errors import ShoalError
 from ..records import BALANCE, MESSAGES, TASKS
 from ..tiling import Tiling
@@ -51,7 +52,7 @@ def joined(parts: list[Trace]) -> Trace:
     first = parts[0]
     nodes = max(p.cluster.nodes for p in parts)
     for p in parts[1:]:
-        if p.phases != first.phases or not _same_tiling(p.tiling, first.tiling):
+        if p.phases != first.phases or not same_decomposition(p.tiling, first.tiling):
             raise ShoalError("the parts of a run differ in their phases or tiling: they are not one run")
 
     def widen(rows: np.ndarray) -> np.ndarray:
@@ -93,10 +94,6 @@ def joined(parts: list[Trace]) -> Trace:
                        for k in ("cpu_s", "messages")} if comms else None,
         machine=next((p.machine for p in reversed(parts) if p.machine is not None), None),
         work_units=next((p.work_units for p in parts if p.work_units is not None), None))
-
-def _same_tiling(a: Tiling, b: Tiling) -> bool:
-    return a.grid == b.grid and a.halo == b.halo and all(
-        np.array_equal(x, y) for x, y in zip(a.edges, b.edges, strict=True))
 
 # ----- transformations ---------------------------------------------------------------------
 def aggregate(trace: Trace, coarse: Tiling) -> Trace:
