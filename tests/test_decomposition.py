@@ -21,7 +21,7 @@ from shoal.errors import ShoalError
 from shoal.mesh import MeshPartition, mesh_sha256
 from shoal.placement import POLICIES, BalanceContext
 from shoal.tiling import Tiling
-from shoal.trace import Trace, joined
+from shoal.trace import Trace, aggregate, joined
 
 
 # ----- meshes ----------------------------------------------------------------------------------
@@ -528,3 +528,37 @@ def test_parts_of_a_run_on_a_mesh_join_only_if_their_partitions_are_the_same():
     for other in (m.coarsen(2), MeshPartition.from_mesh(*square(4), 4, halo=0)):
         with pytest.raises(ShoalError, match="differ in their phases or tiling"):
             joined([t, later(mesh_trace(other, steps=2), 2)])
+
+
+@settings(max_examples=25, deadline=None)
+@given(meshes(), st.integers(1, 6), st.integers(0, 2**32 - 1))
+def test_aggregating_a_mesh_trace_conserves_cost_work_and_the_bytes_between_coarse_parts(mesh, coarse_parts, seed):
+    vertices, elements, nparts = mesh
+    fine = MeshPartition.from_mesh(vertices, elements, max(nparts, 2))
+    coarse = fine.coarsen(min(coarse_parts, fine.ntiles), seed=seed % 7)
+    t = mesh_trace(fine, seed=seed)
+    agg = aggregate(t, coarse)
+    assert agg.tiling is coarse and agg.tile_cost().shape == (3, coarse.ntiles)
+    assert agg.tasks["cost"].sum() == pytest.approx(t.tasks["cost"].sum(), rel=1e-12)
+    assert agg.tasks["work"].sum() == t.tasks["work"].sum()
+    f2c = fine.fine_to_coarse(coarse)
+    assert np.allclose(agg.tile_cost(), t.tile_cost() @ np.eye(coarse.ntiles)[f2c])  # each coarse part its fine ones
+    cross = f2c[t.messages["src"]] != f2c[t.messages["dst"]]
+    assert agg.messages["bytes"].sum() == t.messages["bytes"][cross].sum()
+    assert (agg.messages["src"] != agg.messages["dst"]).all()  # messages within a coarse part are gone
+    assert np.array_equal(agg.tile_bytes, np.bincount(f2c, weights=t.tile_bytes).astype(np.int64))
+
+
+def test_a_mesh_trace_aggregates_to_a_written_coarse_trace_and_refuses_what_does_not_nest(tmp_path):
+    vertices, elements = square(6)
+    fine = MeshPartition(vertices, elements, square_parts(6, lambda i, j: 3 * (i // 2) + j // 2))  # 3 x 3 blocks
+    coarse = MeshPartition(vertices, elements, square_parts(6, lambda i, j: i // 4))  # two bands: nests
+    agg = aggregate(mesh_trace(fine), coarse)
+    back = Trace.read(agg.write(tmp_path / "coarse.h5"))
+    assert same_decomposition(back.tiling, coarse)
+    assert back.tasks["cost"].sum() == pytest.approx(agg.tasks["cost"].sum())
+    assert back.placement_owners.shape == (1, 2)
+    with pytest.raises(ShoalError, match="does not nest the fine one"):
+        aggregate(mesh_trace(fine), MeshPartition(vertices, elements, square_parts(6, lambda i, j: i // 3)))
+    with pytest.raises(ShoalError, match="a trace of a mesh partition aggregates to a coarser one, not to a Cartesian"):
+        aggregate(mesh_trace(fine), Tiling.from_counts((6, 6), (2, 1)))
