@@ -165,8 +165,8 @@ def _write_decomposition(f: h5py.File, d) -> None:
     if d.kind != "mesh":
         raise ShoalError(f"a trace stores a Cartesian tiling or a mesh partition, not a decomposition of kind "
                          f"{d.kind!r}")
-    spec = d.to_dict()
-    part = np.asarray(spec.pop("part_of_element"), dtype=np.int32)
+    spec = {k: v for k, v in d.to_dict().items() if k != "part_of_element"}
+    part = np.asarray(d.part_of_element, dtype=np.int32)
     g = _optional_group(f, "decomposition")
     g.attrs.update(kind=d.kind, spec=json.dumps(spec))
     packed = {"compression": "gzip", "compression_opts": 1, "shuffle": True}
