@@ -159,3 +159,100 @@ def morton_order(shape: tuple[int, ...]) -> np.ndarray:
             b = (idx[axis] >> np.uint64(bit)) & np.uint64(1)
             key |= b << np.uint64(bit * len(shape) + axis)
     return np.argsort(key, kind="stable").astype(np.int64)
+
+
+def hilbert_keys(cells: np.ndarray, bits: int) -> np.ndarray:
+    """Index along the Hilbert curve of a 2D or 3D cube of side ``2**bits`` of integer points.
+
+    Skilling's transform ("Programming the Hilbert curve", AIP Conf. Proc. 707, 2004),
+    vectorised: the coordinates are turned into the curve's transposed index, whose bits,
+    interleaved most significant first, are the index.
+
+    Parameters
+    ----------
+    cells : ndarray of int, shape (n, ndim)
+        Points with every coordinate in ``0 .. 2**bits - 1`` (``ndim`` 2 or 3).
+    bits : int
+        Bits per coordinate; ``ndim * bits`` must not exceed 64.
+
+    Returns
+    -------
+    ndarray of uint64, shape (n,)
+        The position of every point along the curve; points next to each other on the curve
+        are face neighbours.
+    """
+    cells = np.asarray(cells)
+    ndim = cells.shape[1]
+    if ndim * bits > 64:
+        raise ValueError(f"{ndim} coordinates of {bits} bits do not fit a 64-bit key")
+    x = [cells[:, i].astype(np.uint64) for i in range(ndim)]
+    one = np.uint64(1)
+    q = np.uint64(1) << np.uint64(bits - 1)
+    while q > one:  # undo the excess work of the inverse transform: rotate and reflect
+        p = q - one
+        for i in range(ndim):
+            hit = (x[i] & q) != 0
+            t = np.where(hit, np.uint64(0), (x[0] ^ x[i]) & p)
+            x[0] = np.where(hit, x[0] ^ p, x[0] ^ t)
+            x[i] = x[i] ^ t
+        q >>= one
+    for i in range(1, ndim):  # Gray encode
+        x[i] = x[i] ^ x[i - 1]
+    t = np.zeros(len(cells), dtype=np.uint64)
+    q = np.uint64(1) << np.uint64(bits - 1)
+    while q > one:
+        t = np.where((x[ndim - 1] & q) != 0, t ^ (q - one), t)
+        q >>= one
+    key = np.zeros(len(cells), dtype=np.uint64)
+    for b in range(bits - 1, -1, -1):
+        for i in range(ndim):
+            key = (key << one) | (((x[i] ^ t) >> np.uint64(b)) & one)
+    return key
+
+
+def morton_keys(cells: np.ndarray, bits: int) -> np.ndarray:
+    """Interleaved-bit (Z order) key of the integer points ``cells`` ``(n, ndim)``, each
+    coordinate in ``0 .. 2**bits - 1`` (``ndim * bits`` at most 64), as :func:`morton_order` keys a box."""
+    cells = np.asarray(cells)
+    ndim = cells.shape[1]
+    if ndim * bits > 64:
+        raise ValueError(f"{ndim} coordinates of {bits} bits do not fit a 64-bit key")
+    key = np.zeros(len(cells), dtype=np.uint64)
+    for bit in range(bits):
+        for axis in range(ndim):
+            b = (cells[:, axis].astype(np.uint64) >> np.uint64(bit)) & np.uint64(1)
+            key |= b << np.uint64(bit * ndim + axis)
+    return key
+
+
+def point_order(points: np.ndarray, curve: str = "hilbert", bits: int = 16) -> np.ndarray:
+    """Indices of scattered points (a mesh partition's part centroids, say) along a space-filling curve.
+
+    The points' bounding box, scaled alike on every axis so that the curve is not stretched,
+    is cut into a cube of ``2**bits`` cells per axis; points are ordered by the curve's index of
+    their cell, and points in one cell by their index.
+
+    Parameters
+    ----------
+    points : ndarray of float, shape (n, ndim)
+        Finite coordinates, ``ndim`` 2 or 3.
+    curve : {"hilbert", "morton"}
+        Which curve.
+    bits : int
+        Cells per axis as a power of two (16: 65,536).
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+        The point indices in curve order.
+    """
+    points = np.asarray(points, dtype=np.float64)
+    keys = {"hilbert": hilbert_keys, "morton": morton_keys}
+    if curve not in keys:
+        raise ValueError(f"unknown curve {curve!r}; known: hilbert, morton")
+    lo = points.min(axis=0) if len(points) else np.zeros(points.shape[1])
+    extent = float((points.max(axis=0) - lo).max()) if len(points) else 0.0
+    side = 1 << bits
+    scaled = (points - lo) / extent * side if extent > 0 else np.zeros_like(points)
+    cells = np.minimum(scaled.astype(np.int64), side - 1)
+    return np.lexsort((np.arange(len(points)), keys[curve](cells, bits))).astype(np.int64)

@@ -3,7 +3,8 @@
 A tiling is described by the cut positions (``edges``) along each axis; tile ``(i, j[, k])``
 spans cells ``edges[0][i]:edges[0][i+1]`` and so on. Global tile ids are the row-major
 (C order) flat index of the tile's grid position, so they depend only on the cut positions,
-never on where a tile runs.
+never on where a tile runs. A tiling is the ``"cartesian"`` kind of
+:class:`~shoal.decomposition.Decomposition`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from functools import cached_property
+from typing import ClassVar
 
 import numpy as np
 
@@ -73,6 +75,12 @@ class Tiling:
     grid: tuple[int, ...]
     edges: tuple[np.ndarray, ...]
     halo: int = 1
+
+    kind: ClassVar[str] = "cartesian"
+    """The kind of decomposition (:mod:`shoal.decomposition`)."""
+    geometry: ClassVar[frozenset[str]] = frozenset({"boxes", "order", "graph", "centroids"})
+    """What placement policies may use: boxes (``lo``, ``hi``, ``counts``), curve orders
+    (``hilbert``, ``morton``), the neighbour graph and the boxes' centres."""
 
     def __post_init__(self):
         if self.halo < 0:
@@ -219,6 +227,11 @@ class Tiling:
         """Cells in every tile."""
         return np.prod(self.hi - self.lo, axis=1)
 
+    @cached_property
+    def centroids(self) -> np.ndarray:
+        """Centre of every tile's box in cell units, shape (ntiles, ndim), float64."""
+        return (self.lo + self.hi) / 2.0
+
     def bounds(self, tile: int) -> tuple[tuple[int, int], ...]:
         """``(first, one past the last)`` global cell of a tile along each axis."""
         return tuple((int(a), int(b)) for a, b in zip(self.lo[tile], self.hi[tile], strict=True))
@@ -284,6 +297,27 @@ class Tiling:
         if kind == "all":
             return self.neighbours
         raise ShoalError(f"a Cartesian tiling has no stencil {kind!r}; known: faces, all")
+
+    def neighbours_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """:attr:`neighbours` in compressed rows ``(xadj, adjncy)``: tile ``t``'s neighbours are
+        ``adjncy[xadj[t]:xadj[t + 1]]`` (int64)."""
+        xadj = np.concatenate([[0], np.cumsum([len(n) for n in self.neighbours])]).astype(np.int64)
+        adjncy = np.concatenate(self.neighbours).astype(np.int64) if xadj[-1] else np.zeros(0, np.int64)
+        return xadj, adjncy
+
+    def graph(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The neighbour graph ``(xadj, adjncy, weights)`` (:meth:`neighbours_csr`), each edge
+        weighing the cells the two tiles read of each other's halos, both ways added (int64;
+        0 for a halo of width 0)."""
+        xadj, adjncy = self.neighbours_csr()
+        src = np.repeat(np.arange(self.ntiles), np.diff(xadj))
+
+        def read(dst, frm):  # cells of each `frm` tile in the matching `dst` tile's halo
+            lo = np.maximum(self.lo[dst] - self.halo, self.lo[frm])
+            hi = np.minimum(self.hi[dst] + self.halo, self.hi[frm])
+            return np.prod(np.clip(hi - lo, 0, None), axis=1).astype(np.int64)
+
+        return xadj, adjncy, read(src, adjncy) + read(adjncy, src)
 
     def halo_region(self, dst: int, src: int) -> tuple[slice, ...] | None:
         """Global-cell slices of ``src``'s cells that lie in ``dst``'s halo (None if none)."""

@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 
 from ..cluster import Cluster
+from ..decomposition import Decomposition
 from ..imbalance import lif
 from ..records import BALANCE
-from ..tiling import Tiling
 from .registry import PlacementPolicy, check_owner
 from .trigger import ADAPTIVE, Adaptive, imbalance_s, parse_period, segments
 
@@ -43,6 +43,8 @@ class BalanceContext:
 
     Attributes
     ----------
+    tiling : Decomposition
+        The tiles: a Cartesian tiling or a mesh partition (:mod:`shoal.decomposition`).
     loads : ndarray, shape (phases, tiles)
         Load per tile and phase over the last period (seconds per step).
     owner : ndarray
@@ -61,7 +63,7 @@ class BalanceContext:
         The policy's typed parameters (its ``params`` dataclass).
     """
 
-    tiling: Tiling
+    tiling: Decomposition
     cluster: Cluster
     owner: np.ndarray
     loads: np.ndarray
@@ -112,7 +114,7 @@ class Balancer:
 
     policy: PlacementPolicy
     period: int | str
-    tiling: Tiling
+    tiling: Decomposition
     barrier: tuple[bool, ...]
     params: Any = None
     proxy: Any = None  # ProxyLoads of a low-resolution run (speculative)

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cluster import Cluster
+from ..decomposition import Decomposition
 from ..errors import ShoalError
-from ..tiling import Tiling
 from .balancing import BalanceContext, node_loads
 from .charm import charm_greedy, charm_refine
 from .metis import DEFAULT_UFACTOR, keep_most_in_place, metis_parts
-from .registry import NoParams, PlacementPolicy, get_policy, register
+from .registry import NoParams, PlacementPolicy, check_needs, get_policy, register
 
 
 @dataclass
@@ -161,19 +161,21 @@ def phase_greedy(segments: np.ndarray, cluster: Cluster, background: np.ndarray)
 
 @dataclass(frozen=True)
 class _Dynamic(PlacementPolicy):
-    """What the dynamic policies share: the first placement from a static policy."""
+    """What the dynamic policies share: the first placement from a static policy, and no need
+    of any geometry (they balance loads; the first placement's policy checks its own needs)."""
 
     name: str = ""
     dynamic: bool = True
     summary: str = ""
     params: type = NoParams
+    needs: frozenset[str] = frozenset()
 
-    def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0, initial: str = "sfc") -> np.ndarray:
+    def place(self, tiling: Decomposition, cluster: Cluster, seed: int = 0, initial: str = "sfc") -> np.ndarray:
         """The first placement, before any load is known: the static policy ``initial``'s.
 
         Parameters
         ----------
-        tiling : Tiling
+        tiling : Decomposition
             The tiles to place.
         cluster : Cluster
             The nodes to place them on.
@@ -300,7 +302,7 @@ class Swap(_Dynamic):
     summary: str = "Birdshot's dynamic variant: swap busiest/idlest tiles when overloaded"
     params: type = SwapParams
 
-    def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0, initial: str = "birdshot") -> np.ndarray:
+    def place(self, tiling: Decomposition, cluster: Cluster, seed: int = 0, initial: str = "birdshot") -> np.ndarray:
         """The static policy ``initial``'s placement, Birdshot's unless told, from ``seed``
         (``tiling`` and ``cluster`` as for any policy)."""
         return get_policy(initial).place(tiling, cluster, seed)
@@ -402,10 +404,12 @@ class MetisPeriodic(_Dynamic):
     name: str = "metis-periodic"
     summary: str = "METIS on the measured loads every period, parts matched to nodes to move the fewest bytes"
     params: type = MetisParams
+    needs: frozenset[str] = frozenset({"graph"})
 
     def rebalance(self, ctx: BalanceContext, memory: dict) -> np.ndarray:
         """METIS's parts of ``ctx``'s tile graph, each on the node that holds most of its bytes
         (``memory`` unused: every period starts afresh)."""
+        check_needs(self, ctx.tiling)
         p = self.settings(ctx)
         parts = metis_parts(ctx.tiling, ctx.cluster, ctx.tile_loads, ctx.tile_bytes, p.seed, p.ufactor)
         return keep_most_in_place(parts, ctx.owner, ctx.cluster, ctx.tile_bytes)

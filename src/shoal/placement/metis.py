@@ -10,7 +10,9 @@ Within a node nothing is fixed, as for every policy: any free core takes the nex
 Halo bytes are estimated from the tiles' state: a tile that holds ``b`` bytes over ``c`` cells
 sends ``b * k / c`` bytes to a neighbour whose halo covers ``k`` of its cells. Without state
 sizes every cell counts the same (the geometry alone), which is exact for grid apps up to a
-constant factor, and METIS only sees ratios.
+constant factor, and METIS only sees ratios. A decomposition without boxes (a mesh partition)
+gives its own graph (:meth:`~shoal.decomposition.Decomposition.graph`), whose weights (the
+vertices two parts share) stand for ``k`` and its elements for ``c``.
 
 METIS takes integer weights. Floats are scaled so that all vertex weights, and all edge weights,
 each add up to about ``WEIGHT_TOTAL`` (2**26): fine enough that rounding moves a part's weight
@@ -29,6 +31,7 @@ import numpy as np
 import pymetis
 
 from ..cluster import Cluster
+from ..decomposition import Decomposition
 from ..tiling import Tiling
 
 WEIGHT_TOTAL = 1 << 26
@@ -36,24 +39,27 @@ WEIGHT_TOTAL = 1 << 26
 DEFAULT_UFACTOR = 30
 
 
-def tile_graph(tiling: Tiling, tile_bytes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def tile_graph(tiling: Decomposition,
+               tile_bytes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The graph of ``tiling``'s tiles in compressed rows: ``(xadj, adjncy, halo_bytes)``.
 
     ``adjncy[xadj[t]:xadj[t + 1]]`` are tile ``t``'s neighbours; ``halo_bytes`` holds, for every
     entry, the bytes the two tiles send each other per step (symmetric), estimated from
     ``tile_bytes`` (state bytes per tile; one byte per cell where None or all zero).
     """
-    nb = tiling.neighbours
-    xadj = np.concatenate([[0], np.cumsum([len(n) for n in nb])]).astype(np.int64)
-    adjncy = np.concatenate(nb).astype(np.int64) if xadj[-1] else np.zeros(0, np.int64)
+    xadj, adjncy = tiling.neighbours_csr()
     src = np.repeat(np.arange(tiling.ntiles), np.diff(xadj))
     cells = tiling.cells.astype(np.float64)
     if tile_bytes is None or not np.any(tile_bytes):
         per_cell = np.ones(tiling.ntiles)
     else:
         per_cell = np.asarray(tile_bytes, dtype=np.float64) / cells
-    return xadj, adjncy, _halo_cells(tiling, src, adjncy) * per_cell[adjncy] + \
-        _halo_cells(tiling, adjncy, src) * per_cell[src]
+    if "boxes" in tiling.geometry:  # cells of each tile in the other's halo
+        to_src, to_dst = _halo_cells(tiling, src, adjncy), _halo_cells(tiling, adjncy, src)
+    else:  # what the two tiles share (a mesh partition: vertices), alike both ways
+        shared = tiling.graph()[2]
+        to_src = to_dst = np.ones(len(adjncy)) if shared is None else np.asarray(shared, dtype=np.float64)
+    return xadj, adjncy, to_src * per_cell[adjncy] + to_dst * per_cell[src]
 
 
 def _halo_cells(tiling: Tiling, dst: np.ndarray, src: np.ndarray) -> np.ndarray:
@@ -74,7 +80,7 @@ def integer_weights(weights: np.ndarray) -> np.ndarray:
     return np.maximum(1, np.rint(weights / total * WEIGHT_TOTAL)).astype(np.int64)  # shares first: no overflow
 
 
-def metis_parts(tiling: Tiling, cluster: Cluster, tile_cost: np.ndarray, tile_bytes: np.ndarray | None = None,
+def metis_parts(tiling: Decomposition, cluster: Cluster, tile_cost: np.ndarray, tile_bytes: np.ndarray | None = None,
                 seed: int = 0, ufactor: int = DEFAULT_UFACTOR) -> np.ndarray:
     """One METIS part of ``tiling`` per node of ``cluster``: ``part[tile]``, part ``k`` sized for
     node ``k``'s cores.

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..decomposition import Decomposition, require
 from ..errors import ShoalError
-from ..tiling import Tiling
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -27,7 +27,9 @@ class ProxyLoads:
     (both runs are assumed to cover the same simulated time).
     """
 
-    def __init__(self, proxy: Trace, tiling: Tiling, steps: int, fixed: float = 0.0):
+    def __init__(self, proxy: Trace, tiling: Decomposition, steps: int, fixed: float = 0.0):
+        for which in (proxy.tiling, tiling):  # the overlap of boxes is what maps the loads
+            require(frozenset({"boxes"}), which, "mapping a proxy's loads onto the tiles")
         if proxy.tiling.ndim != tiling.ndim:
             raise ShoalError("the proxy trace has another number of dimensions")
         self.cost = proxy.tile_cost()  # (proxy steps, proxy tiles)

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from ..cluster import Cluster
+from ..decomposition import Decomposition, require
 from ..errors import ShoalError
 from ..log import logger
-from ..tiling import Tiling
 
 if TYPE_CHECKING:  # balancing imports this module
     from .balancing import BalanceContext
@@ -47,20 +47,27 @@ class PlacementPolicy(Protocol):
         The dataclass of the policy's typed parameters (``--lb name.key=value`` or a
         scenario's ``[balance]`` table fill it), with a ``validate()`` method that raises
         :class:`~shoal.errors.ShoalError` for a bad value.
+    needs : frozenset of str
+        The geometry of the decomposition the policy uses, among ``"boxes"``, ``"order"``,
+        ``"graph"`` and ``"centroids"`` (:mod:`shoal.decomposition`); empty for a policy that
+        needs only the number of tiles, their neighbours and their loads. A policy given a
+        decomposition without it refuses in one line (:func:`check_needs`).
     """
 
     name: str
     dynamic: bool
     summary: str
     params: type
+    needs: frozenset[str]
 
-    def place(self, tiling: Tiling, cluster: Cluster, seed: int = 0) -> np.ndarray:
+    def place(self, tiling: Decomposition, cluster: Cluster, seed: int = 0) -> np.ndarray:
         """The initial placement: the node of every tile.
 
         Parameters
         ----------
-        tiling : Tiling
-            The tiles to place.
+        tiling : Decomposition
+            The tiles to place: a :class:`~shoal.tiling.Tiling` or any decomposition that
+            offers what the policy ``needs``.
         cluster : Cluster
             The nodes to place them on; shares follow each node's cores.
         seed : int, default 0
@@ -75,7 +82,8 @@ class PlacementPolicy(Protocol):
         Raises
         ------
         ShoalError
-            If the policy cannot place these tiles on this cluster (fewer tiles than nodes).
+            If the policy cannot place these tiles on this cluster (fewer tiles than nodes),
+            or the decomposition lacks the geometry it ``needs``.
         """
         ...
 
@@ -183,8 +191,19 @@ def all_policies() -> dict[str, PlacementPolicy]:
 _PLUGINS_LOADED = False
 
 
-def check_owner(owner: np.ndarray, tiling: Tiling, cluster: Cluster) -> np.ndarray:
-    """Validate an owner array: one node per tile, every node index in range."""
+def check_needs(policy: PlacementPolicy, decomposition: Decomposition) -> None:
+    """Refuse, in one line, a decomposition without the geometry ``policy`` needs.
+
+    Raises
+    ------
+    ShoalError
+        ``placement policy 'sectors' needs boxes; a mesh partition has centroids, graph``.
+    """
+    require(policy.needs, decomposition, f"placement policy {policy.name!r}")
+
+
+def check_owner(owner: np.ndarray, tiling: Decomposition, cluster: Cluster) -> np.ndarray:
+    """Validate an ``owner`` array: one node of ``cluster`` per tile of ``tiling``, every node index in range."""
     owner = np.asarray(owner)
     if owner.shape != (tiling.ntiles,):
         raise ShoalError(f"owner array has shape {owner.shape}, expected ({tiling.ntiles},)")

@@ -18,7 +18,8 @@ Schema ``shoal-trace`` version 1. Root attributes: ``schema``, ``version``, ``pr
     :data:`shoal.records.MESSAGES`: ``step`` i4 and ``phase`` i2 (of the task that reads it),
     ``src`` i4, ``dst`` i4, ``bytes`` i8. Messages between tiles of one node are listed too;
     a replay prices them as memory copies.
-``/tiling`` — attributes ``grid``, ``halo``; datasets ``edges0``, ``edges1``[, ``edges2``].
+``/tiling`` — attributes ``grid``, ``halo``; datasets ``edges0``, ``edges1``[, ``edges2``]. A
+    trace of a mesh partition has ``/decomposition`` instead (below).
 ``/cluster`` — dataset ``cores`` (per node, the worker threads at the first step it ran: the
     run's first step but for nodes that joined a resumed run later); attributes
     ``latency_s``, ``bandwidth_Bps``, ``overhead_s``. The nodes are the most the run had.
@@ -53,6 +54,13 @@ adds groups without changing the schema's version, and older traces still read:
     share likewise, the executor's dispatch, wake-up, lock wait per lock-free call and message
     CPU time, whether the nodes shared one interpreter lock, the host's CPU and cores). A
     replay prices the tasks' work with it (older traces without it replay measured costs).
+``/decomposition`` (a mesh partition's run, in place of ``/tiling``) — attributes ``kind``
+    (``"mesh"``) and ``spec`` (JSON of :meth:`MeshPartition.to_dict <shoal.mesh.MeshPartition.to_dict>`
+    but for the partition vector: parts, halo rings, the mesh's counts and SHA-256); datasets
+    ``part_of_element`` i4, ``vertices`` f8 (vertices, 2 or 3) and ``elements`` i8 (elements, 3
+    or 4): the mesh, so that the trace alone rebuilds the partition (its hash is checked).
+    Traces of Cartesian tilings do not have it, and read as before; a shoal older than the
+    group refuses a mesh partition's trace as missing ``/tiling``.
 ``/committed`` — i8 (6,): how many rows of ``tasks``, ``messages``, ``steps``, ``placement``,
     ``workers`` and ``balance`` are complete. Rows past them belong to a chunk whose writer
     was killed, and are ignored (absent: every row is complete).

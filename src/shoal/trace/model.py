@@ -11,11 +11,11 @@ import h5py
 import numpy as np
 
 from ..cluster import Cluster
+from ..decomposition import Decomposition
 from ..errors import ShoalError
 from ..files import atomic_path
 from ..imbalance import lif
 from ..records import BALANCE, MESSAGES, TASKS
-from ..tiling import Tiling
 from .reading import PART_PREFIX, _open_for_reading, _read, _read_parts
 from .schema import LIBVER, _first_line
 from .writing import _create
@@ -47,12 +47,16 @@ def loop_phases(phases, loops) -> list[int]:
 
 @dataclass
 class Trace:
-    """A trace in memory: record tables plus the run's tiling, cluster and placements."""
+    """A trace in memory: record tables plus the run's tiling, cluster and placements.
+
+    ``tiling`` is the run's decomposition: a Cartesian :class:`~shoal.tiling.Tiling` (stored in
+    ``/tiling``) or a :class:`~shoal.mesh.MeshPartition` (in ``/decomposition``, mesh included).
+    """
 
     tasks: dict[str, np.ndarray]
     messages: dict[str, np.ndarray]
     phases: list[str]
-    tiling: Tiling
+    tiling: Decomposition
     cluster: Cluster
     placement_steps: np.ndarray
     placement_owners: np.ndarray
@@ -95,11 +99,12 @@ class Trace:
                                                                           self.tiling.ntiles)
 
     @classmethod
-    def of_run(cls, result, phases, tiling: Tiling, cluster: Cluster, placements: list[tuple[int, np.ndarray]],
+    def of_run(cls, result, phases, tiling: Decomposition, cluster: Cluster, placements: list[tuple[int, np.ndarray]],
                workers: list[tuple[int, tuple[int, ...]]] | None = None, loops=(), **meta) -> Trace:
         """The trace of an executor's result (an ``ExecutionResult``) run with ``phases`` (and
-        ``loops``): ``placements`` and ``workers`` list (first step, owner table) and (first step,
-        worker threads per node) as they changed; ``meta`` fills the other fields."""
+        ``loops``) on the decomposition ``tiling`` and ``cluster``: ``placements`` and ``workers``
+        list (first step, owner table) and (first step, worker threads per node) as they changed;
+        ``meta`` fills the other fields."""
         workers = workers or [(result.first_step, cluster.cores)]
         meta.setdefault("loop_phases", loop_phases(phases, loops))
         return cls(

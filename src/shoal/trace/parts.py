@@ -1,5 +1,5 @@
 """Traces made from traces: the parts of a run resumed on other nodes joined, a fine trace
-aggregated to a coarser nested tiling, costs scaled to faster cores."""
+aggregated to a coarser nested tiling or mesh partition, costs scaled to faster cores."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..cluster import Cluster
+from ..decomposition import Decomposition, describe, same_decomposition
 from ..errors import ShoalError
 from ..records import BALANCE, MESSAGES, TASKS
-from ..tiling import Tiling
 
 if TYPE_CHECKING:
 
@@ -51,7 +51,7 @@ def joined(parts: list[Trace]) -> Trace:
     first = parts[0]
     nodes = max(p.cluster.nodes for p in parts)
     for p in parts[1:]:
-        if p.phases != first.phases or not _same_tiling(p.tiling, first.tiling):
+        if p.phases != first.phases or not same_decomposition(p.tiling, first.tiling):
             raise ShoalError("the parts of a run differ in their phases or tiling: they are not one run")
 
     def widen(rows: np.ndarray) -> np.ndarray:
@@ -94,20 +94,25 @@ def joined(parts: list[Trace]) -> Trace:
         machine=next((p.machine for p in reversed(parts) if p.machine is not None), None),
         work_units=next((p.work_units for p in parts if p.work_units is not None), None))
 
-def _same_tiling(a: Tiling, b: Tiling) -> bool:
-    return a.grid == b.grid and a.halo == b.halo and all(
-        np.array_equal(x, y) for x, y in zip(a.edges, b.edges, strict=True))
-
 # ----- transformations ---------------------------------------------------------------------
-def aggregate(trace: Trace, coarse: Tiling) -> Trace:
-    """The trace of a coarser tiling nesting this one (sampi §II-C).
+def aggregate(trace: Trace, coarse: Decomposition) -> Trace:
+    """The trace of a coarser decomposition nesting this one (sampi §II-C): a tiling whose cuts
+    are some of the fine one's, or a mesh partition whose parts are unions of the fine parts
+    (:meth:`~shoal.mesh.MeshPartition.coarsen`).
 
     A coarse tile's cost per (step, phase) is the sum of its fine tiles' costs (its work too);
     messages between fine tiles of one coarse tile are dropped, the others summed per
     (step, phase, coarse source, coarse destination). A phase of a loop counts once per
     iteration (per slot: :meth:`Trace.slots`). Timing columns are kept from the fine
     trace only where they still mean something (none: ``start``/``end`` become 0, ``ready`` goes).
+
+    Raises
+    ------
+    ShoalError
+        If ``coarse`` is of another kind than the trace's decomposition, or does not nest it.
     """
+    if coarse.kind != trace.tiling.kind:
+        raise ShoalError(f"a trace of {describe(trace.tiling)} aggregates to a coarser one, not to {describe(coarse)}")
     fine_to_coarse = trace.tiling.fine_to_coarse(coarse)
     t = trace.tasks
     slot_phase, slot_iteration = trace.slots()

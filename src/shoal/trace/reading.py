@@ -14,6 +14,7 @@ import h5py
 import numpy as np
 
 from ..cluster import Cluster, Network
+from ..decomposition import Decomposition, decomposition_from_dict
 from ..errors import ShoalError
 from ..records import BALANCE, MESSAGES, TASKS, Schema
 from ..tiling import Tiling
@@ -159,11 +160,14 @@ def _read(cls, f: h5py.File, path: Path) -> Trace:
     if not isinstance(phases, list) or not all(isinstance(p, str) for p in phases):
         raise ShoalError(f"{path}: attribute 'phases' is not a JSON list of names")
     config = attr_json("config")
-    g = need("tiling")
-    grid = tuple(int(n) for n in g.attrs["grid"])
-    edges = tuple(need(f"tiling/edges{a}")[()].astype(np.int64) for a in range(len(grid)))
-    _check_grid(grid, edges, path)
-    tiling = Tiling(grid, edges, int(g.attrs["halo"]))
+    if groups["decomposition"] is not None:  # a mesh partition
+        tiling = _read_decomposition(groups["decomposition"], path)
+    else:
+        g = need("tiling")
+        grid = tuple(int(n) for n in g.attrs["grid"])
+        edges = tuple(need(f"tiling/edges{a}")[()].astype(np.int64) for a in range(len(grid)))
+        _check_grid(grid, edges, path)
+        tiling = Tiling(grid, edges, int(g.attrs["halo"]))
     g = need("cluster")
     cluster = Cluster(tuple(int(c) for c in g["cores"][()]),
                       Network(*(float(g.attrs[k]) for k in ("latency_s", "bandwidth_Bps", "overhead_s"))))
@@ -261,6 +265,26 @@ def _check_grid(grid: tuple[int, ...], edges: tuple[np.ndarray, ...], path: Path
         if e.ndim != 1 or len(e) < 2 or e[0] != 0 or e[-1] != n or np.any(np.diff(e) <= 0):
             raise ShoalError(f"{path}: /tiling/edges{axis} does not cut 0..{n} (the grid's axis {axis}) at increasing "
                              "positions")
+
+def _read_decomposition(g, path: Path) -> Decomposition:
+    """The mesh partition of a ``/decomposition`` group, its mesh checked against its hash."""
+    if g.attrs.get("kind") != "mesh":
+        raise ShoalError(f"{path}: /decomposition is of kind {g.attrs.get('kind')!r}, which this shoal does not read")
+    for name in ("part_of_element", "vertices", "elements"):
+        if name not in g:
+            raise ShoalError(f"{path} is missing /decomposition/{name}: not a complete trace")
+        if len(g[name]) > MAX_CELLS:
+            raise ShoalError(f"{path}: /decomposition/{name} has {len(g[name]):.3g} rows, more than the "
+                             f"{MAX_CELLS:.3g} a trace may describe")
+    try:
+        spec = json.loads(g.attrs["spec"])
+        spec["part_of_element"] = g["part_of_element"][()]
+    except (KeyError, TypeError, ValueError):
+        raise ShoalError(f"{path}: /decomposition has no mesh partition in its attribute 'spec'") from None
+    try:
+        return decomposition_from_dict(spec, mesh=(g["vertices"][()], g["elements"][()]))
+    except ShoalError as exc:
+        raise ShoalError(f"{path}: /decomposition: {exc}") from None
 
 def _check_values(t: Trace, path: Path) -> None:
     """Times finite; costs finite and not negative; work, lock-free calls and bytes not negative."""

@@ -9,7 +9,8 @@ VERSION = 1
 
 # The version of each optional group this shoal writes and reads (absent attribute: 1).
 # 2 for /workers: a node absent over some steps holds 0 worker threads there.
-GROUP_VERSIONS = {"phases": 2, "tiles": 1, "balance": 1, "communication": 1, "workers": 2, "machine": 1}
+GROUP_VERSIONS = {"phases": 2, "tiles": 1, "balance": 1, "communication": 1, "workers": 2, "machine": 1,
+                  "decomposition": 1}
 
 # The largest grid a trace may describe: 1024^3 cells. A run gathers its whole final state in
 # one process and `shoal report` paints maps of one value per cell (a tile id and a load: 16 GiB
@@ -38,11 +39,14 @@ DATASETS = {
     "communication/cpu_s": ("s", "CPU time of the thread that moved messages between processes, per node"),
     "communication/messages": ("", "tile-to-tile payloads that thread sent or received, per node"),
     "machine/model": ("", "the machine model the run fitted from its tasks, JSON (shoal.replay.machine)"),
+    "decomposition/part_of_element": ("", "the part (tile) of every mesh element"),
+    "decomposition/vertices": ("", "mesh vertex coordinates (rows: vertices, columns: axes)"),
+    "decomposition/elements": ("", "mesh elements as vertex indices (rows: triangles or tetrahedra)"),
     "committed": ("", "complete rows of tasks, messages, steps, placement, workers, balance"),
 }
 
-def _dataset(group, name: str, data, key: str | None = None):
-    ds = group.create_dataset(name, data=data)
+def _dataset(group, name: str, data, key: str | None = None, **options):
+    ds = group.create_dataset(name, data=data, **options)
     ds.attrs.update(zip(("units", "description"), DATASETS[key or ds.name.lstrip("/")], strict=True))
     return ds
 

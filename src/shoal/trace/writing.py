@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import h5py
 import numpy as np
 
+from ..errors import ShoalError
 from ..records import BALANCE, MESSAGES, TASKS, Schema
 from .schema import COMMITTED, DATASETS, LIBVER, SCHEMA, VERSION, _dataset, _optional_group
 
@@ -121,10 +122,13 @@ def _create(f: h5py.File, t: Trace) -> None:
     f.attrs.update(schema=SCHEMA, version=VERSION, predicted=bool(t.predicted), app=t.app, scenario=t.scenario,
                    phases=json.dumps(list(t.phases)), config=json.dumps(t.config, default=str),
                    shoal_version=__version__)
-    g = f.create_group("tiling")
-    g.attrs.update(grid=list(t.tiling.grid), halo=t.tiling.halo)
-    for a, e in enumerate(t.tiling.edges):
-        _dataset(g, f"edges{a}", e, "tiling/edges")
+    if t.tiling.kind == "cartesian":
+        g = f.create_group("tiling")
+        g.attrs.update(grid=list(t.tiling.grid), halo=t.tiling.halo)
+        for a, e in enumerate(t.tiling.edges):
+            _dataset(g, f"edges{a}", e, "tiling/edges")
+    else:
+        _write_decomposition(f, t.tiling)
     g = f.create_group("cluster")
     _dataset(g, "cores", np.asarray(t.cluster.cores, dtype=np.int32))
     net = t.cluster.network
@@ -156,6 +160,22 @@ def _create(f: h5py.File, t: Trace) -> None:
                 "from_step": t.worker_steps.astype(np.int32), "cores": t.worker_cores.astype(np.int32)}),
             "balance": _growing(_optional_group(f, "balance"), BALANCE, t.balance) if t.balance is not None else 0}
     _dataset(f, "committed", np.array([rows[name] for name in COMMITTED], dtype=np.int64))
+
+def _write_decomposition(f: h5py.File, d) -> None:
+    """The ``/decomposition`` group of a mesh partition: its dict as the JSON attribute ``spec``
+    but for the partition vector, which is a dataset, beside the mesh itself (so that the trace
+    alone rebuilds the partition, its hash checked)."""
+    if d.kind != "mesh":
+        raise ShoalError(f"a trace stores a Cartesian tiling or a mesh partition, not a decomposition of kind "
+                         f"{d.kind!r}")
+    spec = {k: v for k, v in d.to_dict().items() if k != "part_of_element"}
+    part = np.asarray(d.part_of_element, dtype=np.int32)
+    g = _optional_group(f, "decomposition")
+    g.attrs.update(kind=d.kind, spec=json.dumps(spec))
+    packed = {"compression": "gzip", "compression_opts": 1, "shuffle": True}
+    _dataset(g, "part_of_element", part, **packed)
+    _dataset(g, "vertices", np.asarray(d.vertices, np.float64), **packed)
+    _dataset(g, "elements", np.asarray(d.elements, np.int64), **packed)
 
 def _growing(group, schema: Schema | None, table: dict[str, np.ndarray]) -> int:
     """Resizable, compressed datasets of a table's columns (chunks of rows); returns the rows."""
