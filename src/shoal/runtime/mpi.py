@@ -385,6 +385,9 @@ class MPIExecutor(LocalExecutor):
     """
 
     def __init__(self, app, tiling, cluster, owner, team: MPITeam, overlap: bool = True):
+        if any(p.jobs for p in app.phases):
+            raise ShoalError(f"app {app.name!r} runs jobs, which only the local executor runs so far: run it on one "
+                             "process")
         if cluster.nodes != team.size:
             raise ShoalError(f"an MPI run has one node per rank: {cluster.nodes} nodes but {team.size} ranks")
         self.team, self.comm, self.rank = team, team.comm, team.rank
