@@ -172,7 +172,8 @@ class Even(_Policy):
     summary: str = "equal counts of jobs per node (per core on unequal nodes), in id order"
 
     def assign(self, jobs, owner, cluster, params, measured) -> np.ndarray:
-        """Consecutive runs of jobs by id (``owner``, ``params`` and ``measured`` unused)."""
+        """Consecutive runs of ``jobs`` by id onto the nodes of ``cluster`` (``owner``, ``params`` and
+        ``measured`` unused)."""
         ids = jobs["job"]
         job_node = np.empty(len(ids), dtype=np.int64)
         job_node[np.argsort(ids)] = np.repeat(np.arange(cluster.nodes), node_quotas(len(ids), cluster.cores))
@@ -195,7 +196,8 @@ class Profiled(_Policy):
     summary: str = "costs predicted from the last window per tile pair, largest first onto the least loaded node"
 
     def assign(self, jobs, owner, cluster, params, measured) -> np.ndarray:
-        """Longest processing time first (``owner`` and ``params`` unused)."""
+        """Longest processing time first: ``jobs`` by the costs ``measured`` predicts (or their own)
+        onto the nodes of ``cluster`` (``owner`` and ``params`` unused)."""
         costs = job_costs(jobs, measured)
         load = np.zeros(cluster.nodes)
         job_node = np.empty(len(costs), dtype=np.int64)
@@ -297,7 +299,8 @@ class Locality(_Policy):
     params: type = LocalityParams
 
     def assign(self, jobs, owner, cluster, params, measured) -> np.ndarray:
-        """Algorithm 2 on the collision tasks of ``jobs``."""
+        """Algorithm 2 on the collision tasks of ``jobs``: costs from ``measured`` (or their own),
+        homes from ``owner``, nodes and cores from ``cluster``, groups cut at ``params.threshold``."""
         costs = job_costs(jobs, measured)
         total = float(costs[np.argsort(jobs["job"])].sum())  # in id order, whatever the rows' order
         if _uniform(cluster):

@@ -157,7 +157,8 @@ def check_jobs(jobs: dict[str, np.ndarray], ntiles: int | None = None) -> dict[s
 
 
 def pair_key(a: int, b: int) -> tuple[int, int]:
-    """The unordered tile pair of a job, ``(min, max)``; ``(a, -1)`` for a job of one tile."""
+    """The unordered pair of a job's tiles ``a`` and ``b``, ``(min, max)``; ``(a, -1)`` for a job of
+    one tile (``b = -1``)."""
     return (a, -1) if b < 0 else (min(a, b), max(a, b))
 
 
@@ -227,8 +228,8 @@ class CostProfile:
 
 
 def job_costs(jobs: dict[str, np.ndarray], measured: dict[str, np.ndarray] | None = None) -> np.ndarray:
-    """The cost a policy balances: the table's own ``cost``, or, given the last window's
-    ``measured`` rows, what :class:`CostProfile` predicts from them."""
+    """The cost of every job of ``jobs`` a policy balances: the table's own ``cost``, or, given
+    the last window's ``measured`` rows, what :class:`CostProfile` predicts from them."""
     if measured is None:
         return np.asarray(jobs["cost"], dtype=np.float64)
     return CostProfile.from_measured(measured).predict(jobs)
