@@ -124,3 +124,21 @@ def test_the_mpi_executor_refuses_jobs_in_one_line():
 
     with pytest.raises(ShoalError, match="only the local executor runs so far"):
         MPIExecutor(MeshContact(mesh, V), mesh, Cluster.uniform(1, 1), np.zeros(2, np.int64), OneRank())
+
+
+def test_a_trace_keeps_every_range_of_every_job(tmp_path):
+    import h5py
+
+    from shoal.records import JOB_RUNS
+    from shoal.trace import Trace
+
+    mesh, owner, res, _ = run(4, nodes=2, workers=2, job_policy="locality", split=6)
+    trace = Trace.of_run(res, MeshContact.phases, mesh, Cluster.uniform(2, 2), placements=[(0, owner)])
+    back = Trace.read(trace.write(tmp_path / "trace.h5"))
+    assert set(back.jobs) == set(JOB_RUNS.names)
+    for name in JOB_RUNS.names:
+        assert back.jobs[name].tobytes() == res.jobs[name].astype(JOB_RUNS.column(name).dtype).tobytes(), name
+    with h5py.File(tmp_path / "trace.h5") as f:
+        assert f["jobs"].attrs["version"] == 1 and int(f["jobs/committed"][0]) == len(res.jobs["job"])
+    assert back.truncated(3).jobs["step"].max() == 2
+    assert (back.jobs["fetched"] >= 0).all() and (back.jobs["end"] >= back.jobs["start"]).all()

@@ -15,7 +15,7 @@ from ..decomposition import Decomposition
 from ..errors import ShoalError
 from ..files import atomic_path
 from ..imbalance import lif
-from ..records import BALANCE, MESSAGES, TASKS
+from ..records import BALANCE, JOB_RUNS, MESSAGES, TASKS
 from .reading import PART_PREFIX, _open_for_reading, _read, _read_parts
 from .schema import LIBVER, _first_line
 from .writing import _create
@@ -75,6 +75,7 @@ class Trace:
     machine: dict | None = None  # the machine model the run fitted (shoal.replay.machine.MachineModel.to_dict)
     work_units: list[str] | None = None  # what each phase's ``work`` counts (its ``Phase.work``)
     loop_phases: list[int] | None = None  # per phase, the loop it repeats in (an index), or -1
+    jobs: dict[str, np.ndarray] | None = None  # one row per range of a job run (shoal.records.JOB_RUNS)
 
     def __post_init__(self):
         self.tasks = TASKS.table(self.tasks)
@@ -85,6 +86,8 @@ class Trace:
             self.lagged_phases = [False] * len(self.phases)
         if self.loop_phases is None:
             self.loop_phases = [-1] * len(self.phases)
+        if self.jobs is not None:
+            self.jobs = JOB_RUNS.table(self.jobs)
         if self.balance is not None:
             self.balance = BALANCE.table(self.balance)
         if self.worker_steps is None:
@@ -107,6 +110,7 @@ class Trace:
         ``meta`` fills the other fields."""
         workers = workers or [(result.first_step, cluster.cores)]
         meta.setdefault("loop_phases", loop_phases(phases, loops))
+        meta.setdefault("jobs", result.jobs)
         return cls(
             tasks=result.tasks, messages=result.messages, phases=[p.name for p in phases], tiling=tiling,
             cluster=Cluster(tuple(workers[0][1]), cluster.network),
@@ -299,7 +303,8 @@ class Trace:
             step_end=np.asarray(self.step_end)[keep_steps],
             placement_steps=self.placement_steps[placed], placement_owners=self.placement_owners[placed],
             worker_steps=self.worker_steps[workers], worker_cores=self.worker_cores[workers],
-            balance=None if self.balance is None else BALANCE.select(self.balance, self.balance["step"] <= step))
+            balance=None if self.balance is None else BALANCE.select(self.balance, self.balance["step"] <= step),
+            jobs=None if self.jobs is None else JOB_RUNS.select(self.jobs, self.jobs["step"] < step))
 
     def to_pandas(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The task and message tables as pandas DataFrames (needs ``pip install shoal[analysis]``).

@@ -11,7 +11,7 @@ import numpy as np
 from ..cluster import Cluster
 from ..decomposition import Decomposition, describe, same_decomposition
 from ..errors import ShoalError
-from ..records import BALANCE, MESSAGES, TASKS
+from ..records import BALANCE, JOB_RUNS, MESSAGES, TASKS
 
 if TYPE_CHECKING:
 
@@ -58,7 +58,7 @@ def joined(parts: list[Trace]) -> Trace:
         rows = np.asarray(rows, np.int64).reshape(len(rows), -1)
         return np.pad(rows, ((0, 0), (0, nodes - rows.shape[1])))
 
-    tasks, messages, step_end = [], [], []
+    tasks, messages, step_end, jobs = [], [], [], []
     history = {"placement": ([], []), "workers": ([], [])}  # (from steps, rows) of each part
     in_force = {"placement": None, "workers": None}  # the row in force at the end of the parts so far
     clock, last_step = 0.0, -1
@@ -69,6 +69,8 @@ def joined(parts: list[Trace]) -> Trace:
         shift = {c: p.tasks[c] + clock for c in ("start", "end", "ready") if c in p.tasks} if clock else {}
         tasks.append({**p.tasks, **shift})
         messages.append(p.messages)
+        if p.jobs is not None:
+            jobs.append({**p.jobs, **({c: p.jobs[c] + clock for c in ("start", "end")} if clock else {})})
         step_end.append(np.asarray(p.step_end, np.float64) + clock if clock else np.asarray(p.step_end, np.float64))
         for name, p_steps, p_rows in (("placement", p.placement_steps, np.asarray(p.placement_owners, np.int64)),
                                       ("workers", p.worker_steps, widen(p.worker_cores))):
@@ -92,7 +94,8 @@ def joined(parts: list[Trace]) -> Trace:
         communication={k: sum(np.pad(np.asarray(c[k]), (0, nodes - len(c[k]))) for c in comms)
                        for k in ("cpu_s", "messages")} if comms else None,
         machine=next((p.machine for p in reversed(parts) if p.machine is not None), None),
-        work_units=next((p.work_units for p in parts if p.work_units is not None), None))
+        work_units=next((p.work_units for p in parts if p.work_units is not None), None),
+        jobs=JOB_RUNS.concat(jobs) if jobs else None)
 
 # ----- transformations ---------------------------------------------------------------------
 def aggregate(trace: Trace, coarse: Decomposition) -> Trace:
@@ -143,10 +146,22 @@ def aggregate(trace: Trace, coarse: Decomposition) -> Trace:
             "cost": cost, "work": work, **extra}.items()},
         messages={"step": steps[u_s], "phase": slot_phase[u_p], "iteration": slot_iteration[u_p], "src": u_src,
                   "dst": u_dst, "bytes": mbytes},
-        tiling=coarse, placement_owners=cluster_owner,
+        tiling=coarse, placement_owners=cluster_owner, jobs=_coarse_jobs(trace.jobs, fine_to_coarse),
         tile_bytes=np.bincount(fine_to_coarse, weights=trace.tile_bytes, minlength=C).astype(np.int64)
         if trace.tile_bytes is not None else None,
     )
+
+def _coarse_jobs(jobs: dict[str, np.ndarray] | None, fine_to_coarse: np.ndarray) -> dict[str, np.ndarray] | None:
+    """Job rows read by coarse tiles: a job's tiles become the coarse tiles holding them (one
+    tile, where both are in one)."""
+    if jobs is None:
+        return None
+    a = fine_to_coarse[jobs["a"]]
+    b = np.where(jobs["b"] >= 0, fine_to_coarse[np.maximum(jobs["b"], 0)], -1)
+    return {**jobs, "a": a, "b": np.where(b == a, -1, b), "node": np.zeros_like(jobs["node"]),
+            "worker": np.zeros_like(jobs["worker"]), "start": np.zeros_like(jobs["start"]),
+            "end": np.zeros_like(jobs["end"])}
+
 
 def _coarse_owner(owner: np.ndarray, fine_to_coarse: np.ndarray, ncoarse: int) -> np.ndarray:
     """Owner of each coarse tile: the node owning most of its fine tiles (lowest on ties)."""

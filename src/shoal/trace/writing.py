@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 
 from ..errors import ShoalError
-from ..records import BALANCE, MESSAGES, TASKS, Schema
+from ..records import BALANCE, JOB_RUNS, MESSAGES, TASKS, Schema
 from .schema import COMMITTED, DATASETS, LIBVER, SCHEMA, VERSION, _dataset, _optional_group
 
 if TYPE_CHECKING:
@@ -92,6 +92,10 @@ class TraceWriter:
                     continue  # the resumed run starts where the carried-on history already is
                 rows[group] = _append_columns(f[group], {"from_step": [step], column: value[None]})
                 self._last[group] = value
+        if result is not None and result.jobs is not None and "jobs" in f:
+            jobs = {**result.jobs, "start": result.jobs["start"] + self.clock - result.wall_s,
+                    "end": result.jobs["end"] + self.clock - result.wall_s}
+            f["jobs"]["committed"][...] = [_append_columns(f["jobs"], jobs)]  # flushed before /committed
         if len(balance_rows) and "balance" in f:
             rows["balance"] = _append_columns(f["balance"], BALANCE.from_rows(list(balance_rows)))
         for name in f:
@@ -149,6 +153,9 @@ def _create(f: h5py.File, t: Trace) -> None:
         g = _optional_group(f, "communication")
         _dataset(g, "cpu_s", np.asarray(t.communication["cpu_s"], np.float64))
         _dataset(g, "messages", np.asarray(t.communication["messages"], np.int64))
+    if t.jobs is not None:  # its own count of complete rows: /committed keeps its six
+        g = _optional_group(f, "jobs")
+        _dataset(g, "committed", np.array([_growing(g, JOB_RUNS, t.jobs)], dtype=np.int64))
     rows = {"tasks": _growing(f.create_group("tasks"), TASKS, t.tasks),
             "messages": _growing(f.create_group("messages"), MESSAGES, t.messages),
             "steps": _growing(f.create_group("steps"), None, {"step": t.steps.astype(np.int32),
