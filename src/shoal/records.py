@@ -131,6 +131,10 @@ JOB_RUNS = Schema("job runs", (
     Column("work", np.int64, "job unit", "the app's count of what the range did"),
     Column("predicted", np.float64, "s", "the job's predicted cost, shared by its ranges in proportion to items"),
     Column("fetched", np.int64, "B", "bytes of the tiles' inputs that came from another node"),
+    Column("in_a", np.int64, "B", "bytes of the first tile's input (its payload for the jobs that read it)"),
+    Column("in_b", np.int64, "B", "bytes of the second tile's input (0 for a job of one tile)"),
+    Column("out_a", np.int64, "B", "bytes of the range's result for the first tile"),
+    Column("out_b", np.int64, "B", "bytes of the range's result for the second tile (0 for a job of one tile)"),
 ))
 
 BALANCE = Schema("balance", (

@@ -929,13 +929,15 @@ class LocalExecutor:
         except BaseException as exc:  # stop every worker, report from the main thread
             self._fail(exc, row["a"], task)
             return False
-        fetched = sum(payload_bytes(inputs[t]) for t in tiles if self._owner_of[t] != node)
+        sizes_in = [payload_bytes(inputs[t]) for t in tiles] + [0] * (2 - len(tiles))
+        sizes_out = [payload_bytes(results[t]) for t in tiles] + [0] * (2 - len(tiles))
+        fetched = sum(size for t, size in zip(tiles, sizes_in, strict=False) if self._owner_of[t] != node)
         share = (stop - first) / row["size"] if row["size"] else 1.0
         with self._lock:
             self._job_rows.append((self._seq.step[task] + self.first_step, self._seq.iteration[task],
                                    self._seq.phase[task], row["job"], row["kind"], row["a"], row["b"], first, stop,
                                    node, worker, t0 - self._t0, t1 - self._t0, c1 - c0, int(work),
-                                   row["cost"] * share, fetched))
+                                   row["cost"] * share, fetched, *sizes_in, *sizes_out))
             self._deliver((row["job"], first), task, tiles, [results[t] for t in tiles])
         return True
 
