@@ -142,3 +142,70 @@ def test_a_trace_keeps_every_range_of_every_job(tmp_path):
         assert f["jobs"].attrs["version"] == 1 and int(f["jobs/committed"][0]) == len(res.jobs["job"])
     assert back.truncated(3).jobs["step"].max() == 2
     assert (back.jobs["fetched"] >= 0).all() and (back.jobs["end"] >= back.jobs["start"]).all()
+
+
+# ----- replaying jobs ---------------------------------------------------------------------------
+def test_a_serial_replay_runs_every_job_once_at_its_measured_cost():
+    from shoal.replay import ReplayConfig, replay
+    from shoal.trace import Trace
+
+    mesh, owner, res, _ = run(4, nodes=2, workers=2, job_policy="locality", split=6)
+    trace = Trace.of_run(res, MeshContact.phases, mesh, Cluster.uniform(2, 2), placements=[(0, owner)])
+    r = replay(trace, ReplayConfig(nodes=1, cores=1, costs="measured", placement="sfc"))
+    assert r.makespan == pytest.approx(trace.tasks["cost"].sum() + trace.jobs["cost"].sum(), rel=1e-9)
+    j = r.trace.jobs
+    recorded = {(int(s), int(k)) for s, k in zip(trace.jobs["step"], trace.jobs["job"], strict=True)}
+    assert {(int(s), int(k)) for s, k in zip(j["step"], j["job"], strict=True)} == recorded
+    assert (j["node"] == 0).all() and (j["first"] == 0).all()  # one node of one core: never cut (split 0)
+    assert (j["fetched"] == 0).all()  # every input is on the job's node
+
+
+def hand_job_trace(in_b=3000):
+    """Two tiles; phase 'broad' (10 ms each) emits one job reading both (30 ms; inputs of 1000
+    and ``in_b`` bytes, results of 1000 bytes each); phase 'contact' (1 ms each) reads them."""
+    from shoal.records import JOB_RUNS
+    from shoal.tiling import Tiling
+    from shoal.trace import Trace
+
+    tasks = {"step": [0, 0, 0, 0], "phase": [0, 0, 1, 1], "tile": [0, 1, 0, 1], "node": [0] * 4, "worker": [0] * 4,
+             "start": [0.0] * 4, "end": [0.0] * 4, "cost": [0.010, 0.010, 0.001, 0.001], "work": [1] * 4}
+    job = dict(zip(JOB_RUNS.names, [[v] for v in (0, 0, 1, 0, 2, 0, 1, 0, 10, 0, 0, 0.0, 0.0, 0.030, 10, 0.030, 0,
+                                                  1000, in_b, 1000, 1000)], strict=True))
+    return Trace(tasks=tasks, messages={k: np.zeros(0) for k in ("step", "phase", "src", "dst", "bytes")},
+                 phases=["broad", "contact"], tiling=Tiling.from_counts((2, 1), (2, 1), halo=0),
+                 cluster=Cluster.uniform(1, 1), placement_steps=np.array([0]), placement_owners=np.zeros((1, 2), int),
+                 step_end=np.zeros(1), barrier_phases=[True, False], jobs=job)
+
+
+def test_a_replayed_job_waits_for_the_barrier_and_its_inputs_and_its_tiles_for_its_results():
+    from shoal.cluster import Network
+    from shoal.replay import ReplayConfig, replay
+
+    net = Network(latency_s=1e-3, bandwidth_Bps=1e6, overhead_s=0.0)  # 1000 bytes: 1 ms on an interface
+    r = replay(hand_job_trace(), ReplayConfig(nodes=2, cores=1, placement="strips", network=net, costs="measured",
+                                              job_policy="locality"))
+    j = r.trace.jobs
+    # Algorithm 2: 30 ms is not below the average 15 ms on either tile's node: the least loaded, node 0
+    assert j["node"].tolist() == [0] and j["fetched"].tolist() == [3000]
+    # tile 1's input leaves at 10 ms: 1 ms latency + 3 ms on each interface -> 14 ms (the barrier: 12 ms)
+    assert j["start"][0] == pytest.approx(0.014) and j["end"][0] == pytest.approx(0.044)
+    t = r.trace.tasks
+    contact = t["phase"] == 1
+    ends = dict(zip(t["tile"][contact].tolist(), t["end"][contact].tolist(), strict=True))
+    assert ends[0] == pytest.approx(0.045)  # its result is on its node
+    assert ends[1] == pytest.approx(0.044 + 0.001 + 0.001 + 0.001)  # its result crosses the network
+    assert r.makespan == pytest.approx(0.047)
+    even = replay(hand_job_trace(), ReplayConfig(nodes=2, cores=1, placement="strips", network=net,
+                                                 costs="measured", job_policy="even"))
+    assert even.trace.jobs["node"].tolist() == [0]  # one job: the first node
+
+
+def test_a_replay_cuts_big_jobs_for_the_modeled_cores():
+    from shoal.replay import ReplayConfig, replay
+
+    r = replay(hand_job_trace(), ReplayConfig(nodes=1, cores=2, costs="measured", job_split=4))
+    j = r.trace.jobs
+    assert sorted(zip(j["first"].tolist(), j["stop"].tolist(), strict=True)) == [(0, 5), (5, 10)]
+    assert j["cost"].sum() == pytest.approx(0.030)
+    # two cores share the job: 10 ms broad, then 15 ms on each core, then 1 ms contact
+    assert r.makespan == pytest.approx(0.010 + 0.015 + 0.001)

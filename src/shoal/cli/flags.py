@@ -60,6 +60,10 @@ def replay_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--iterations", type=int, metavar="N",
                    help="every loop of every step runs N iterations (missing ones repeat the step's last recorded "
                         "iteration); default: the recorded counts")
+    p.add_argument("--job-policy", default="locality",
+                   help="where the recorded jobs run on the modeled nodes: even, profiled or locality (default)")
+    p.add_argument("--job-split", type=int, default=0, metavar="ITEMS",
+                   help="cut a job of more items into ranges its node's cores share (default 0: never)")
 
 
 def machine_flags(p: argparse.ArgumentParser) -> None:

@@ -72,6 +72,7 @@ def main(args: argparse.Namespace) -> int:
                        network=network(args), mpi_reference=args.mpi_reference, balance=balance(args, trace),
                        proxy=Trace.read(args.proxy) if args.proxy else None, gil=args.gil, costs=args.costs,
                        machine=machine, message_cpu_s=args.message_cpu, iterations=args.iterations,
+                       job_policy=args.job_policy, job_split=args.job_split,
                        **calibration(args))
     out = Path(args.out) if args.out else new_folder("runs", f"replay-{trace.scenario}-{cfg.placement}")
     check_folder(out)  # refused before the replay runs, not after

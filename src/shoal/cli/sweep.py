@@ -52,7 +52,8 @@ def main(args: argparse.Namespace) -> int:
     periods = parse_list(args.periods, parse_period)
     total = len(cases(placements, tpc, periods, nodes, args.cores, args.seed, None)) + args.birdshot_seeds
     model = {"balance": balance(args, Trace.read(args.trace)), "gil": args.gil, "message_cpu_s": args.message_cpu,
-             "iterations": args.iterations, **calibration(args)}
+             "iterations": args.iterations, "job_policy": args.job_policy, "job_split": args.job_split,
+             **calibration(args)}
     console = Console(width=max(Console().width, 110))
     with Progress(console=console, transient=True) as progress:
         bar = progress.add_task("replaying", total=total)

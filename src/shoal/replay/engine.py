@@ -86,24 +86,36 @@ def _enqueue(k, node, head, tail, nxt, dirty, dirty_list, ndirty):
 
 
 @nb.njit(cache=True, nogil=True)
-def simulate(cost, owner, cores, barrier_after, barrier_lag, msg_start, msg_dst, msg_bytes, first_msgs_src,
+def _node_of(k, ntask, T, owner, unit_node):
+    """The node a task runs on: its tile's owner, or a job range's node."""
+    return owner[k % T] if k < ntask else unit_node[k - ntask]
+
+
+@nb.njit(cache=True, nogil=True)
+def simulate(cost, owner, cores, barrier_after, barrier_lag, msg_start, msg_task, msg_bytes, first_msgs_src,
              first_msgs_dst, first_msgs_bytes, latency, bandwidth, overhead, memcpy_bandwidth, t0, tx_free, rx_free,
-             gil, process_of, gil_free, wake):
+             gil, process_of, gil_free, wake, unit_cost, unit_gil, unit_node, unit_slot):
     """Simulate one segment; returns (start, end, core) per task and the number of events.
+
+    Tasks are the tiles' (``(s*P + p)*T + t``, ``ntask = S*P*T`` of them), then the ranges of
+    jobs (``ntask + u``): a range runs on any core of its node, once the inputs it reads have
+    arrived, and the tile tasks that read its results wait for them.
 
     Parameters
     ----------
     cost : (S, P, T) float64
-        Compute seconds of every task; ``P`` counts a step's slots (its phases, a loop's once
-        per iteration: see :meth:`shoal.trace.Trace.slots`).
+        Compute seconds of every tile task; ``P`` counts a step's slots (its phases, a loop's
+        once per iteration: see :meth:`shoal.trace.Trace.slots`).
     barrier_after : (S * P,) bool
         The slots of every step followed by a global barrier (a slot a step did not run has
         none, nor any cost: its zero-length tasks just pass the tile on).
     barrier_lag : (S * P,) int64
         Steps later the barrier holds the next slot (1 for a lagged reduction, else 0).
-    msg_start, msg_dst, msg_bytes
-        CSR of the messages each task *produces* (task index ``(s*P + p)*T + t``): messages
-        read by the task after it on the consumer tile.
+    msg_start, msg_task, msg_bytes
+        CSR of the messages each task *produces* (over all tasks, ranges included): the task
+        that reads each one, and its size. A halo goes to the task after its producer on the
+        reading tile; a job's input goes from the tile's task before the job slot to the range;
+        a range's result goes to the tile's task of the job slot.
     first_msgs_*
         Messages read by the segment's first tasks (step 0, phase 0), sent at ``t0``.
     tx_free, rx_free : (N,) float64
@@ -117,28 +129,33 @@ def simulate(cost, owner, cores, barrier_after, barrier_lag, msg_start, msg_dst,
     wake : float
         Seconds a core that sat idle takes to start a task that became ready (its worker
         slept and must be woken); a core that has just finished a task takes the next at once.
+    unit_cost, unit_gil, unit_node, unit_slot : (U,) arrays
+        Every job range's seconds, its share under the interpreter lock, its node and the slot
+        (``s*P + p``) of its job phase: it waits for the barrier before it (its jobs are known
+        only once every tile has emitted its own).
     """
     S, P, T = cost.shape
-    flat_cost = cost.reshape(-1)
-    flat_gil = gil.reshape(-1)
-    N = cores.shape[0]
     ntask = S * P * T
-    deps = np.zeros(ntask, np.int64)
-    start = np.zeros(ntask)
-    end = np.zeros(ntask)
-    core_of = np.zeros(ntask, np.int64)
+    U = unit_cost.shape[0]
+    total = ntask + U
+    flat_cost = np.concatenate((cost.reshape(-1), unit_cost))
+    flat_gil = np.concatenate((gil.reshape(-1), unit_gil))
+    N = cores.shape[0]
+    deps = np.zeros(total, np.int64)
+    start = np.zeros(total)
+    end = np.zeros(total)
+    core_of = np.zeros(total, np.int64)
     # Dependencies: previous task of the tile, incoming messages, barrier token.
-    for k in range(ntask):
-        if k >= T:
-            deps[k] += 1
-    for k in range(ntask):
-        for m in range(msg_start[k], msg_start[k + 1]):
-            consumer = k + T  # the dst tile's task right after this one, same (s, p) offset
-            consumer = consumer - (k % T) + msg_dst[m]
-            if consumer < ntask:
-                deps[consumer] += 1
+    for k in range(T, ntask):
+        deps[k] += 1
+    for m in range(msg_task.shape[0]):
+        if msg_task[m] < total:
+            deps[msg_task[m]] += 1
     for m in range(first_msgs_dst.shape[0]):
         deps[first_msgs_dst[m]] += 1
+    for u in range(U):
+        if unit_slot[u] > 0 and barrier_after[unit_slot[u] - 1] and barrier_lag[unit_slot[u] - 1] == 0:
+            deps[ntask + u] += 1
     for s in range(S):
         for p in range(P):
             if barrier_after[s * P + p]:
@@ -149,7 +166,7 @@ def simulate(cost, owner, cores, barrier_after, barrier_lag, msg_start, msg_dst,
     log_nodes = math.ceil(math.log2(N)) if N > 1 else 0
     barrier_cost = 2.0 * log_nodes * (latency + overhead)
     # Ready queues: one FIFO linked list per node.
-    nxt = np.full(ntask, -1, np.int64)
+    nxt = np.full(total, -1, np.int64)
     head = np.full(N, -1, np.int64)
     tail = np.full(N, -1, np.int64)
     free = cores.copy()
@@ -160,7 +177,7 @@ def simulate(cost, owner, cores, barrier_after, barrier_lag, msg_start, msg_dst,
     freed_at = np.full((N, cores.max()), t0)  # when each core last finished a task
     done_in_phase = np.zeros(S * P, np.int64)
     phase_end = np.zeros(S * P)
-    cap = ntask + msg_dst.shape[0] + first_msgs_dst.shape[0] + S * P + 16
+    cap = total + msg_task.shape[0] + first_msgs_dst.shape[0] + S * P + 16
     ht = np.empty(cap)
     hs = np.empty(cap, np.int64)
     hk = np.empty(cap, np.int64)
@@ -211,7 +228,7 @@ def simulate(cost, owner, cores, barrier_after, barrier_lag, msg_start, msg_dst,
                 c = free_core[node, free[node]]
                 copy = 0.0
                 for m in range(msg_start[k], msg_start[k + 1]):
-                    if owner[msg_dst[m]] == node:
+                    if msg_task[m] < total and _node_of(msg_task[m], ntask, T, owner, unit_node) == node:
                         copy += msg_bytes[m] / memcpy_bandwidth
                 begin = now if freed_at[node, c] >= now else now + wake
                 start[k] = begin
@@ -239,14 +256,12 @@ def simulate(cost, owner, cores, barrier_after, barrier_lag, msg_start, msg_dst,
                 dirty[node] = True
                 dirty_list[ndirty] = node
                 ndirty += 1
-            t = k % T
-            sp = k // T
             # Messages this task produced.
             for m in range(msg_start[k], msg_start[k + 1]):
-                consumer = (sp + 1) * T + msg_dst[m]
-                if consumer >= ntask:
+                consumer = msg_task[m]
+                if consumer >= total:
                     continue
-                dst_node = owner[msg_dst[m]]
+                dst_node = _node_of(consumer, ntask, T, owner, unit_node)
                 if dst_node == node:
                     deps[consumer] -= 1
                     if deps[consumer] == 0:
@@ -258,6 +273,10 @@ def simulate(cost, owner, cores, barrier_after, barrier_lag, msg_start, msg_dst,
                     rx_free[dst_node] = recv + msg_bytes[m] / bandwidth
                     n = _push(ht, hs, hk, ha, hb, n, rx_free[dst_node], seq, MESSAGE, consumer, 0)
                     seq += 1
+            if k >= ntask:
+                continue  # a job's range: no tile to move on, no barrier
+            t = k % T
+            sp = k // T
             # The tile's next task.
             successor = k + T
             if successor < ntask:
@@ -275,10 +294,16 @@ def simulate(cost, owner, cores, barrier_after, barrier_lag, msg_start, msg_dst,
             consumer = a
             deps[consumer] -= 1
             if deps[consumer] == 0:
-                dn = owner[consumer % T]
+                dn = _node_of(consumer, ntask, T, owner, unit_node)
                 ndirty = _enqueue(consumer, dn, head, tail, nxt, dirty, dirty_list, ndirty)
         else:
             released_from = (a + 1 + barrier_lag[a] * P) * T
+            if barrier_lag[a] == 0:
+                for u in range(U):
+                    if unit_slot[u] == a + 1:
+                        deps[ntask + u] -= 1
+                        if deps[ntask + u] == 0:
+                            ndirty = _enqueue(ntask + u, unit_node[u], head, tail, nxt, dirty, dirty_list, ndirty)
             for t in range(T):
                 consumer = released_from + t
                 deps[consumer] -= 1

@@ -15,13 +15,16 @@ from ..compilation import announce
 from ..errors import ShoalError
 from ..log import Stages
 from ..placement import Balancer, get_policy, policy_params
+from ..placement.job_policies import job_policy
 from ..placement.proxy import ProxyLoads
 from ..placement.registry import check_owner
 from ..placement.trigger import parse_period
+from ..records import JOB_RUNS
 from ..summary import summarize
 from ..tiling import Tiling
 from ..trace import Trace, aggregate, scaled, with_iterations
 from .invasive import InvasiveConfig, InvasiveModel, invasive_cluster
+from .jobs import RecordedJobs
 from .machine import MachineModel
 from .segments import Outcome, Setup, run_segments, segment_cuts
 
@@ -84,6 +87,8 @@ class ReplayConfig:
     balance: dict = field(default_factory=dict)
     mpi_reference: bool = False
     iterations: int | None = None  # every loop of every step runs this many iterations (None: as recorded)
+    job_policy: str = "locality"  # where the recorded jobs run on the modeled nodes (shoal.placement.job_policies)
+    job_split: int = 0  # a job of more items is cut into ranges for its node's cores (0: never)
     proxy: Trace | None = None  # a low-resolution run of the same scenario, for ``speculative``
     invasive: InvasiveConfig | None = None  # cores moved between ranks by a modeled manager (shoal.replay.invasive)
 
@@ -219,6 +224,9 @@ def _check(cfg: ReplayConfig) -> None:
     if (cfg.nodes is not None and cfg.nodes < 1) or (cfg.cores is not None and cfg.cores < 1):
         raise ShoalError("replay needs at least one node with one core")
     parse_period(cfg.period)
+    job_policy(cfg.job_policy)  # an unknown name, in one line, before anything is read
+    if not isinstance(cfg.job_split, int) or cfg.job_split < 0:
+        raise ShoalError(f"job split must be a whole number of items >= 0, got {cfg.job_split!r}")
     if cfg.lock_model not in ("waits", "serial", "free"):
         raise ShoalError(f"lock model must be 'waits', 'serial' or 'free', got {cfg.lock_model!r}")
 
@@ -277,9 +285,10 @@ def _setup(trace: Trace, cfg: ReplayConfig, cluster: Cluster, schedule: tuple[np
     tile_bytes = trace.tile_bytes if trace.tile_bytes is not None else np.zeros(T, np.int64)
     barrier_at = barrier[None, :] & present  # no barrier after a slot a step did not run
     lag_at = np.broadcast_to(lag, present.shape).copy()
+    slot_iteration = trace.slots()[1]
     return Setup(cluster, schedule, owner, barrier_at, lag_at, cost, duration, gil, process_of, balancer, fixed, cuts,
                  invasive, tile_bytes, cfg.message_cpu_s, cfg.gil, cfg.memcpy_bandwidth, cfg.wake_s, cfg.restart_s,
-                 place)
+                 place, RecordedJobs.of(trace, cfg.speed), cfg.job_policy, cfg.job_split, slot_phase, slot_iteration)
 
 
 def _row(schedule: tuple[np.ndarray, np.ndarray], step: int) -> int:
@@ -314,6 +323,7 @@ def _predicted(trace: Trace, cfg: ReplayConfig, setup: Setup, outcome: Outcome) 
         lagged_phases=[False] * len(trace.phases) if cfg.mpi_reference else trace.lagged_phases,
         loop_phases=trace.loop_phases, tile_bytes=setup.tile_bytes,
         work_units=trace.work_units,
+        jobs=JOB_RUNS.from_rows(outcome.jobs) if outcome.jobs else None,
         balance=setup.balancer.records() if setup.balancer is not None else None,
         worker_steps=outcome.schedule[0], worker_cores=outcome.schedule[1],
     )

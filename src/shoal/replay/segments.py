@@ -24,6 +24,7 @@ from ..tiling import Tiling
 from ..trace import Trace, packed_by
 from .engine import simulate
 from .invasive import InvasiveModel
+from .jobs import RecordedJobs, SegmentJobs, predicted_rows, segment_jobs
 
 
 @dataclass
@@ -54,6 +55,11 @@ class Setup:
     wake_s: float
     restart_s: float
     place: Callable[[np.ndarray], np.ndarray]
+    jobs: RecordedJobs | None = None
+    job_policy: str = "locality"
+    job_split: int = 0
+    slot_phase: np.ndarray | None = None
+    slot_iteration: np.ndarray | None = None
 
 
 @dataclass
@@ -71,6 +77,7 @@ class Outcome:
     schedule: tuple[np.ndarray, np.ndarray] | None = None
     events: int = 0
     wall_s: float = 0.0
+    jobs: list[tuple] = field(default_factory=list)  # JOB_RUNS rows of the jobs' ranges
 
 
 def run_segments(trace: Trace, setup: Setup) -> Outcome:
@@ -108,7 +115,8 @@ def run_segments(trace: Trace, setup: Setup) -> Outcome:
         s1 = next(c for c in setup.cuts if c > s0)
         if balancer is not None and balancer.trigger is not None:
             s1 = _adaptive_cut(balancer, cost, steps, s0, s1, local, at)
-        csr, mdst, mbytes, fsrc, fdst, fbytes = _segment_messages(messages, s0, s1, P, T)
+        jobs = segment_jobs(setup.jobs, s0, s1, P, T, local, at, present, setup.job_policy, setup.job_split)
+        csr, mtask, mbytes, fsrc, fdst, fbytes = _segment_messages(messages, s0, s1, P, T, jobs)
         seg_duration, seg_gil = setup.duration[s0:s1], setup.gil[s0:s1]
         if setup.message_cpu_s:
             comm = _communication_cpu(messages, s0, s1, P, T, owner, setup.message_cpu_s)
@@ -119,10 +127,16 @@ def run_segments(trace: Trace, setup: Setup) -> Outcome:
         tic = time.perf_counter()
         start, end, core, n_events = simulate(np.ascontiguousarray(seg_duration), owner, cores,
                                               setup.barrier[s0:s1].reshape(-1), setup.lag[s0:s1].reshape(-1), csr,
-                                              mdst, mbytes, fsrc, fdst, fbytes, net.latency_s,
+                                              mtask, mbytes, fsrc, fdst, fbytes, net.latency_s,
                                               net.bandwidth_Bps, net.overhead_s, setup.memcpy_bandwidth, t0, tx_free,
                                               rx_free, np.ascontiguousarray(seg_gil), setup.process_of, gil_free,
-                                              setup.wake_s)
+                                              setup.wake_s, jobs.unit_cost, np.zeros_like(jobs.unit_cost),
+                                              jobs.unit_node, jobs.unit_slot)
+        ntask = (s1 - s0) * P * T
+        if jobs.rows:
+            out.jobs += predicted_rows(setup.jobs, jobs, steps, setup.slot_phase, setup.slot_iteration,
+                                       start[ntask:], end[ntask:], core[ntask:], owner)
+        start, end, core = start[:ntask], end[:ntask], core[:ntask]
         out.wall_s += time.perf_counter() - tic
         out.events += n_events
         sl = slice(s0 * P * T, s1 * P * T)
@@ -186,18 +200,23 @@ def _producer(step: np.ndarray, phase: np.ndarray, src: np.ndarray, P: int, T: i
     return (ps * P + pp) * T + src
 
 
-def _segment_messages(messages: _MessagesByStep, s0: int, s1: int, P: int, T: int):
-    """Messages read by steps [s0, s1) as a CSR over producing tasks, plus the segment's first ones."""
+def _segment_messages(messages: _MessagesByStep, s0: int, s1: int, P: int, T: int, jobs: SegmentJobs):
+    """Messages read by steps [s0, s1) — halos, then the jobs' inputs and results — as a CSR
+    over producing tasks (tiles' tasks, then the jobs' ranges) giving the task that reads each
+    one, plus the segment's first ones."""
     s_idx, phase, src, dst, nbytes = messages.between(s0, s1)
     step, phase = s_idx - s0, phase.astype(np.int64)
     producer = _producer(step, phase, src, P, T)
+    reader = (step * P + phase) * T + dst
     first = producer < 0
-    ntask = (s1 - s0) * P * T
     inner = ~first
-    order = np.argsort(producer[inner], kind="stable")
-    prod = producer[inner][order]
-    csr = np.searchsorted(prod, np.arange(ntask + 1)).astype(np.int64)
-    return (csr, dst[inner][order].astype(np.int64), nbytes[inner][order].astype(np.float64),
+    producers = np.concatenate([producer[inner], jobs.producer])
+    readers = np.concatenate([reader[inner], jobs.consumer])
+    sizes = np.concatenate([nbytes[inner].astype(np.float64), jobs.nbytes])
+    order = np.argsort(producers, kind="stable")
+    total = (s1 - s0) * P * T + len(jobs.unit_cost)
+    csr = np.searchsorted(producers[order], np.arange(total + 1)).astype(np.int64)
+    return (csr, readers[order].astype(np.int64), sizes[order],
             src[first].astype(np.int64), dst[first].astype(np.int64), nbytes[first].astype(np.float64))
 
 
