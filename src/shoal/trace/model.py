@@ -36,7 +36,15 @@ def packed_by(step_index: np.ndarray, phase: np.ndarray, phases: int) -> tuple[n
 
 def loop_phases(phases, loops) -> list[int]:
     """Per phase, the index of the loop it repeats in (-1 outside loops): what a trace keeps of
-    an app's :class:`~shoal.runtime.graph.Loop` declarations."""
+    an app's :class:`~shoal.runtime.graph.Loop` declarations.
+
+    Parameters
+    ----------
+    phases : sequence of Phase
+        The app's phases.
+    loops : sequence of Loop
+        Its loops, each naming its first and last phase.
+    """
     names = [p.name for p in phases]
     out = [-1] * len(names)
     for k, loop in enumerate(loops):
