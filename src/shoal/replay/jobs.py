@@ -52,6 +52,17 @@ class RecordedJobs:
                  "out_a": summed("out_a"), "out_b": summed("out_b")}
         return cls(keys[:, 0], keys[:, 1], table)
 
+    def window_before(self, s: int, slot: int) -> dict[str, np.ndarray] | None:
+        """The jobs of the job phase run last before slot ``slot`` of step index ``s``, as the
+        measured rows a ``profiled`` job policy predicts costs from (``None``: the first)."""
+        earlier = (self.s_idx < s) | ((self.s_idx == s) & (self.slot < slot))
+        if not earlier.any():
+            return None
+        key = self.s_idx * (int(self.slot.max()) + 1) + self.slot
+        rows = np.flatnonzero(earlier & (key == key[earlier].max()))
+        t = self.table
+        return {"a": t["a"][rows], "b": t["b"][rows], "seconds": t["cost"][rows], "size": t["size"][rows]}
+
     def between(self, s0: int, s1: int) -> np.ndarray:
         """The rows of the jobs run by steps ``[s0, s1)``."""
         return np.flatnonzero((self.s_idx >= s0) & (self.s_idx < s1))
@@ -91,7 +102,7 @@ def segment_jobs(jobs: RecordedJobs | None, s0: int, s1: int, P: int, T: int, ow
         these = these[np.argsort(t["job"][these])]
         table = job_table(t["a"][these], t["b"][these], cost=np.maximum(t["predicted"][these], 0.0),
                           size=t["size"][these], kind=t["kind"][these].tolist())
-        job_node = job_policy(policy).place(table, owner, cluster)
+        job_node = job_policy(policy).place(table, owner, cluster, measured=jobs.window_before(s, slot))
         before = ((s - s0) * P + slot - 1) * T  # the tiles' tasks that packed the jobs' inputs
         at = ((s - s0) * P + slot) * T  # and those that read the results
         for node, work in enumerate(node_work(table, job_node, cluster, split)):

@@ -142,9 +142,12 @@ def lock_line(gils) -> str:
 
 
 def coarsening_for(tiling: Tiling, target: int) -> Tiling:
-    """The nested coarser tiling (integer factor per axis) whose tile count is closest to target."""
+    """The nested coarser tiling (integer factor per axis) whose tile count is closest to target;
+    for a mesh partition, ``target`` parts merged from its own (:meth:`MeshPartition.coarsen`)."""
     if target > tiling.ntiles:
         raise ShoalError(f"the trace has {tiling.ntiles} tiles; {target} were asked for: record a finer tiling")
+    if tiling.kind == "mesh":
+        return tiling if target == tiling.ntiles else tiling.coarsen(target)
     best = None
     for factors in itertools.product(*[range(1, c + 1) for c in tiling.counts]):
         counts = [math.ceil(c / f) for c, f in zip(tiling.counts, factors, strict=True)]

@@ -514,6 +514,7 @@ class LocalExecutor:
         self._job_tasks: list[bool] = []
         self._job_inputs: dict[int, Any] = {}
         self._units: dict[int, list] = {}
+        self._previous_jobs = getattr(self, "_job_rows", [])  # the run before's: what profiled predicts from
         self._job_rows: list[tuple] = []
         self._limit = 0  # tasks from this instance on are not run (not yet in the sequence, or after a stop)
         self._append(self._seq.extend())
@@ -896,7 +897,7 @@ class LocalExecutor:
                 kind.append(entry[3] if len(entry) > 3 else "work")
         jobs = job_table(np.array(a, np.int64), np.array(b, np.int64), cost=np.array(cost), size=np.array(size),
                          kind=kind)
-        job_node = job_policy(self.job_policy).place(jobs, self.owner, self.cluster)
+        job_node = job_policy(self.job_policy).place(jobs, self.owner, self.cluster, measured=self._last_window())
         units, counts = [], [0] * self._T
         for node, work in enumerate(node_work(jobs, job_node, self.cluster, self.app.job_split)):
             for job, first, stop in zip(work["job"].tolist(), work["start"].tolist(), work["end"].tolist(),
@@ -911,6 +912,17 @@ class LocalExecutor:
         for u, (_, _, _, node) in enumerate(units):
             if node in self._pools:
                 self._enqueue(node, -2 - u, task)
+
+    def _last_window(self) -> dict[str, np.ndarray] | None:
+        """The ranges of the latest job phase run (this run's, else the run before's), as the
+        measured rows a ``profiled`` job policy predicts the next window's costs from."""
+        rows = self._job_rows or self._previous_jobs
+        if not rows:
+            return None
+        last = rows[-1][:3]
+        mine = [r for r in rows if r[:3] == last]  # (step, iteration, phase) of the latest window
+        return {"a": np.array([r[5] for r in mine]), "b": np.array([r[6] for r in mine]),
+                "seconds": np.array([r[13] for r in mine]), "size": np.array([r[8] - r[7] for r in mine])}
 
     def _run_unit(self, node: int, worker: int, unit: int, task: int, ctx: StepContext) -> bool:
         """Run one range of a job on this worker, then hand each tile it read its result;
