@@ -908,16 +908,31 @@ class LocalExecutor:
                     counts[row["b"]] += 1
         self._fanins[task] = counts
         self._units[task] = units
+        self._queue_units(task, units)
+
+    def _queue_units(self, task: int, units: list) -> None:
+        """Queue the ranges of the job phase ``task`` that this process's nodes run (caller holds
+        the lock): every tile's input is here."""
         for u, (_, _, _, node) in enumerate(units):
             if node in self._pools:
                 self._enqueue(node, -2 - u, task)
+
+    def _unit_inputs(self, task: int, tiles: list) -> dict:
+        """The inputs of the tiles a range of the job phase ``task`` reads, by tile: each packed
+        after the tile's task before."""
+        return {t: self._job_inputs[t] for t in tiles}
+
+    def _post_results(self, key: tuple[int, int], task: int, tiles: list, results: list) -> None:
+        """Hand the results of the range ``key`` (its job and first item) to the tiles it read,
+        one each, in order (caller holds the lock)."""
+        self._deliver(key, task, tiles, results)
 
     def _run_unit(self, node: int, worker: int, unit: int, task: int, ctx: StepContext) -> bool:
         """Run one range of a job on this worker, then hand each tile it read its result;
         False if the app's job method failed."""
         row, first, stop, _ = self._units[task][unit]
         tiles = [row["a"]] + ([row["b"]] if row["b"] >= 0 else [])
-        inputs = {t: self._job_inputs[t] for t in tiles}
+        inputs = self._unit_inputs(task, tiles)
         clock = thread_clock()
         try:
             k0, n0 = clock
@@ -936,7 +951,7 @@ class LocalExecutor:
                                    self._seq.phase[task], row["job"], row["kind"], row["a"], row["b"], first, stop,
                                    node, worker, t0 - self._t0, t1 - self._t0, c1 - c0, int(work),
                                    row["cost"] * share, fetched))
-            self._deliver((row["job"], first), task, tiles, [results[t] for t in tiles])
+            self._post_results((row["job"], first), task, tiles, [results[t] for t in tiles])
         return True
 
     def _decide(self, task: int, value) -> None:
