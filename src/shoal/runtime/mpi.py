@@ -55,7 +55,7 @@ mpi4py.rc.thread_level = "serialized"  # any worker may call MPI, one at a time
 from mpi4py import MPI  # noqa: E402  (the thread level must be set before MPI starts)
 
 from ..errors import ShoalError  # noqa: E402
-from ..records import MESSAGES, TASKS  # noqa: E402
+from ..records import JOB_RUNS, MESSAGES, TASKS  # noqa: E402
 from .local import ExecutionResult, LocalExecutor, as_worker_thread, reduced_value, sum_present  # noqa: E402
 from .packing import LAYOUT, compact_json, flatten, unflatten  # noqa: E402
 from .team import Team  # noqa: E402
@@ -372,7 +372,19 @@ def combine_ranks(parts: list[ExecutionResult]) -> ExecutionResult:
         step_end=np.max([p.step_end for p in parts], axis=0), oversubscribed=any(p.oversubscribed for p in parts),
         comm_cpu_s=sum_present([p.comm_cpu_s for p in parts]),
         comm_messages=sum_present([p.comm_messages for p in parts]),
+        jobs=_combined_jobs(parts),
     )
+
+
+def _combined_jobs(parts: list[ExecutionResult]) -> dict[str, np.ndarray] | None:
+    """Every rank's job rows (each range's from the rank that ran it), by step, iteration,
+    phase, job and first item; ``None`` if no rank ran a range."""
+    tables = [p.jobs for p in parts if p.jobs is not None]
+    if not tables:
+        return None
+    jobs = JOB_RUNS.concat(tables)
+    order = np.lexsort((jobs["first"], jobs["job"], jobs["phase"], jobs["iteration"], jobs["step"]))
+    return JOB_RUNS.select(jobs, order)
 
 
 class MPIExecutor(LocalExecutor):
