@@ -1,7 +1,8 @@
 """Jobs, the second kind of unit: emitted by the tiles in tile order, placed by a job policy, cut
 into ranges any core of their node may take, their results handed back in a fixed order. A
 triangle mesh on METIS parts with penalty contacts between parts stays bitwise the same for any
-part count, placement, job policy, split and worker count, and conserves momentum."""
+part count, placement, job policy, split and worker count, and conserves momentum (on MPI
+ranks too: test_jobs_mpi.py)."""
 
 import numpy as np
 import pytest
@@ -112,15 +113,3 @@ def test_job_phases_follow_a_phase_that_emits_them():
     with pytest.raises(ValueError, match="cannot reduce"):
         Phase("a", emits_jobs=True, reduction="sum")
 
-
-def test_the_mpi_executor_refuses_jobs_in_one_line():
-    pytest.importorskip("mpi4py")
-    from shoal.runtime.mpi import MPIExecutor
-
-    mesh = MeshPartition.from_mesh(V, E, 2)
-
-    class OneRank:
-        size, rank, comm = 1, 0, None
-
-    with pytest.raises(ShoalError, match="only the local executor runs so far"):
-        MPIExecutor(MeshContact(mesh, V), mesh, Cluster.uniform(1, 1), np.zeros(2, np.int64), OneRank())
