@@ -1,7 +1,8 @@
 """Jobs, the second kind of unit: emitted by the tiles in tile order, placed by a job policy, cut
 into ranges any core of their node may take, their results handed back in a fixed order. A
 triangle mesh on METIS parts with penalty contacts between parts stays bitwise the same for any
-part count, placement, job policy, split and worker count, and conserves momentum."""
+part count, placement, job policy, split and worker count, and conserves momentum (on MPI
+ranks too: test_jobs_mpi.py)."""
 
 import numpy as np
 import pytest
@@ -113,17 +114,6 @@ def test_job_phases_follow_a_phase_that_emits_them():
         Phase("a", emits_jobs=True, reduction="sum")
 
 
-def test_the_mpi_executor_refuses_jobs_in_one_line():
-    pytest.importorskip("mpi4py")
-    from shoal.runtime.mpi import MPIExecutor
-
-    mesh = MeshPartition.from_mesh(V, E, 2)
-
-    class OneRank:
-        size, rank, comm = 1, 0, None
-
-    with pytest.raises(ShoalError, match="only the local executor runs so far"):
-        MPIExecutor(MeshContact(mesh, V), mesh, Cluster.uniform(1, 1), np.zeros(2, np.int64), OneRank())
 
 
 def test_a_trace_keeps_every_range_of_every_job(tmp_path):
@@ -209,3 +199,26 @@ def test_a_replay_cuts_big_jobs_for_the_modeled_cores():
     assert j["cost"].sum() == pytest.approx(0.030)
     # two cores share the job: 10 ms broad, then 15 ms on each core, then 1 ms contact
     assert r.makespan == pytest.approx(0.010 + 0.015 + 0.001)
+
+
+def test_a_profiled_placement_reads_what_the_last_windows_ranges_measured(monkeypatch):
+    from shoal.placement import job_policies
+
+    seen = []
+    policy = job_policies.job_policy("profiled")
+    place = type(policy).place
+
+    def spy(self, jobs, owner, cluster, params=None, measured=None):
+        seen.append(measured)
+        return place(self, jobs, owner, cluster, params, measured)
+
+    monkeypatch.setattr(type(policy), "place", spy)
+    _, _, res, _ = run(4, nodes=2, workers=2, job_policy="profiled", split=6, steps=3)
+    assert seen[0] is None  # nothing measured before the first window
+    j = res.jobs
+    for step in (1, 2):
+        before = j["step"] == step - 1
+        got = seen[step]
+        assert sorted(got["seconds"].tolist()) == sorted(j["cost"][before].tolist())  # every range of the window
+        assert sorted(zip(got["a"].tolist(), got["size"].tolist(), strict=True)) == sorted(
+            zip(j["a"][before].tolist(), (j["stop"] - j["first"])[before].tolist(), strict=True))

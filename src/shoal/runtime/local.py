@@ -193,6 +193,9 @@ class LocalExecutor:
         self._packers = [getattr(app, p.pack) if p.halo or p.jobs else None for p in self.phases]
         self._job_runners = [getattr(app, p.jobs) if p.jobs else None for p in self.phases]
         self.graph = StepGraph(app, tiling)
+        # Per tile, the ranges of the last job phase it was the first tile of, as measured: it
+        # hands them in with its next jobs, so every process's profiled placement reads the same.
+        self._window: dict[int, list[tuple]] = {}
         self._pools = {node: WorkerPool(cluster.cores[node], f"shoal-node{node}", configure_worker_thread)
                        for node in self._nodes_here()}
 
@@ -514,7 +517,6 @@ class LocalExecutor:
         self._job_tasks: list[bool] = []
         self._job_inputs: dict[int, Any] = {}
         self._units: dict[int, list] = {}
-        self._previous_jobs = getattr(self, "_job_rows", [])  # the run before's: what profiled predicts from
         self._job_rows: list[tuple] = []
         self._limit = 0  # tasks from this instance on are not run (not yet in the sequence, or after a stop)
         self._append(self._seq.extend())
@@ -685,6 +687,7 @@ class LocalExecutor:
         queue, cond, lock, finished = self._queues[node], self._conds[node], self._lock, self._finished
         T, t_run, seq_phase, seq_step = self._T, self._t0, self._seq.phase, self._seq.step
         job_tasks = self._job_tasks
+        emits = [p.emits_jobs for p in self.phases]
         tiling, runners, reduces, halo_tasks = self.tiling, self._runners, self._reduces, self._halo_tasks
         inbox, tokens, token_tasks, contexts = self._inbox, self._tokens, self._token_tasks, self._contexts
         nexts, idle, fanins, left_in_step = self._next, self._idle, self._fanins, self._left_in_step
@@ -706,6 +709,8 @@ class LocalExecutor:
                     nexts[tile] = nxt
                     idle[tile] = True
                     if value is not None:
+                        if emits[seq_phase[task]]:  # the jobs, with what this tile's last ones measured
+                            value = (value, self._window.pop(tile, []))
                         contribute(tile, task, value)
                     s = seq_step[task]
                     left_in_step[s] -= 1
@@ -887,8 +892,9 @@ class LocalExecutor:
         from ..placement.job_split import node_work
         from ..placement.jobs import job_table
 
-        a, b, size, cost, kind = [], [], [], [], []
-        for tile, jobs in enumerate(listed):
+        a, b, size, cost, kind, window = [], [], [], [], [], []
+        for tile, (jobs, measured) in enumerate(listed):
+            window += measured  # the last window's ranges this tile was the first tile of
             for entry in jobs:
                 a.append(tile)
                 b.append(int(entry[0]))
@@ -897,7 +903,10 @@ class LocalExecutor:
                 kind.append(entry[3] if len(entry) > 3 else "work")
         jobs = job_table(np.array(a, np.int64), np.array(b, np.int64), cost=np.array(cost), size=np.array(size),
                          kind=kind)
-        job_node = job_policy(self.job_policy).place(jobs, self.owner, self.cluster, measured=self._last_window())
+        # What a profiled policy predicts from: the same rows, in tile order, on every process.
+        measured = dict(zip(("a", "b", "seconds", "size"), (np.array(c) for c in zip(*window, strict=True)),
+                            strict=True)) if window else None
+        job_node = job_policy(self.job_policy).place(jobs, self.owner, self.cluster, measured=measured)
         units, counts = [], [0] * self._T
         for node, work in enumerate(node_work(jobs, job_node, self.cluster, self.app.job_split)):
             for job, first, stop in zip(work["job"].tolist(), work["start"].tolist(), work["end"].tolist(),
@@ -909,27 +918,33 @@ class LocalExecutor:
                     counts[row["b"]] += 1
         self._fanins[task] = counts
         self._units[task] = units
+        self._queue_units(task, units)
+
+    def _queue_units(self, task: int, units: list) -> None:
+        """Queue the ranges of the job phase ``task`` that this process's nodes run (caller holds
+        the lock): every tile's input is here."""
         for u, (_, _, _, node) in enumerate(units):
             if node in self._pools:
                 self._enqueue(node, -2 - u, task)
 
-    def _last_window(self) -> dict[str, np.ndarray] | None:
-        """The ranges of the latest job phase run (this run's, else the run before's), as the
-        measured rows a ``profiled`` job policy predicts the next window's costs from."""
-        rows = self._job_rows or self._previous_jobs
-        if not rows:
-            return None
-        last = rows[-1][:3]
-        mine = [r for r in rows if r[:3] == last]  # (step, iteration, phase) of the latest window
-        return {"a": np.array([r[5] for r in mine]), "b": np.array([r[6] for r in mine]),
-                "seconds": np.array([r[13] for r in mine]), "size": np.array([r[8] - r[7] for r in mine])}
+    def _unit_inputs(self, task: int, tiles: list) -> dict:
+        """The inputs of the tiles a range of the job phase ``task`` reads, by tile: each packed
+        after the tile's task before."""
+        return {t: self._job_inputs[t] for t in tiles}
+
+    def _post_results(self, key: tuple[int, int], task: int, tiles: list, results: list, measured: tuple) -> None:
+        """Hand the results of the range ``key`` (its job and first item) to the tiles it read,
+        one each, in order, and what the range measured, ``(a, b, seconds, items)``, to its first
+        tile (caller holds the lock)."""
+        self._deliver(key, task, tiles, results)
+        self._window.setdefault(tiles[0], []).append(measured)
 
     def _run_unit(self, node: int, worker: int, unit: int, task: int, ctx: StepContext) -> bool:
         """Run one range of a job on this worker, then hand each tile it read its result;
         False if the app's job method failed."""
         row, first, stop, _ = self._units[task][unit]
         tiles = [row["a"]] + ([row["b"]] if row["b"] >= 0 else [])
-        inputs = {t: self._job_inputs[t] for t in tiles}
+        inputs = self._unit_inputs(task, tiles)
         clock = thread_clock()
         try:
             k0, n0 = clock
@@ -950,7 +965,8 @@ class LocalExecutor:
                                    self._seq.phase[task], row["job"], row["kind"], row["a"], row["b"], first, stop,
                                    node, worker, t0 - self._t0, t1 - self._t0, c1 - c0, int(work),
                                    row["cost"] * share, fetched, *sizes_in, *sizes_out))
-            self._deliver((row["job"], first), task, tiles, [results[t] for t in tiles])
+            self._post_results((row["job"], first), task, tiles, [results[t] for t in tiles],
+                               (row["a"], row["b"], c1 - c0, stop - first))
         return True
 
     def _decide(self, task: int, value) -> None:

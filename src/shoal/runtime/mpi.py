@@ -11,7 +11,11 @@ interpreter lock from them at every poll, each time paying a wake-up, which on t
 Tiles with neighbours on another rank run first, so that their halos leave early. A
 reduction gathers every tile's value on every rank (one message per rank and task) and
 combines them in tile-id order, so its result is the same on every rank and for every rank
-count.
+count. The jobs a phase emits are gathered the same way, so every rank places them on the same
+nodes and cuts them into the same ranges; as it places them, a rank sends the input of each of
+its tiles once to every other rank whose ranges read it, runs its own ranges as their inputs
+arrive, and sends each result to the rank of the tile it is for. A rank leaves a run only once
+its ranges have run and their results have left.
 
 Between chunks of steps :class:`MPITeam` sums measurements, sends every rank the owner table
 that rank 0 planned, sends migrating tiles' states to their new owners (packed by the app as
@@ -19,10 +23,11 @@ flat arrays), and gathers states on rank 0, which writes every file. Every wait 
 moment sleeps instead of spinning, so ranks that share cores do not steal them from ranks still
 computing.
 
-Every message between ranks (halos, reduction values, tile states, results, stop requests)
-travels as one NumPy byte buffer through mpi4py's buffer API (:func:`encode`): a JSON header
-naming the arrays :func:`~shoal.runtime.packing.flatten` made of the value, then their bytes.
-A rank reads only JSON and numbers from another: nothing received is ever unpickled.
+Every message between ranks (halos, reduction values, job inputs and results, tile states,
+run results, stop requests) travels as one NumPy byte buffer through mpi4py's buffer API
+(:func:`encode`): a JSON header naming the arrays :func:`~shoal.runtime.packing.flatten` made
+of the value, then their bytes. A rank reads only JSON and numbers from another: nothing
+received is ever unpickled.
 
 A stop requested on any rank (``request_stop``, Ctrl-C) is negotiated by rank 0: it asks every
 rank still running for its frontier (the steps some tile of its has started; the rank starts
@@ -55,12 +60,13 @@ mpi4py.rc.thread_level = "serialized"  # any worker may call MPI, one at a time
 from mpi4py import MPI  # noqa: E402  (the thread level must be set before MPI starts)
 
 from ..errors import ShoalError  # noqa: E402
-from ..records import MESSAGES, TASKS  # noqa: E402
+from ..records import JOB_RUNS, MESSAGES, TASKS  # noqa: E402
 from .local import ExecutionResult, LocalExecutor, as_worker_thread, reduced_value, sum_present  # noqa: E402
 from .packing import LAYOUT, compact_json, flatten, unflatten  # noqa: E402
 from .team import Team  # noqa: E402
 
-HALO, REDUCE, AGREE, GATHER, MIGRATE, CONTROL = 1, 2, 3, 4, 5, 6  # message tags
+HALO, REDUCE, AGREE, GATHER, MIGRATE, CONTROL, JOB_INPUT, JOB_RESULT = 1, 2, 3, 4, 5, 6, 7, 8  # message tags
+PAYLOADS = (HALO, JOB_INPUT, JOB_RESULT)  # tags whose values are tile payloads (counted as moved)
 ASK, FREEZE, FRONTIER, LIMIT, DONE = range(5)  # CONTROL messages of a stop (and a rank's end of a run)
 NAP_MIN_S, NAP_MAX_S = 5e-5, 1e-3  # how long a waiting thread sleeps between polls
 SPIN_S = 5e-5  # how long the idle worker that moves messages polls before it naps
@@ -372,28 +378,38 @@ def combine_ranks(parts: list[ExecutionResult]) -> ExecutionResult:
         step_end=np.max([p.step_end for p in parts], axis=0), oversubscribed=any(p.oversubscribed for p in parts),
         comm_cpu_s=sum_present([p.comm_cpu_s for p in parts]),
         comm_messages=sum_present([p.comm_messages for p in parts]),
+        jobs=_combined_jobs(parts),
     )
 
 
+def _combined_jobs(parts: list[ExecutionResult]) -> dict[str, np.ndarray] | None:
+    """Every rank's job rows (each range's from the rank that ran it), by step, iteration,
+    phase, job and first item; ``None`` if no rank ran a range."""
+    tables = [p.jobs for p in parts if p.jobs is not None]
+    if not tables:
+        return None
+    jobs = JOB_RUNS.concat(tables)
+    order = np.lexsort((jobs["first"], jobs["job"], jobs["phase"], jobs["iteration"], jobs["step"]))
+    return JOB_RUNS.select(jobs, order)
+
+
 class MPIExecutor(LocalExecutor):
-    """The local executor's bookkeeping for this rank's tiles, with halos and reduction values
-    to and from other ranks moved by the workers between their tasks.
+    """The local executor's bookkeeping for this rank's tiles, with halos, reduction values and
+    jobs' inputs and results to and from other ranks moved by the workers between their tasks.
 
     With ``overlap=False`` halos for other ranks are held back until every tile of this rank
     has finished the task that packed them, as in a bulk-synchronous code: the comparison
     that shows what overlapping communication with other tiles' work buys.
     """
 
-    def __init__(self, app, tiling, cluster, owner, team: MPITeam, overlap: bool = True):
-        if any(p.jobs for p in app.phases):
-            raise ShoalError(f"app {app.name!r} runs jobs, which only the local executor runs so far: run it on one "
-                             "process")
+    def __init__(self, app, tiling, cluster, owner, team: MPITeam, overlap: bool = True,
+                 job_policy: str = "locality"):
         if cluster.nodes != team.size:
             raise ShoalError(f"an MPI run has one node per rank: {cluster.nodes} nodes but {team.size} ranks")
         self.team, self.comm, self.rank = team, team.comm, team.rank
         self.overlap = overlap
         self._run_id = 0  # every rank runs the same sequence of runs: CONTROL messages name theirs
-        super().__init__(app, tiling, cluster, owner)
+        super().__init__(app, tiling, cluster, owner, job_policy=job_policy)
 
     def run(self, *args, **kwargs) -> ExecutionResult:
         self._run_id += 1
@@ -407,6 +423,7 @@ class MPIExecutor(LocalExecutor):
     def _nodes_here(self) -> list[int]:
         return [self.rank]
 
+
     def _tiles_here(self) -> np.ndarray:
         return self.owner == self.rank
 
@@ -417,6 +434,14 @@ class MPIExecutor(LocalExecutor):
         self._n_here = int(self._here.sum())
         self._local_done = self._n_here == 0
         self._held: list[tuple[int, int, Any]] = []  # halos waiting for the phase's end (no overlap)
+        # Ranges of jobs this rank runs: the inputs of tiles elsewhere, per job phase's task and
+        # tile (kept from their arrival, which may come before this rank's emission); per
+        # (task, range) how many of those it still lacks, and per (task, tile) the ranges
+        # waiting for it; per task, its ranges here not yet run (the rank stays until none is).
+        self._fetched: dict[int, dict[int, Any]] = {}
+        self._lacking: dict[tuple[int, int], int] = {}
+        self._awaiting: dict[tuple[int, int], list[int]] = {}
+        self._units_open: dict[int, int] = {}
         self._comm_cpu, self._comm_count = 0.0, 0  # time spent moving messages; payloads moved
         self._comm = threading.Lock()  # held by the worker moving messages: one MPI call at a time
         self._on_step, self._stop_asked, self._reported = None, None, 0  # set by _wait
@@ -458,7 +483,7 @@ class MPIExecutor(LocalExecutor):
 
     def _enqueue(self, node: int, tile: int, task: int) -> None:
         super()._enqueue(node, tile, task)
-        if self._remote[tile]:
+        if tile >= 0 and self._remote[tile]:  # (ranges of jobs, tile < -1, keep their order)
             # A tile with neighbours on other ranks goes first (the lock is held: the task just
             # queued is still last): its halos then leave while this rank computes its inner
             # tiles, and the other ranks wait less for them.
@@ -500,6 +525,78 @@ class MPIExecutor(LocalExecutor):
                     self._outbox.append((rank, REDUCE, message))
         self._collect({tile: value}, task)
 
+    # ----- jobs: inputs to the ranks that run ranges reading them, results back ---------------
+    def _queue_units(self, task: int, units: list) -> None:
+        """Every rank placed the same ranges (the same jobs, in tile order, the same policy):
+        send the inputs of tiles here to every other rank whose ranges read them, once per rank
+        (each tile here packed its input before handing in its jobs, so all are packed now),
+        and queue the ranges this rank runs whose inputs are all here (the others once their
+        last input arrives: see :meth:`_input_arrived`)."""
+        rank, owner = self.rank, self._owner_of
+        wanted: dict[int, set[int]] = {}  # per other rank, the tiles here its ranges read
+        fetched = self._fetched.get(task, {})
+        ready, open_here = [], 0
+        for u, (row, _, _, node) in enumerate(units):
+            tiles = (row["a"],) if row["b"] < 0 else (row["a"], row["b"])
+            if node != rank:
+                for t in tiles:
+                    if owner[t] == rank:
+                        wanted.setdefault(node, set()).add(t)
+                continue
+            open_here += 1
+            lacking = [t for t in tiles if owner[t] != rank and t not in fetched]
+            if not lacking:
+                ready.append(u)
+                continue
+            self._lacking[(task, u)] = len(lacking)
+            for t in lacking:
+                self._awaiting.setdefault((task, t), []).append(u)
+        for node in sorted(wanted):  # routing: the task, then each input's tile
+            tiles = sorted(wanted[node])
+            self._outbox.append((node, JOB_INPUT, ((task, *tiles), [self._job_inputs[t] for t in tiles])))
+        if open_here:
+            self._units_open[task] = open_here
+        for u in ready:
+            self._enqueue(rank, -2 - u, task)
+
+    def _input_arrived(self, task: int, tile: int, payload) -> None:
+        """A tile's input for the job phase ``task``, from its rank: kept until this rank's
+        ranges reading it have run; each range it was the last missing input of is queued
+        (caller holds the lock)."""
+        self._fetched.setdefault(task, {})[tile] = payload
+        for u in self._awaiting.pop((task, tile), ()):
+            self._lacking[(task, u)] -= 1
+            if not self._lacking[(task, u)]:
+                del self._lacking[(task, u)]
+                self._enqueue(self.rank, -2 - u, task)
+
+    def _unit_inputs(self, task: int, tiles: list) -> dict:
+        """Inputs packed here for tiles here, fetched from their ranks for the others."""
+        fetched = self._fetched.get(task)
+        return {t: self._job_inputs[t] if self._here[t] else fetched[t] for t in tiles}
+
+    def _post_results(self, key: tuple[int, int], task: int, tiles: list, results: list, measured: tuple) -> None:
+        """Results for tiles here are delivered, the others sent to their ranks (one message
+        per rank, routed by the task, the range's job and first item, whether it carries what
+        the range measured, and the tiles); what the range measured goes with the result for
+        its first tile, whose rank hands it in with that tile's next jobs."""
+        by_rank: dict[int, list[int]] = {}  # the results' places, per rank of their tiles
+        for k, t in enumerate(tiles):
+            by_rank.setdefault(self._owner_of[t], []).append(k)
+        here = by_rank.pop(self.rank, None)
+        for rank, picks in by_rank.items():
+            carries = int(picks[0] == 0)
+            values = [results[k] for k in picks] + ([np.array(measured, dtype=np.float64)] if carries else [])
+            self._outbox.append((rank, JOB_RESULT, ((task, *key, carries, *(tiles[k] for k in picks)), values)))
+        if here:
+            self._deliver(key, task, [tiles[k] for k in here], [results[k] for k in here])
+            if here[0] == 0:
+                self._window.setdefault(tiles[0], []).append(measured)
+        self._units_open[task] -= 1
+        if not self._units_open[task]:  # every range here has run: the inputs fetched are done with
+            del self._units_open[task]
+            self._fetched.pop(task, None)
+
     def _all_done(self) -> None:
         self._local_done = True
 
@@ -517,6 +614,21 @@ class MPIExecutor(LocalExecutor):
         elif tag == REDUCE:
             task, tiles = ints[0], ints[1:]
             self._collect(dict(zip(tiles, values, strict=True)), task)
+        elif tag == JOB_INPUT:
+            task, tiles = ints[0], ints[1:]
+            if len(tiles) != len(values) or any(self._here[t] for t in tiles):
+                raise ShoalError(f"rank {self.rank} received job inputs of tiles it holds itself: {tiles}")
+            for tile, payload in zip(tiles, values, strict=True):
+                self._input_arrived(task, tile, payload)
+        elif tag == JOB_RESULT:
+            task, key, carries, tiles = ints[0], (ints[1], ints[2]), ints[3], ints[4:]
+            if carries:  # what the range measured, for its first tile (the first here)
+                a, b, seconds, items = values.pop().tolist()
+                self._window.setdefault(tiles[0], []).append((int(a), int(b), seconds, int(items)))
+            if len(tiles) != len(values) or not all(self._here[t] for t in tiles):
+                raise ShoalError(f"rank {self.rank} received job results for tiles it does not hold: {tiles}")
+            # This rank has placed the jobs: the range read its tiles' inputs, sent from here then.
+            self._deliver(key, task, tiles, values)
         else:
             raise ShoalError(f"rank {self.rank} received a message with unknown tag {tag}")
 
@@ -595,7 +707,7 @@ class MPIExecutor(LocalExecutor):
                     out = self._release(out)
         for rank, tag, (ints, values) in out:
             sending.extend(self.team.post(values, rank, tag, ints))
-            self._comm_count += len(values) if tag == HALO else 0
+            self._comm_count += len(values) if tag in PAYLOADS else 0
         received = 0
         while (incoming := comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)) is not None:
             source, tag = status.Get_source(), status.Get_tag()
@@ -603,7 +715,7 @@ class MPIExecutor(LocalExecutor):
             if tag == CONTROL:
                 self._on_control(source, *ints)
             else:
-                self._comm_count += len(values) if tag == HALO else 0
+                self._comm_count += len(values) if tag in PAYLOADS else 0
                 with self._lock:
                     self._receive(tag, ints, values)
             received += 1
@@ -621,8 +733,8 @@ class MPIExecutor(LocalExecutor):
         if self._error is not None or self._finished.is_set():
             return True
         with self._lock:
-            finished = (self._local_done and self._reductions_left == 0 and not self._outbox and not self._sending
-                        and not self._held and not self._frozen)
+            finished = (self._local_done and self._reductions_left == 0 and not self._units_open and not self._outbox
+                        and not self._sending and not self._held and not self._frozen)
         if finished and self.team.is_root and self._answers is None and len(self._left) == self.team.size - 1:
             with self._lock:
                 self._stop()

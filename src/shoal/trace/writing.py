@@ -92,7 +92,7 @@ class TraceWriter:
                     continue  # the resumed run starts where the carried-on history already is
                 rows[group] = _append_columns(f[group], {"from_step": [step], column: value[None]})
                 self._last[group] = value
-        if result is not None and result.jobs is not None and "jobs" in f:
+        if result is not None and getattr(result, "jobs", None) is not None and "jobs" in f:
             jobs = {**result.jobs, "start": result.jobs["start"] + self.clock - result.wall_s,
                     "end": result.jobs["end"] + self.clock - result.wall_s}
             f["jobs"]["committed"][...] = [_append_columns(f["jobs"], jobs)]  # flushed before /committed
