@@ -222,3 +222,50 @@ def test_a_profiled_placement_reads_what_the_last_windows_ranges_measured(monkey
         assert sorted(got["seconds"].tolist()) == sorted(j["cost"][before].tolist())  # every range of the window
         assert sorted(zip(got["a"].tolist(), got["size"].tolist(), strict=True)) == sorted(
             zip(j["a"][before].tolist(), (j["stop"] - j["first"])[before].tolist(), strict=True))
+
+
+# ----- the node-level barrier (contact mechanics, §VI-B) ------------------------------------------
+class NodeBarrierContact(MeshContact):
+    phases = (MeshContact.phases[0], Phase("contact", jobs="collide", work="vertices", node_barrier=True))
+
+
+def test_under_a_node_barrier_every_tile_waits_for_its_nodes_ranges_and_the_state_is_the_same(reference):
+    mesh = MeshPartition.from_mesh(V, E, 6)
+    app = NodeBarrierContact(mesh, V, job_split=5)
+    cluster = Cluster.uniform(2, 2)
+    owner = get_policy("metis").place(mesh, cluster, 1)
+    with LocalExecutor(app, mesh, cluster, owner, job_policy="locality") as ex:
+        res = ex.run(STEPS)
+    got = app.gather(res.states, mesh)
+    assert got["x"].tobytes() == reference[3]["x"].tobytes()
+    t, j = res.tasks, res.jobs
+    for step in range(STEPS):
+        for node in range(2):
+            ranges = (j["step"] == step) & (j["node"] == node)
+            if not ranges.any():
+                continue
+            mine = (t["step"] == step) & (t["phase"] == 1) & (owner[t["tile"]] == node)
+            assert t["start"][mine].min() >= j["end"][ranges].max()
+
+
+def test_a_replayed_node_barrier_holds_every_tile_of_the_node():
+    from shoal.replay import ReplayConfig, replay
+
+    trace = hand_job_trace()
+    trace.jobs["b"][:] = -1  # a job of tile 0 alone: tile 1 does not read it
+    plain = replay(trace, ReplayConfig(nodes=1, cores=2, costs="measured"))
+    trace.node_barrier_phases = [False, True]
+    held = replay(trace, ReplayConfig(nodes=1, cores=2, costs="measured"))
+
+    def contact_end(r, tile):
+        t = r.trace.tasks
+        return float(t["end"][(t["phase"] == 1) & (t["tile"] == tile)][0])
+
+    assert contact_end(plain, 1) == pytest.approx(0.011)  # 10 ms broad, then its own 1 ms
+    assert contact_end(held, 1) == pytest.approx(0.041)  # after tile 0's 30 ms job on its node
+    assert contact_end(held, 0) == contact_end(plain, 0) == pytest.approx(0.041)
+
+
+def test_a_node_barrier_belongs_to_a_job_phase():
+    with pytest.raises(ValueError, match="node-level barrier"):
+        Phase("a", node_barrier=True)

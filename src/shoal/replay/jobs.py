@@ -82,11 +82,13 @@ class SegmentJobs:
 
 
 def segment_jobs(jobs: RecordedJobs | None, s0: int, s1: int, P: int, T: int, owner: np.ndarray,
-                 cluster: Cluster, present: np.ndarray, policy: str, split: int) -> SegmentJobs:
+                 cluster: Cluster, present: np.ndarray, policy: str, split: int,
+                 node_barrier: np.ndarray | None = None) -> SegmentJobs:
     """Place and cut the jobs of steps ``[s0, s1)`` (``P`` slots of ``T`` tiles a step) with the
     job policy ``policy`` and the split threshold ``split`` (items; 0: never), on the nodes
     holding threads: ``cluster`` has their cores, ``owner`` numbers the tiles' nodes among them
-    and ``present`` gives each one's node of the modeled cluster."""
+    and ``present`` gives each one's node of the modeled cluster. Where ``node_barrier`` (per
+    slot) holds, every tile of a range's node waits for it, as for a result of no bytes."""
     empty = np.zeros(0, np.int64)
     out = SegmentJobs(np.zeros(0), empty, empty, empty, empty, np.zeros(0), [])
     if jobs is None:
@@ -105,7 +107,7 @@ def segment_jobs(jobs: RecordedJobs | None, s0: int, s1: int, P: int, T: int, ow
         job_node = job_policy(policy).place(table, owner, cluster, measured=jobs.window_before(s, slot))
         before = ((s - s0) * P + slot - 1) * T  # the tiles' tasks that packed the jobs' inputs
         at = ((s - s0) * P + slot) * T  # and those that read the results
-        for node, work in enumerate(node_work(table, job_node, cluster, split)):
+        for node, work in enumerate(node_work(table, job_node, cluster, split or 2**62)):  # 0: never
             for job, first, stop in zip(work["job"].tolist(), work["start"].tolist(), work["end"].tolist(),
                                         strict=True):
                 row = these[job]
@@ -115,6 +117,12 @@ def segment_jobs(jobs: RecordedJobs | None, s0: int, s1: int, P: int, T: int, ow
                 cost.append(t["cost"][row] * share)
                 node_of.append(int(present[node]))
                 slots.append((s - s0) * P + slot)
+                if node_barrier is not None and node_barrier[slot]:
+                    for tile in np.flatnonzero(owner == node):
+                        if tile != t["a"][row] and tile != t["b"][row]:
+                            producer.append(u)
+                            consumer.append(at + int(tile))
+                            nbytes.append(0.0)
                 for tile, size_in, size_out in ((t["a"][row], t["in_a"][row], t["out_a"][row]),
                                                 (t["b"][row], t["in_b"][row], t["out_b"][row])):
                     if tile < 0:

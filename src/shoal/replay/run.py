@@ -291,7 +291,8 @@ def _setup(trace: Trace, cfg: ReplayConfig, cluster: Cluster, schedule: tuple[np
     slot_iteration = trace.slots()[1]
     return Setup(cluster, schedule, owner, barrier_at, lag_at, cost, duration, gil, process_of, balancer, fixed, cuts,
                  invasive, tile_bytes, cfg.message_cpu_s, cfg.gil, cfg.memcpy_bandwidth, cfg.wake_s, cfg.restart_s,
-                 place, RecordedJobs.of(trace, cfg.speed), cfg.job_policy, cfg.job_split, slot_phase, slot_iteration)
+                 place, RecordedJobs.of(trace, cfg.speed), cfg.job_policy, cfg.job_split, slot_phase, slot_iteration,
+                 np.asarray(trace.node_barrier_phases, bool)[slot_phase])
 
 
 def _row(schedule: tuple[np.ndarray, np.ndarray], step: int) -> int:
@@ -324,7 +325,7 @@ def _predicted(trace: Trace, cfg: ReplayConfig, setup: Setup, outcome: Outcome) 
                    "invasive": dataclasses.asdict(cfg.invasive) if cfg.invasive else None}},
         barrier_phases=[True] * len(trace.phases) if cfg.mpi_reference else trace.barrier_phases,
         lagged_phases=[False] * len(trace.phases) if cfg.mpi_reference else trace.lagged_phases,
-        loop_phases=trace.loop_phases, tile_bytes=setup.tile_bytes,
+        loop_phases=trace.loop_phases, node_barrier_phases=trace.node_barrier_phases, tile_bytes=setup.tile_bytes,
         work_units=trace.work_units,
         jobs=JOB_RUNS.from_rows(outcome.jobs) if outcome.jobs else None,
         balance=setup.balancer.records() if setup.balancer is not None else None,

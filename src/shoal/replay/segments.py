@@ -60,6 +60,7 @@ class Setup:
     job_split: int = 0
     slot_phase: np.ndarray | None = None
     slot_iteration: np.ndarray | None = None
+    node_barrier: np.ndarray | None = None  # per slot: a job phase whose tiles wait for their node's ranges
 
 
 @dataclass
@@ -115,7 +116,8 @@ def run_segments(trace: Trace, setup: Setup) -> Outcome:
         s1 = next(c for c in setup.cuts if c > s0)
         if balancer is not None and balancer.trigger is not None:
             s1 = _adaptive_cut(balancer, cost, steps, s0, s1, local, at)
-        jobs = segment_jobs(setup.jobs, s0, s1, P, T, local, at, present, setup.job_policy, setup.job_split)
+        jobs = segment_jobs(setup.jobs, s0, s1, P, T, local, at, present, setup.job_policy, setup.job_split,
+                            setup.node_barrier)
         csr, mtask, mbytes, fsrc, fdst, fbytes = _segment_messages(messages, s0, s1, P, T, jobs)
         seg_duration, seg_gil = setup.duration[s0:s1], setup.gil[s0:s1]
         if setup.message_cpu_s:

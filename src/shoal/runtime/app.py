@@ -54,6 +54,10 @@ class Phase:
         one result per tile the job reads. Each tile's task of the phase then runs with the
         results for it in ``halos``, keyed ``(job, first)`` in that order, so the state never
         depends on where the jobs ran.
+    node_barrier : bool
+        For a job phase: each tile's task also waits for every range its own node runs, not
+        only for those that read it (the contact-mechanics paper's node-level phase barrier,
+        §VI-B: a node's cores share its ranges before any of them moves on to the next phase).
     reads : {"all", "faces", "app"}
         Whom a phase with ``halo`` reads: every neighbour of its tile (across faces, edges and
         corners: the default), its face neighbours only (a stencil that reads no diagonal
@@ -94,8 +98,11 @@ class Phase:
     reads: str = ""
     emits_jobs: bool = False
     jobs: str = ""
+    node_barrier: bool = False
 
     def __post_init__(self):
+        if self.node_barrier and not self.jobs:
+            raise ValueError(f"phase {self.name!r}: a node-level barrier holds a job phase's tasks; it runs no jobs")
         if self.jobs and (self.halo or self.reads):
             raise ValueError(f"phase {self.name!r} runs jobs: its inputs are the jobs' results, not halos")
         if self.emits_jobs and self.reduction is not None:

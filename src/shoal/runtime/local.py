@@ -52,6 +52,8 @@ from .workers import WorkerPool
 # leave a worker back from its kernel idle that long behind another's Python.
 GIL_SWITCH_S = 1e-3
 NBYTES = attrgetter("nbytes")  # a halo payload's size, when it is an array
+NEVER_SPLIT = 2**62  # the split threshold of an app whose job_split is 0: no job is that big
+NODE_DONE = object()  # what a range hands the other tiles of its node under a node-level barrier
 # The columns a worker writes for a task it ran, as one tuple, in this order.
 RAN = ("node", "worker", "start", "end", "cost", "work", "kernel", "kernel_calls")
 NOT_RUN = (-1, -1, 0.0, 0.0, 0.0, 0, 0.0, 0)  # a task row nobody here ran (run elsewhere, or not run)
@@ -475,6 +477,7 @@ class LocalExecutor:
         here = self._tiles_here()
         self._here = here
         self._n_here = int(here.sum())
+        self._tiles_of_node = [np.flatnonzero(self.owner == n).tolist() for n in range(self.cluster.nodes)]
         self._idle = here.tolist()  # not running, not queued (tiles elsewhere never run here)
         self._reduces = [p.gathers for p in self.phases]  # tasks that hand a value in (to reduce, or jobs)
         self._reductions_done = 0
@@ -754,7 +757,7 @@ class LocalExecutor:
                 elif task >= 0:
                     halos = inbox[tile].pop(task, None) or {}
                     if job_tasks[task]:  # the results of the jobs that read it, in (job, first item) order
-                        halos = dict(sorted(halos.items()))
+                        halos = {k: v for k, v in sorted(halos.items()) if v is not NODE_DONE}
                     if token_tasks[task]:
                         del tokens[tile][task]
                     ctx = contexts.get(task)
@@ -908,7 +911,9 @@ class LocalExecutor:
                             strict=True)) if window else None
         job_node = job_policy(self.job_policy).place(jobs, self.owner, self.cluster, measured=measured)
         units, counts = [], [0] * self._T
-        for node, work in enumerate(node_work(jobs, job_node, self.cluster, self.app.job_split)):
+        barrier = self.phases[self._seq.phase[task]].node_barrier
+        split = self.app.job_split or NEVER_SPLIT
+        for node, work in enumerate(node_work(jobs, job_node, self.cluster, split)):
             for job, first, stop in zip(work["job"].tolist(), work["start"].tolist(), work["end"].tolist(),
                                         strict=True):
                 row = {k: v[job].item() for k, v in jobs.items()}  # job ids are row numbers
@@ -916,6 +921,9 @@ class LocalExecutor:
                 counts[row["a"]] += 1
                 if row["b"] >= 0:
                     counts[row["b"]] += 1
+                if barrier:  # and every other tile of the node waits for it too
+                    for t in self._tiles_of_node[node]:
+                        counts[t] += t != row["a"] and t != row["b"]
         self._fanins[task] = counts
         self._units[task] = units
         self._queue_units(task, units)
@@ -967,6 +975,9 @@ class LocalExecutor:
                                    row["cost"] * share, fetched, *sizes_in, *sizes_out))
             self._post_results((row["job"], first), task, tiles, [results[t] for t in tiles],
                                (row["a"], row["b"], c1 - c0, stop - first))
+            if self.phases[self._seq.phase[task]].node_barrier:  # the node's other tiles: this range is done
+                others = [t for t in self._tiles_of_node[node] if t not in tiles]
+                self._deliver((row["job"], first), task, others, [NODE_DONE] * len(others))
         return True
 
     def _decide(self, task: int, value) -> None:

@@ -265,6 +265,7 @@ def _trace_start(plan: Resolved, built: Built, team: Team) -> Trace:
         work_units=[p.work for p in phases],
         loop_phases=loop_phases(phases, sim.app.loops),
         jobs=JOB_RUNS.empty() if any(p.jobs for p in phases) else None,
+        node_barrier_phases=[p.node_barrier for p in phases],
         tile_bytes=built.tile_bytes, balance=BALANCE.empty() if sim.balancer is not None else None,
         communication={"cpu_s": np.zeros(nodes), "messages": np.zeros(nodes, np.int64)} if team.distributed else None,
         worker_steps=np.zeros(0, np.int64), worker_cores=np.zeros((0, nodes), np.int64))

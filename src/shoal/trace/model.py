@@ -84,6 +84,7 @@ class Trace:
     work_units: list[str] | None = None  # what each phase's ``work`` counts (its ``Phase.work``)
     loop_phases: list[int] | None = None  # per phase, the loop it repeats in (an index), or -1
     jobs: dict[str, np.ndarray] | None = None  # one row per range of a job run (shoal.records.JOB_RUNS)
+    node_barrier_phases: list[bool] | None = None  # job phases whose tiles wait for every range of their node
 
     def __post_init__(self):
         self.tasks = TASKS.table(self.tasks)
@@ -96,6 +97,8 @@ class Trace:
             self.loop_phases = [-1] * len(self.phases)
         if self.jobs is not None:
             self.jobs = JOB_RUNS.table(self.jobs)
+        if self.node_barrier_phases is None:
+            self.node_barrier_phases = [False] * len(self.phases)
         if self.balance is not None:
             self.balance = BALANCE.table(self.balance)
         if self.worker_steps is None:
@@ -119,6 +122,7 @@ class Trace:
         workers = workers or [(result.first_step, cluster.cores)]
         meta.setdefault("loop_phases", loop_phases(phases, loops))
         meta.setdefault("jobs", result.jobs)
+        meta.setdefault("node_barrier_phases", [p.node_barrier for p in phases])
         return cls(
             tasks=result.tasks, messages=result.messages, phases=[p.name for p in phases], tiling=tiling,
             cluster=Cluster(tuple(workers[0][1]), cluster.network),

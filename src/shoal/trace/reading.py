@@ -185,6 +185,7 @@ def _read(cls, f: h5py.File, path: Path) -> Trace:
         barrier_phases=[bool(b) for b in ph["barrier"][()]] if ph else None,
         lagged_phases=[bool(b) for b in ph["lagged"][()]] if ph and "lagged" in ph else None,
         loop_phases=[int(v) for v in ph["loop"][()]] if ph and "loop" in ph else None,
+        node_barrier_phases=[bool(v) for v in ph["node_barrier"][()]] if ph and "node_barrier" in ph else None,
         tile_bytes=groups["tiles"]["state_bytes"][()] if groups["tiles"] else None,
         balance=_checked(BALANCE, rows("balance", groups["balance"]), path) if groups["balance"] else None,
         communication={k: groups["communication"][k][()] for k in ("cpu_s", "messages")}

@@ -35,6 +35,7 @@ DATASETS = {
     "phases/barrier": ("", "whether the phase is followed by a global barrier"),
     "phases/lagged": ("", "whether the barrier holds the next phase of the step after"),
     "jobs/committed": ("", "complete rows of the group's job runs"),
+    "phases/node_barrier": ("", "whether the job phase's tasks wait for every range of their node"),
     "phases/loop": ("", "the loop the phase repeats in (an index; -1 outside loops)"),
     "tiles/state_bytes": ("B", "bytes of state a migration of the tile moves"),
     "communication/cpu_s": ("s", "CPU time of the thread that moved messages between processes, per node"),

@@ -138,11 +138,13 @@ def _create(f: h5py.File, t: Trace) -> None:
     net = t.cluster.network
     g.attrs.update(latency_s=net.latency_s, bandwidth_Bps=net.bandwidth_Bps, overhead_s=net.overhead_s)
     # Version 2 adds the loops: a trace without any stays readable by a reader of version 1.
-    g = _optional_group(f, "phases", 2 if any(v >= 0 for v in t.loop_phases) else 1)
+    g = _optional_group(f, "phases", 2 if any(v >= 0 for v in t.loop_phases) or any(t.node_barrier_phases) else 1)
     _dataset(g, "barrier", np.asarray(t.barrier_phases, dtype=bool))
     _dataset(g, "lagged", np.asarray(t.lagged_phases, dtype=bool))
     if any(v >= 0 for v in t.loop_phases):
         _dataset(g, "loop", np.asarray(t.loop_phases, dtype=np.int32))
+    if any(t.node_barrier_phases):
+        _dataset(g, "node_barrier", np.asarray(t.node_barrier_phases, dtype=bool))
     if t.work_units is not None:
         g.attrs["work"] = json.dumps(list(t.work_units))
     if t.tile_bytes is not None:
