@@ -90,6 +90,28 @@ def test_any_uneven_column_tiling_and_skipping_give_the_same_bits(data, skip):
         assert np.array_equal(np.atleast_1d(ref).view(np.uint8), np.atleast_1d(got[name]).view(np.uint8)), name
 
 
+def test_halos_go_to_face_neighbours_only_four_per_interior_tile_and_halo_phase():
+    """The stencils read no diagonal cell: every message of a run goes between face neighbours,
+    none is empty, and an interior column receives 4 per halo phase and step."""
+    app = _SPEC.build(_TINY, 3)
+    tiling = Tiling.from_counts(app.grid, (4, 3))
+    with LocalExecutor(app, tiling, Cluster.uniform(1, 2), np.zeros(tiling.ntiles, int)) as ex:
+        m = ex.run(3).messages
+    faces = sorted((int(s), t) for t in range(tiling.ntiles) for s in tiling.face_neighbours[t])
+    interior = [t for t in range(tiling.ntiles)
+                if all(0 < i < c - 1 for i, c in zip(tiling.tile_index(t), tiling.counts, strict=True))]
+    for step in range(3):
+        for k, phase in enumerate(app.phases):
+            rows = (m["step"] == step) & (m["phase"] == k)
+            if not phase.halo:
+                assert not rows.any()
+                continue
+            assert sorted(zip(m["src"][rows].tolist(), m["dst"][rows].tolist(), strict=True)) == faces
+            assert (np.bincount(m["dst"][rows], minlength=tiling.ntiles)[interior] == 4).all()
+    assert [p.name for p in app.phases if p.halo] == ["intermediates", "velocity"] and interior
+    assert (m["bytes"] > 0).all()
+
+
 @pytest.mark.mpi(ranks=(2,))
 def test_mpi_ranks_give_the_same_bits(ranks, reference, mpirun, tmp_path):
     args = ["run", "seismic-halfspace", "--steps", str(STEPS), "--tiles", "9", "--placement", "refine",

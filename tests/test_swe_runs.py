@@ -111,6 +111,30 @@ def test_per_tile_work_follows_the_refinement(tmp_path):
     assert work[lower_left].sum() > 0.5 * work.sum()
 
 
+def test_halos_go_to_face_neighbours_only_four_per_interior_tile_and_halo_phase():
+    """No phase reads a diagonal tile: every message of a run goes between face neighbours,
+    none is empty, and an interior tile receives 4 per halo phase that exchanges (the stages
+    every step, the balance rounds on regrid steps)."""
+    spec = get_app("swe")
+    app = spec.build(spec.params(**spec.tiny), 4)  # order 2, one balance round, regrids every 2 steps
+    tiling = Tiling.from_counts(app.grid, (3, 3))
+    with LocalExecutor(app, tiling, Cluster.uniform(1, 2), np.zeros(tiling.ntiles, int)) as ex:
+        m = ex.run(4).messages
+    faces = sorted((int(s), t) for t in range(tiling.ntiles) for s in tiling.face_neighbours[t])
+    exchanged = []
+    for step in range(4):
+        for k, phase in enumerate(app.phases):
+            rows = (m["step"] == step) & (m["phase"] == k)
+            if not (phase.halo and app.halo_wanted(phase, step)):
+                assert not rows.any()
+                continue
+            assert sorted(zip(m["src"][rows].tolist(), m["dst"][rows].tolist(), strict=True)) == faces
+            assert np.bincount(m["dst"][rows], minlength=tiling.ntiles)[4] == 4  # the middle tile
+            exchanged.append(phase.name)
+    assert exchanged == ["stage1", "stage2", "stage1", "stage2", "balance_1"] * 2  # steps 0-3
+    assert (m["bytes"] > 0).all()
+
+
 @pytest.mark.mpi(ranks=(2, 3))
 def test_mpi_ranks_give_the_same_bits(ranks, reference, mpirun, tmp_path):
     args = ["run", "swe-radial-dam-break", "--steps", str(STEPS), "--tiles", "24", "--placement", "greedy",

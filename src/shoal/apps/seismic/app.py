@@ -2,7 +2,8 @@
 
 Tiles are x-y columns over the full depth (the app's grid is the cells along x and y), as
 Ondes3D splits its domain. Phases of a step, Ondes3D's three macro kernels, with halo exchange
-between neighbours and no global barrier:
+between face neighbours (no diagonal tile: the stencils reach along one axis at a time) and no
+global barrier:
 
 ``intermediates`` (halo: the neighbours' velocities) the C-PML memory variables of the velocity
                   derivatives, in the tile's absorbing cells. Work: C-PML cell updates.
@@ -64,9 +65,13 @@ class SeismicApp(App):
 
     name = "seismic"
     transient = ("boxes",)
-    phases = (Phase("intermediates", halo=True, pack="pack_velocity", work="cell updates"),
+    # Both halo phases read face neighbours only: the staggered stencils (and the C-PML terms and
+    # the activity check) differentiate along one axis at a time, so a cell reads the ghosts
+    # beside its tile's faces and never a diagonal one; the ghosts in the columns' corners are
+    # neither filled nor read.
+    phases = (Phase("intermediates", reads="faces", pack="pack_velocity", work="cell updates"),
               Phase("stress", work="cell updates"),
-              Phase("velocity", halo=True, pack="pack_stress", work="cell updates"))
+              Phase("velocity", reads="faces", pack="pack_stress", work="cell updates"))
 
     def __init__(self, params: SeismicParams, steps: int):
         params.validate()
@@ -176,7 +181,7 @@ class SeismicApp(App):
                     size += cells
         tables = {k: np.array(v, dtype=np.int64).reshape(-1, 19) for k, v in tables.items()}
         faces = {}
-        for n in tiling.neighbours[tile]:
+        for n in tiling.face_neighbours[tile]:
             (nx0, nx1), (ny0, ny1) = tiling.bounds(int(n))
             if (ny0, ny1) == (y0, y1) and nx1 == x0:
                 faces[int(n)] = "west"
@@ -220,14 +225,16 @@ class SeismicApp(App):
         return step * self.dt
 
     def prepare(self, tiling: Tiling) -> None:
-        """Compile the kernels on the run's first tile, with its real neighbours (a throwaway state)."""
-        states = {t: self.init_tile(t, tiling) for t in (0, *map(int, tiling.neighbours[0]))}
+        """Compile the kernels on the run's first tile, with the neighbours its phases read (a
+        throwaway state)."""
+        read = {p.name: [int(n) for n in tiling.stencil(p.reads)[0]] for p in self.phases if p.halo}
+        states = {t: self.init_tile(t, tiling) for t in {0, *(n for ns in read.values() for n in ns)}}
         ctx = StepContext(0)
         for phase in self.phases:
             halos = {}
             if phase.halo:
                 pack = getattr(self, phase.pack)
-                halos = {n: pack(states[n], n, tiling)[0] for n in map(int, tiling.neighbours[0])}
+                halos = {n: pack(states[n], n, tiling)[0] for n in read[phase.name]}
             getattr(self, phase.method)(0, states[0], halos, ctx, tiling)
 
     # ----- phases -----------------------------------------------------------------------------
@@ -336,8 +343,9 @@ class SeismicApp(App):
                 "south": (xs, slice(0, gy)), "north": (xs, slice(ny - gy, ny))}[face]
 
     def _pack(self, fields, src, tiling) -> dict[int, np.ndarray]:
+        """The slabs beside the tile's faces, one per face neighbour (the phases read no other tile)."""
         lay = self._layout(tiling, src)
-        out = dict.fromkeys(map(int, tiling.neighbours[src]), np.empty(0, dtype=self.dtype))
+        out = {}
         for n, face in lay["faces"].items():
             xs, ys = self._slabs(lay, face)
             out[n] = fields[:, xs, ys].copy()

@@ -5,10 +5,10 @@ Phases of a step:
 ``cfl``      every tile's largest ``(|u| + c + |v| + c) / dx``, which each block measured at
              the end of the previous step, reduced by ``min`` into the one global time step (at
              the finest level present; no subcycling). Work: blocks.
-``stage1``   (halo: the neighbours' strips) forward Euler, or Heun's first stage at order 2.
+``stage1``   (halo: the face neighbours' strips) forward Euler, or Heun's first stage at order 2.
              Work: cell updates.
 ``stage2``   (order 2 only; halo) Heun's second stage. Work: cell updates.
-``balance_r`` (with adaptivity: ``r = 1 .. max_level - min_level``; halo: the neighbours'
+``balance_r`` (with adaptivity: ``r = 1 .. max_level - min_level``; halo: the face neighbours'
              target levels) on a regrid step, each block's target level is raised to at least
              its face neighbours' minus one; the last round moves every block to its target.
              On other steps they do nothing and exchange nothing. Work: blocks.
@@ -57,12 +57,17 @@ EMPTY = {"lev": np.empty(0, dtype=np.int64), "data": np.empty(0)}
 
 
 def _phases(order: int, rounds: int) -> tuple[Phase, ...]:
+    # Every halo phase reads face neighbours only. The stages' reconstructions and fluxes run
+    # along one axis at a time: a block's ghosts are filled on its faces only, from its face
+    # neighbours' strips, and no flux reads a corner ghost; 2:1 balance compares a block's
+    # target level with its face neighbours'. A block's face neighbour in another tile lies in
+    # a face neighbour of its tile.
     phases = [Phase("cfl", reduction="min", work="blocks"),
-              Phase("stage1", halo=True, pack="pack_strips", work="cell updates")]
+              Phase("stage1", reads="faces", pack="pack_strips", work="cell updates")]
     if order == 2:
-        phases.append(Phase("stage2", halo=True, pack="pack_strips", work="cell updates"))
+        phases.append(Phase("stage2", reads="faces", pack="pack_strips", work="cell updates"))
     for r in range(1, rounds + 1):
-        phases.append(Phase(f"balance_{r}", halo=True, pack="pack_targets", work="blocks",
+        phases.append(Phase(f"balance_{r}", reads="faces", pack="pack_targets", work="blocks",
                             method="regrid" if r == rounds else "balance"))
     return tuple(phases)
 
@@ -191,16 +196,16 @@ class SWEApp(App):
         return dataclasses.replace(self.p, block=self.p.block // 2), 0.5
 
     def prepare(self, tiling: Tiling) -> None:
-        """Compile the kernels on the run's first tile and its real neighbours, filled with
-        still water (the code compiled depends on the types alone; a resumed run may not have
-        what made its initial state)."""
+        """Compile the kernels on the run's first tile and the neighbours the stages read, filled
+        with still water (the code compiled depends on the types alone; a resumed run may not
+        have what made its initial state)."""
+        stages = [phase for phase in self.phases if phase.name.startswith("stage")]
         state = self._still_tile(0, tiling)
         halos = {int(n): self.pack_strips(self._still_tile(int(n), tiling), int(n), tiling)[0]
-                 for n in tiling.neighbours[0]}
+                 for n in tiling.stencil(stages[0].reads)[0]}
         ctx = StepContext(0, {"cfl": 0.0})  # a throwaway state: a step of no length compiles the same code
-        for phase in self.phases[1:]:
-            if phase.name.startswith("stage"):
-                getattr(self, phase.method)(0, state, halos, ctx, tiling)
+        for phase in stages:
+            getattr(self, phase.method)(0, state, halos, ctx, tiling)
 
     def halo_wanted(self, phase: Phase, step: int) -> bool:
         """Target levels travel on regrid steps only."""
@@ -346,27 +351,25 @@ class SWEApp(App):
 
     # ----- halos ------------------------------------------------------------------------------
     def pack_strips(self, state: dict, src: int, tiling: Tiling) -> dict[int, dict]:
-        """Each neighbour tile gets the strips of the blocks that touch its own, with their levels."""
+        """Each face neighbour tile gets the strips of the blocks that touch its own, with their
+        levels (the tiles a block's faces touch are the tile's face neighbours, every one of them)."""
         send = self._topology(tiling, src).send
         lev = state["lev"]
         data, ends = pack_faces(state["h"], state["hu"], state["hv"], state["b"], lev, self.p.block, send.k,
                                         send.f)
         sent = lev[send.k]
         cut = ends[send.split]
-        out = dict.fromkeys((int(t) for t in tiling.neighbours[src]), EMPTY)
+        out = {}
         for i, t in enumerate(send.tiles):
             a, b = send.split[i], send.split[i + 1]
             out[t] = {"lev": sent[a:b], "data": data[cut[i]:cut[i + 1]]}
         return out
 
     def pack_targets(self, state: dict, src: int, tiling: Tiling) -> dict[int, np.ndarray]:
-        """Each neighbour tile gets the target levels of the blocks that touch its own."""
+        """Each face neighbour tile gets the target levels of the blocks that touch its own."""
         send = self._topology(tiling, src).send
         sent = state["target"][send.k]
-        out = dict.fromkeys((int(t) for t in tiling.neighbours[src]), EMPTY["lev"])
-        for i, t in enumerate(send.tiles):
-            out[t] = sent[send.split[i]:send.split[i + 1]]
-        return out
+        return {t: sent[send.split[i]:send.split[i + 1]] for i, t in enumerate(send.tiles)}
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019  (one app per run; tilings are few)
     def _topology(self, tiling: Tiling, tile: int):
