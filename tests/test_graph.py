@@ -231,3 +231,38 @@ def test_every_task_runs_once_per_step_after_all_its_inputs_on_random_graphs(cou
         producer = reader - T + (src - dst)  # the source's task before (its packing ends with it)
         if producer >= 0:
             assert end[producer] <= start[reader]
+
+
+class LaggedPairApp(App):
+    """Phase a proposes (sum, min) of per-tile values, read one step later by phase b."""
+
+    name = "lagged-pair-test"
+    phases = (Phase("a", reduction=("sum", "min"), lagged=True), Phase("b"))
+    grid = (8, 8)
+
+    def initial_reductions(self):
+        return {"a": (0.5, -1.0)}
+
+    def init_tile(self, tile, tiling):
+        return {"seen": []}
+
+    def a(self, tile, state, halos, ctx, tiling):
+        return 1, (float(tile + ctx.step), float(tile * ctx.step))
+
+    def b(self, tile, state, halos, ctx, tiling):
+        state["seen"].append(ctx.reduced["a"])
+        return 1
+
+    def gather(self, states, tiling):
+        return {}
+
+
+def test_a_lagged_reduction_of_several_values_is_read_a_step_later_across_runs():
+    tiling = Tiling.from_count((8, 8), 4)
+    cluster = Cluster.uniform(2, 1)
+    owner = get_policy("birdshot").place(tiling, cluster, 0)
+    with LocalExecutor(LaggedPairApp(), tiling, cluster, owner) as ex:
+        first = ex.run(2)
+        second = ex.run(2, states=first.states, first_step=2, reduced_before=first.reductions)
+    expected = [(0.5, -1.0)] + [(sum(float(t + s) for t in range(4)), 0.0) for s in range(3)]
+    assert all(second.states[t]["seen"] == expected for t in range(4))
