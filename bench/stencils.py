@@ -5,10 +5,9 @@ shallow-water apps on many small tiles, with their halo phases reading face neig
 Neither app reads a diagonal cell, so before the port each tile sent its neighbours across
 edges and corners an empty payload: 4 of the 8 messages of an interior tile per halo phase.
 "Before" is the same app with every halo phase forced back to ``reads="all"``
-(``dataclasses.replace``) and packers that give those neighbours an empty payload as the apps
-did (``dict.fromkeys`` over every neighbour, then the face neighbours' payloads: one dict
-merge per packing call more than they did, well under a microsecond); "after" is the app as it
-is. Both give the same bits, which the first round checks.
+(``dataclasses.replace``) and its packers' code of before the port, verbatim (an empty payload
+for every neighbour across an edge or a corner); "after" is the app as it is. Both give the
+same bits, which the first round checks.
 
 The cases, each on ``--tiles`` tiles (default 64 and 256) of one node of ``--workers``
 workers (default 2), ``--steps`` steps (default 30) of which the first ``SKIP`` are left out
@@ -17,28 +16,44 @@ of the time (the kernels' first calls, the first halos):
 ``seismic-3d``  ``seismic-halfspace`` on 48 x 48 x 16 cells (x-y columns of 6 x 6 or 3 x 3):
                 2 halo phases a step;
 ``seismic-2d``  ``seismic-layered-2d`` on 512 x 48 cells (columns of 8 or 2): one row of
-                tiles, so no tile has a diagonal neighbour and nothing changes (the control);
+                tiles, so no tile has a diagonal neighbour and the messages stay the same;
+                only the packer's work changes (it no longer builds an empty array and a dict
+                entry for every neighbour, face or not);
 ``swe``         ``swe-radial-dam-break`` on 16 x 16 root blocks of 4 cells, levels 0-2 (tiles
                 of 2 x 2 blocks or 1): 1 halo phase a step, 2 more on the regrid steps (every 4).
 
 Messages per step are the message rows of the run over its steps (the empty ones in
 brackets); the wall time per step is the mean over the steps counted; the CPU time per step is
-the process's (every thread's) over the whole run, less sensitive than the wall time to other
-programs on a shared host (the host's load is printed at the start and at the end). Every round
-runs before and
-after on every case, alternating which goes first; every figure is the median of
-``--repeats`` rounds (default 5) with its spread, and the ratio after / before is taken within
-each round.
+the process's (every thread's) over the whole run. Every round runs every case before, after,
+after, before (a drift of the host's speed within the round weighs on both alike) and takes
+each one's mean; every figure is the median of ``--repeats`` rounds (default 5) with its
+spread, and the ratio after / before is taken within each round.
+
+``--instructions`` counts instead of timing (needs Valgrind, Debian's ``valgrind``): the
+machine instructions per step, in user space, before and after, on one worker (Valgrind runs
+one thread at a time), each run under Callgrind with counting switched on only around the
+measured steps and taken as the difference between runs of ``COUNT_STEPS`` and twice as many
+steps, after ``WARM_STEPS`` uncounted ones (every kernel called once). The counts do not move
+with the host's load, so a change of a few percent shows where the wall time cannot; printed
+with the instructions saved per message no longer sent.
 
 Run: ``python bench/stencils.py [--tiles 64 256] [--workers 2] [--steps 30] [--cases seismic-3d
-seismic-2d swe] [--repeats 5] [--json FILE]``.
+seismic-2d swe] [--instructions] [--repeats 5] [--json FILE]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -46,6 +61,7 @@ from common import Benchmark, Stat, add_arguments
 from shoal.apps import get_app
 from shoal.apps.seismic.app import SeismicApp
 from shoal.apps.swe.app import EMPTY, SWEApp
+from shoal.apps.swe.kernels import pack_faces
 from shoal.cluster import Cluster
 from shoal.config import load_scenario
 from shoal.placement import get_policy
@@ -61,6 +77,8 @@ CASES = {
     "swe": ("swe-radial-dam-break", ["app.block=4"]),
 }
 SKIP = 3  # first steps left out of the time
+COUNT_STEPS = 4  # counted runs have this many steps and twice as many; the difference is per step
+WARM_STEPS = 10  # steps before counting: every kernel called once (seismic checks the wavefield at step 9)
 
 
 def every_neighbour(phases: tuple[Phase, ...]) -> tuple[Phase, ...]:
@@ -69,35 +87,50 @@ def every_neighbour(phases: tuple[Phase, ...]) -> tuple[Phase, ...]:
 
 
 class SeismicBefore(SeismicApp):
-    """The seismic app as it ran before its port: halos from every neighbour, an empty array
-    from those across corners."""
+    """The seismic app as it ran before its port: halos from every neighbour, and its packer's
+    code of then, verbatim: an empty array for every neighbour across a corner."""
 
     def __init__(self, params, steps: int):
         super().__init__(params, steps)
         self.phases = every_neighbour(self.phases)
 
     def _pack(self, fields, src, tiling):
+        lay = self._layout(tiling, src)
         out = dict.fromkeys(map(int, tiling.neighbours[src]), np.empty(0, dtype=self.dtype))
-        out.update(super()._pack(fields, src, tiling))
+        for n, face in lay["faces"].items():
+            xs, ys = self._slabs(lay, face)
+            out[n] = fields[:, xs, ys].copy()
         return out
 
 
 class SWEBefore(SWEApp):
-    """The shallow-water app as it ran before its port: halos from every neighbour, empty
-    strips and target levels from those across corners."""
+    """The shallow-water app as it ran before its port: halos from every neighbour, and its
+    packers' code of then, verbatim: empty strips and target levels for every neighbour across a
+    corner."""
 
     def __init__(self, params, steps: int):
         super().__init__(params, steps)
         self.phases = every_neighbour(self.phases)
 
     def pack_strips(self, state, src, tiling):
+        send = self._topology(tiling, src).send
+        lev = state["lev"]
+        data, ends = pack_faces(state["h"], state["hu"], state["hv"], state["b"], lev, self.p.block, send.k,
+                                send.f)
+        sent = lev[send.k]
+        cut = ends[send.split]
         out = dict.fromkeys((int(t) for t in tiling.neighbours[src]), EMPTY)
-        out.update(super().pack_strips(state, src, tiling))
+        for i, t in enumerate(send.tiles):
+            a, b = send.split[i], send.split[i + 1]
+            out[t] = {"lev": sent[a:b], "data": data[cut[i]:cut[i + 1]]}
         return out
 
     def pack_targets(self, state, src, tiling):
+        send = self._topology(tiling, src).send
+        sent = state["target"][send.k]
         out = dict.fromkeys((int(t) for t in tiling.neighbours[src]), EMPTY["lev"])
-        out.update(super().pack_targets(state, src, tiling))
+        for i, t in enumerate(send.tiles):
+            out[t] = sent[send.split[i]:send.split[i + 1]]
         return out
 
 
@@ -130,31 +163,111 @@ def measure(app, tiling: Tiling, workers: int, steps: int):
             float(np.diff(res.step_end[SKIP - 1:]).mean()), cpu / steps, res.states)
 
 
+def one_round(before, after, tiling: Tiling, workers: int, steps: int, check: bool):
+    """Before, after, after, before: each one's (messages, empty messages, wall, CPU) per step,
+    the means of its two runs; with ``check``, refuse other bits before and after."""
+    figures, final = {id(before): [], id(after): []}, {}
+    for app in (before, after, after, before):
+        *got, states = measure(app, tiling, workers, steps)
+        figures[id(app)].append(got)
+        final.setdefault(id(app), states)
+    if check and not same_bits(before.gather(final[id(before)], tiling), after.gather(final[id(after)], tiling)):
+        raise SystemExit(f"stencils: {before.name} on {tiling.ntiles} tiles gives other bits before and after")
+    return tuple(tuple(np.mean(figures[id(app)], axis=0)) for app in (before, after))
+
+
 def same_bits(a: dict, b: dict) -> bool:
     """Whether two gathered states are the same bits."""
     return a.keys() == b.keys() and all(np.array_equal(np.atleast_1d(a[k]).view(np.uint8),
                                                        np.atleast_1d(b[k]).view(np.uint8)) for k in a)
 
 
+def counted_run(case: str, ntiles: int, variant: str, steps: int) -> None:
+    """Run ``steps`` steps of the case's app ``variant`` (``before`` or ``after``) on one
+    worker after ``WARM_STEPS``, with Callgrind's counting on around them only (this process
+    runs under Callgrind)."""
+
+    def counting(on: bool) -> None:
+        subprocess.run(["callgrind_control", "--instr=" + ("on" if on else "off"), str(os.getpid())],
+                       capture_output=True, check=True)
+
+    before, after, tiling = apps(case, ntiles, WARM_STEPS + steps)
+    app = before if variant == "before" else after
+    with LocalExecutor(app, tiling, Cluster.uniform(1, 1), np.zeros(tiling.ntiles, dtype=np.int64)) as ex:
+        states = ex.run(WARM_STEPS).states
+        counting(True)
+        ex.run(steps, states=states, first_step=WARM_STEPS)
+        counting(False)
+
+
+def count_instructions(case: str, ntiles: int, variant: str, steps: int) -> int:
+    """User-space instructions Callgrind counted in :func:`counted_run`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+                        sys.executable, __file__, "--count-run", case, str(ntiles), variant, str(steps)],
+                       capture_output=True, check=True)
+        totals = [line for line in out.read_text().splitlines() if line.startswith("totals:")]
+    return int(totals[0].split()[1])
+
+
+def counted_messages(app, tiling: Tiling) -> float:
+    """Messages per step of the steps :func:`count_instructions` takes the difference over."""
+    with LocalExecutor(app, tiling, Cluster.uniform(1, 1), np.zeros(tiling.ntiles, dtype=np.int64)) as ex:
+        step = ex.run(WARM_STEPS + 2 * COUNT_STEPS).messages["step"]
+    return float((step >= WARM_STEPS + COUNT_STEPS).sum()) / COUNT_STEPS
+
+
+def instructions(bench, args) -> None:
+    """The instruction counts' table: per case and tile count, instructions per step before and
+    after, their ratio, and the instructions saved per message no longer sent."""
+    keys = list(itertools.product(args.cases, args.tiles, ("before", "after")))
+    jobs = [(*key, n) for key in keys for n in (COUNT_STEPS, 2 * COUNT_STEPS)]
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        got = dict(zip(jobs, pool.map(lambda job: count_instructions(*job), jobs), strict=True))
+    per = {key: (got[(*key, 2 * COUNT_STEPS)] - got[(*key, COUNT_STEPS)]) / COUNT_STEPS for key in keys}
+    print(f"instructions per step (Callgrind, user space), 1 worker, steps {WARM_STEPS + COUNT_STEPS}-"
+          f"{WARM_STEPS + 2 * COUNT_STEPS - 1}; before = every halo phase reads all neighbours, after = face "
+          f"neighbours only")
+    print(f"{'case':11s} {'tiles':>5s} {'msgs/step: before':>18s} {'after':>6s} {'Minstr/step: before':>20s} "
+          f"{'after':>8s} {'ratio':>6s} {'instr saved/message':>20s}")
+    for case, ntiles in itertools.product(args.cases, args.tiles):
+        before, after, tiling = apps(case, ntiles, WARM_STEPS + 2 * COUNT_STEPS)
+        msgs = {"before": counted_messages(before, tiling), "after": counted_messages(after, tiling)}
+        b, a = per[(case, ntiles, "before")], per[(case, ntiles, "after")]
+        dropped = msgs["before"] - msgs["after"]
+        saved = f"{(b - a) / dropped:20.0f}" if dropped else f"{'-':>20s}"
+        print(f"{case:11s} {ntiles:5d} {msgs['before']:18.0f} {msgs['after']:6.0f} {b / 1e6:20.1f} {a / 1e6:8.1f} "
+              f"{a / b:6.3f} {saved}")
+        bench.add(case=case, tiles=ntiles, messages_before=msgs["before"], messages_after=msgs["after"],
+                  instructions_before=b, instructions_after=a)
+
+
 def main() -> None:
+    if "--count-run" in sys.argv:  # under Callgrind: one counted run
+        case, ntiles, variant, steps = sys.argv[-4:]
+        counted_run(case, int(ntiles), variant, int(steps))
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tiles", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--cases", nargs="+", choices=sorted(CASES), default=list(CASES))
+    ap.add_argument("--instructions", action="store_true",
+                    help="instructions per step before and after instead of times (needs valgrind)")
     add_arguments(ap)
     args = ap.parse_args()
+    if args.instructions and not (shutil.which("valgrind") and shutil.which("callgrind_control")):
+        sys.exit("stencils: --instructions needs Valgrind (Debian: apt-get install valgrind)")
     with Benchmark("stencils", args) as bench:
+        if args.instructions:
+            instructions(bench, args)
+            return
         runs = {(case, n): apps(case, n, args.steps) for case in args.cases for n in args.tiles}
         got = {key: [] for key in runs}  # per round: (before, after) of (messages, empty, wall, CPU)
         for k in range(max(args.repeats, 1)):
             for key, (before, after, tiling) in runs.items():
-                order = (("before", before), ("after", after)) if k % 2 == 0 else (("after", after), ("before", before))
-                done = {name: measure(app, tiling, args.workers, args.steps) for name, app in order}
-                if k == 0 and not same_bits(before.gather(done["before"][-1], tiling),
-                                            after.gather(done["after"][-1], tiling)):
-                    raise SystemExit(f"stencils: {key[0]} on {key[1]} tiles gives other bits before and after")
-                got[key].append((done["before"][:-1], done["after"][:-1]))
+                got[key].append(one_round(before, after, tiling, args.workers, args.steps, check=k == 0))
             print(f"round {k + 1} done", flush=True)
         print(f"1 node x {args.workers} workers, {args.steps} steps (time: steps {SKIP}+); before = every halo "
               f"phase reads all neighbours, after = face neighbours only; median of {args.repeats} rounds ±spread")
