@@ -18,6 +18,7 @@ job id, whatever the order of the table's rows; ties go by job id and node id, n
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -125,7 +126,7 @@ def job_policy(name: str) -> JobPolicy:
 
 
 @dataclass(frozen=True)
-class _Policy:
+class _Policy(abc.ABC):
     """Checks what every policy is given, then hands it to :meth:`assign`."""
 
     name: str = ""
@@ -144,9 +145,9 @@ class _Policy:
         job_node = self.assign(jobs, owner, cluster, params, measured)
         return job_node.astype(np.int64)
 
+    @abc.abstractmethod
     def assign(self, jobs, owner, cluster, params, measured) -> np.ndarray:
         """The policy itself, on checked input (the same parameters as :meth:`place`)."""
-        raise NotImplementedError
 
 
 def _uniform(cluster: Cluster) -> bool:
