@@ -315,6 +315,13 @@ class App(abc.ABC):
         skewed. Default: nothing to prepare."""
         return None
 
+    def native(self, tiling: Tiling):
+        """How the native executor runs this app's phases with no Python: a
+        :class:`~shoal.runtime.native.Native` (compiled kernels of one signature, the state
+        fields they work on, copy plans for their halos), or ``None``. Phases it does not name
+        run in Python through the executor's trampoline. Default: ``None``."""
+        return None
+
     def proxy(self) -> tuple[Any, float] | None:
         """A low-resolution version of this run for speculative balancing: ``(parameters,
         proxy steps per step)``. Default: none (``speculative`` then refuses the app)."""

@@ -278,7 +278,7 @@ class LocalExecutor:
         """
         if steps <= 0:
             raise ShoalError(f"steps must be positive, got {steps}")
-        self._reduced_before = self._lagged_start(first_step, reduced_before or {})
+        self._reduced_before = lagged_start(self.app, first_step, reduced_before or {})
         # The barriers' latest values: what a task reads of them (see _context) does not depend
         # on where runs begin and end (a balancing step, a resume).
         self._barriers_before = {p.name: reduced_value(reduced_before[(first_step - 1, p.name)])
@@ -346,20 +346,6 @@ class LocalExecutor:
         end = first[k + 1] if k + 1 < len(first) else len(self._seq)
         rows = self._task_rows(slice(first[k] * self._T, end * self._T))  # finished: no worker writes them
         return TASKS.select(rows, rows["node"] >= 0)
-
-    def _lagged_start(self, first_step: int, before: dict) -> dict:
-        """The lagged reductions the first step of this run reads (from before it)."""
-        lagged = [p.name for p in self.phases if p.lagged]
-        if not lagged:
-            return {}
-        if first_step == 0:
-            before = {(-1, name): reduced_value(v) for name, v in self.app.initial_reductions().items()}
-        missing = [n for n in lagged if (first_step - 1, n) not in before]
-        if missing:
-            where = "initial_reductions()" if first_step == 0 else f"the reductions of step {first_step - 1}"
-            raise ShoalError(f"app {self.app.name!r}: the lagged reduction(s) {', '.join(missing)} are missing "
-                             f"from {where}")
-        return {(first_step - 1, n): before[(first_step - 1, n)] for n in lagged}
 
     # ----- what the MPI executor overrides --------------------------------------------------
     def _nodes_here(self) -> list[int]:
@@ -1036,6 +1022,29 @@ class LocalExecutor:
             for k in range(reported, done):
                 on_step(k)
         return done
+
+
+def lagged_start(app: App, first_step: int, before: dict) -> dict:
+    """The lagged reductions the first step of a run from ``first_step`` reads: from the app's
+    ``initial_reductions()`` at step 0, else from ``before`` (the reductions of earlier steps,
+    by (step, phase name)).
+
+    Raises
+    ------
+    ShoalError
+        If one of them is missing.
+    """
+    lagged = [p.name for p in app.phases if p.lagged]
+    if not lagged:
+        return {}
+    if first_step == 0:
+        before = {(-1, name): reduced_value(v) for name, v in app.initial_reductions().items()}
+    missing = [n for n in lagged if (first_step - 1, n) not in before]
+    if missing:
+        where = "initial_reductions()" if first_step == 0 else f"the reductions of step {first_step - 1}"
+        raise ShoalError(f"app {app.name!r}: the lagged reduction(s) {', '.join(missing)} are missing "
+                         f"from {where}")
+    return {(first_step - 1, n): before[(first_step - 1, n)] for n in lagged}
 
 
 def merge_results(parts: list[ExecutionResult]) -> ExecutionResult:

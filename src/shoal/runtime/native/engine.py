@@ -1,0 +1,359 @@
+"""The compiled worker loop: a step's task graph run by worker threads with no Python.
+
+Each worker thread of a node calls :func:`work`, compiled with Numba ``nogil``: it runs until
+the segment of the task sequence it was given is over, and returns why (:data:`DONE`,
+:data:`DECIDE`, :data:`FAILED`). Everything a task needs is in arrays the executor built once
+per graph (:class:`Graph`) and arrays every worker shares (:class:`Shared`):
+
+- a task is (instance, tile), index ``instance x T + tile``, as in the Python executor;
+- ``need[task]`` counts the inputs a task still waits for: its tile's previous task, one per
+  halo it reads, one for the reduction it reads. Whoever brings the last one (an atomic
+  decrement to zero) makes it ready: the tile's own next task runs at once on the same worker
+  (no queue, no wake-up), any other goes to the back of its node's queue;
+- a node's queue is a ring of task indices under a spin lock held for a few instructions; an
+  idle worker spins on it for :data:`SPIN_NS`, then sleeps on a futex until a task is queued;
+- a phase with a reduction writes its values; the last tile in reduces them in tile order
+  (the same arithmetic, in the same order, as :func:`~shoal.runtime.app.reduce_in_order`)
+  and releases the instance that reads them;
+- halos: a tile's memory is one float64 array; after its task a tile copies the blocks its
+  readers need into their slot of a staging buffer (a copy plan), and a reader copies them
+  into its ghost cells before its task, so a writer never touches memory a reader is using;
+- phases an app leaves in Python run through :func:`~shoal.runtime.native.trampoline.python_task`,
+  the one place a worker takes the interpreter lock.
+
+Times are ``CLOCK_MONOTONIC`` nanoseconds, read where a task becomes ready, starts and ends.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import namedtuple
+
+import numba as nb
+import numpy as np
+from numba import types
+from numba.core.errors import NumbaExperimentalFeatureWarning
+
+from .primitives import atomic_add, atomic_cas, atomic_load, cpu_relax, futex_wait, futex_wake, monotonic_ns
+from .trampoline import python_pack, python_task
+
+warnings.filterwarnings("ignore", category=NumbaExperimentalFeatureWarning)  # first-class kernels
+
+# Why a worker returned (Shared.control[STATUS]; 0 while the segment runs).
+RUNNING, DONE, DECIDE, FAILED = 0, 1, 2, 3
+# Slots of Shared.control.
+STATUS, LIMIT, STARTED, STEP_LOCK, ERROR_TASK, ERROR_KIND, STEPS_DONE = range(7)
+ERROR_KERNEL, ERROR_PYTHON, ERROR_HALO = 1, 2, 3  # Shared.control[ERROR_KIND]
+SUM, MIN, MAX = 0, 1, 2  # reduction operations, as Graph.ops holds them
+SPIN_NS = 50_000  # how long an idle worker spins on its queue before it sleeps
+
+#: The one signature of a compiled phase kernel: ``kernel(tile, step, iteration, mem, ints,
+#: consts, reduced, out) -> work``. ``mem`` is the tile's memory (its fields and ghost cells),
+#: ``ints`` its integer descriptor, ``consts`` the app's constants, ``reduced`` one row per
+#: phase of the reductions the task reads (NaN where none), ``out`` where a phase with a
+#: reduction writes its values; it returns the work done, in the phase's unit.
+KERNEL = types.int64(types.int64, types.int64, types.int64, types.float64[::1], types.int64[::1],
+                     types.float64[::1], types.float64[:, ::1], types.float64[::1])
+
+Graph = namedtuple("Graph", [
+    "T", "n", "first", "handle", "stamp_depth",
+    # per instance
+    "phase", "step", "iteration", "kernel", "nvals", "ops", "links", "pypack", "gates", "decide",
+    "first_of_step", "ctx_src",
+    # per links kind: readers of each tile (CSR, edges numbered by position), and each tile's incoming edges
+    "rd_ptr", "rd", "in_ptr", "inc", "lk_base",
+    # per edge: its staging offset and size; its pack and unpack blocks
+    "ed_off", "ed_size", "pk_ptr", "pk", "up_ptr", "up",
+    # per tile: its memory and integer descriptor (offsets into mem and ints); its node
+    "mem_off", "int_off", "owner",
+])
+
+Shared = namedtuple("Shared", [
+    "control", "need", "remaining", "vals", "red", "before", "left", "step_end",
+    "r_start", "r_end", "r_ready", "r_node", "r_worker", "r_work", "r_kernel",
+    "queue", "q_head", "q_tail", "q_lock", "sleepers", "words",
+    "staging", "written", "consumed",
+])
+
+
+@nb.njit(nogil=True, cache=True)
+def _lock(a, i):
+    while atomic_cas(a, i, 0, 1) != 0:
+        cpu_relax()
+
+
+@nb.njit(nogil=True, cache=True)
+def _unlock(a, i):
+    atomic_cas(a, i, 1, 0)
+
+
+@nb.njit(nogil=True, cache=True)
+def _push(s, node, task):
+    """Queue ``task`` on ``node`` and wake one of its sleeping workers, if any."""
+    cap = s.queue.shape[1]
+    _lock(s.q_lock, node)
+    s.queue[node, s.q_tail[node] % cap] = task
+    s.q_tail[node] += 1
+    _unlock(s.q_lock, node)
+    if atomic_load(s.sleepers, node) > 0:
+        atomic_add(s.words, node, 1)
+        futex_wake(s.words, node, 1)
+
+
+@nb.njit(nogil=True, cache=True)
+def _pop(s, node):
+    """The next task queued on ``node``, or -1."""
+    if atomic_load(s.q_head, node) == atomic_load(s.q_tail, node):
+        return -1
+    cap = s.queue.shape[1]
+    task = -1
+    _lock(s.q_lock, node)
+    if s.q_head[node] < s.q_tail[node]:
+        task = s.queue[node, s.q_head[node] % cap]
+        s.q_head[node] += 1
+    _unlock(s.q_lock, node)
+    return task
+
+
+@nb.njit(nogil=True, cache=True)
+def wake_all(s):
+    """Wake every sleeping worker (the segment's status changed)."""
+    for node in range(s.words.shape[0]):
+        atomic_add(s.words, node, 1)
+        futex_wake(s.words, node, 1 << 30)
+
+
+@nb.njit(nogil=True, cache=True)
+def _finish(s, status):
+    """End the segment with ``status`` (the first one set wins)."""
+    if atomic_cas(s.control, STATUS, RUNNING, status) == RUNNING:
+        wake_all(s)
+
+
+@nb.njit(nogil=True, cache=True)
+def _ready(g, s, task, now):
+    """Count one input of ``task`` in; True if it was its last."""
+    if atomic_add(s.need, task, -1) == 1:
+        s.r_ready[task] = now
+        return True
+    return False
+
+
+@nb.njit(nogil=True, cache=True)
+def _enter_step(s, step):
+    """Whether a tile may start ``step`` (a stop lowers the limit; see :func:`request_stop`)."""
+    _lock(s.control, STEP_LOCK)
+    ok = step < s.control[LIMIT]
+    if ok and step > s.control[STARTED]:
+        s.control[STARTED] = step
+    _unlock(s.control, STEP_LOCK)
+    return ok
+
+
+@nb.njit(nogil=True, cache=True)
+def request_stop(s):
+    """End the run at the next step boundary every tile can reach: no tile starts a step after
+    the latest one some tile has started. Returns the new limit (steps of the run)."""
+    _lock(s.control, STEP_LOCK)
+    limit = min(s.control[LIMIT], s.control[STARTED] + 1)
+    s.control[LIMIT] = limit
+    _unlock(s.control, STEP_LOCK)
+    if atomic_load(s.control, STEPS_DONE) >= limit:
+        _finish(s, DONE)
+    return limit
+
+
+@nb.njit(nogil=True, cache=True)
+def _copy(src, src_base, dst, dst_base, blocks, first, last, to_flat):
+    """Run blocks ``first:last`` of a copy plan: each ``(offset, flat offset, n0, n1, n2, s0,
+    s1, s2)`` is a strided box of a tile's memory, copied to consecutive elements of a flat
+    buffer (``to_flat``) or back."""
+    for b in range(first, last):
+        off, flat, n0, n1, n2, s0, s1, s2 = (blocks[b, 0], blocks[b, 1], blocks[b, 2], blocks[b, 3], blocks[b, 4],
+                                             blocks[b, 5], blocks[b, 6], blocks[b, 7])
+        k = flat
+        for i0 in range(n0):
+            for i1 in range(n1):
+                at = off + i0 * s0 + i1 * s1
+                if to_flat:
+                    for i2 in range(n2):
+                        dst[dst_base + k] = src[src_base + at + i2 * s2]
+                        k += 1
+                else:
+                    for i2 in range(n2):
+                        dst[dst_base + at + i2 * s2] = src[src_base + k]
+                        k += 1
+
+
+@nb.njit(nogil=True, cache=True)
+def pack(g, s, mem, instance, tile):
+    """Copy ``tile``'s halos for ``instance`` into its readers' staging slots. False if a
+    slot still holds halos its reader has not read (the staging is too shallow)."""
+    L = g.links[instance]
+    base = g.lk_base[L]
+    nedges = g.ed_off.shape[0]
+    slot = instance % g.stamp_depth
+    for e in range(base + g.rd_ptr[L, tile], base + g.rd_ptr[L, tile + 1]):
+        at = slot * nedges + e
+        if s.written[at] >= 0 and s.consumed[at] != s.written[at]:
+            return False
+        _copy(mem, g.mem_off[tile], s.staging, slot * s.staging.shape[0] // g.stamp_depth + g.ed_off[e],
+              g.pk, g.pk_ptr[e], g.pk_ptr[e + 1], True)
+        s.written[at] = instance
+    return True
+
+
+@nb.njit(nogil=True, cache=True)
+def _unpack(g, s, mem, instance, tile):
+    """Copy the halos ``tile`` reads in ``instance`` from the staging into its ghost cells."""
+    L = g.links[instance]
+    nedges = g.ed_off.shape[0]
+    slot = instance % g.stamp_depth
+    for k in range(g.in_ptr[L, tile], g.in_ptr[L, tile + 1]):
+        e = g.inc[g.lk_base[L] + k]
+        at = slot * nedges + e
+        _copy(s.staging, slot * s.staging.shape[0] // g.stamp_depth + g.ed_off[e], mem, g.mem_off[tile],
+              g.up, g.up_ptr[e], g.up_ptr[e + 1], False)
+        s.consumed[at] = instance
+
+
+@nb.njit(nogil=True, cache=True)
+def _reduce(g, s, instance):
+    """Combine the tiles' values of ``instance`` in tile order (as reduce_in_order does)."""
+    T = g.T
+    for k in range(g.nvals[instance]):
+        op = g.ops[instance, k]
+        acc = 0.0 if op == SUM else s.vals[instance * T, k]
+        for t in range(T):
+            v = s.vals[instance * T + t, k]
+            if op == SUM:
+                acc += v
+            elif op == MIN:
+                if v < acc:
+                    acc = v
+            elif v > acc:
+                acc = v
+        s.red[instance, k] = acc
+
+
+@nb.njit(nogil=True, cache=True)
+def _context(g, s, instance, reduced):
+    """Fill ``reduced`` with what ``instance`` reads: row p holds phase p's latest value."""
+    for p in range(reduced.shape[0]):
+        src = g.ctx_src[instance, p]
+        for k in range(reduced.shape[1]):
+            reduced[p, k] = s.before[p, k] if src < 0 else s.red[src, k]
+
+
+@nb.njit(nogil=True, cache=True)
+def _release(g, s, instance, now):
+    """Hand every tile the reduction ``instance`` gates; queue those it made ready."""
+    T = g.T
+    for t in range(T):
+        task = instance * T + t
+        if _ready(g, s, task, now):
+            _push(s, g.owner[t], task)
+
+
+@nb.njit(nogil=True, cache=True)
+def _fail(s, task, kind):
+    if atomic_cas(s.control, ERROR_KIND, 0, kind) == 0:
+        s.control[ERROR_TASK] = task
+    _finish(s, FAILED)
+
+
+@nb.njit(nogil=True, cache=True)
+def _idle(s, node):
+    """Wait for a task on ``node``'s queue: spin a while, then sleep. -1 once the segment ends."""
+    t0 = monotonic_ns()
+    while True:
+        if atomic_load(s.control, STATUS) != RUNNING:
+            return -1
+        task = _pop(s, node)
+        if task >= 0:
+            return task
+        if monotonic_ns() - t0 < SPIN_NS:
+            cpu_relax()
+            continue
+        atomic_add(s.sleepers, node, 1)
+        word = atomic_load(s.words, node)
+        if (atomic_load(s.control, STATUS) == RUNNING
+                and atomic_load(s.q_head, node) == atomic_load(s.q_tail, node)):
+            if futex_wait(s.words, node, word) < 0 and word == atomic_load(s.words, node):
+                cpu_relax()  # no futex here (or interrupted): spin
+        atomic_add(s.sleepers, node, -1)
+
+
+@nb.njit(nogil=True, cache=True)
+def work(g, s, kernels, mem, ints, consts, node, worker, nphases, width):
+    """One worker's share of the segment: run tasks of ``node`` until the segment ends; return
+    the status it ended with."""
+    T = g.T
+    reduced = np.empty((nphases, width))
+    out = np.zeros(max(width, 1))
+    own = -1
+    while True:
+        if own >= 0:
+            task, own = own, -1
+        else:
+            task = _idle(s, node)
+            if task < 0:
+                return atomic_load(s.control, STATUS)
+        instance, tile = task // T, task % T
+        step = g.step[instance]
+        if g.first_of_step[instance] and not _enter_step(s, step):
+            continue  # the run stops before this step
+        t0 = monotonic_ns()
+        if g.links[instance] >= 0 and not g.pypack[instance]:
+            _unpack(g, s, mem, instance, tile)
+        kernel = g.kernel[instance]
+        nxt = instance + 1
+        packs = nxt < g.n and g.links[nxt] >= 0
+        kernel_ns = 0
+        if kernel >= 0:
+            _context(g, s, instance, reduced)
+            tile_mem = mem[g.mem_off[tile]:g.mem_off[tile + 1]]
+            tile_ints = ints[g.int_off[tile]:g.int_off[tile + 1]]
+            try:
+                done = kernels[kernel](tile, step + g.first, g.iteration[instance], tile_mem, tile_ints, consts,
+                                       reduced, out)
+            except Exception:  # noqa: BLE001 (the executor finds what it was: see NativeExecutor)
+                _fail(s, task, ERROR_KERNEL)
+                return FAILED
+            for k in range(g.nvals[instance]):
+                s.vals[task, k] = out[k]
+            s.r_work[task] = done
+            if packs and g.pypack[nxt] and python_pack(g.handle, task) != 0:
+                _fail(s, task, ERROR_PYTHON)
+                return FAILED
+        else:
+            kernel_ns = python_task(g.handle, worker, task)
+            if kernel_ns < 0:
+                _fail(s, task, ERROR_PYTHON)
+                return FAILED
+        if packs and not g.pypack[nxt] and not pack(g, s, mem, nxt, tile):
+            _fail(s, task, ERROR_HALO)
+            return FAILED
+        t1 = monotonic_ns()
+        s.r_start[task], s.r_end[task], s.r_node[task], s.r_worker[task] = t0, t1, node, worker
+        s.r_kernel[task] = t1 - t0 if kernel >= 0 else kernel_ns
+        # Readers of the halos just packed: each may now be ready.
+        if packs:
+            L = g.links[nxt]
+            base = g.lk_base[L]
+            for e in range(base + g.rd_ptr[L, tile], base + g.rd_ptr[L, tile + 1]):
+                reader = g.rd[e]
+                if _ready(g, s, nxt * T + reader, t1):
+                    _push(s, g.owner[reader], nxt * T + reader)
+        if g.nvals[instance] > 0 and atomic_add(s.remaining, instance, -1) == 1:
+            _reduce(g, s, instance)  # the last tile in: every value is there
+            if g.decide[instance]:
+                _finish(s, DECIDE)  # the app decides whether the loop goes on (the sequence grows)
+            elif g.gates[instance] >= 0 and g.gates[instance] < g.n:
+                _release(g, s, g.gates[instance], t1)
+        if atomic_add(s.left, step, -1) == 1:
+            s.step_end[step] = t1
+            if atomic_add(s.control, STEPS_DONE, 1) + 1 >= atomic_load(s.control, LIMIT):
+                _finish(s, DONE)
+        if nxt < g.n and _ready(g, s, nxt * T + tile, t1):
+            own = nxt * T + tile

@@ -1,0 +1,617 @@
+"""The native executor: the step's task graph run by compiled workers, Python only per run.
+
+:class:`NativeExecutor` has the Python executor's interface (``run``, ``step_tasks``,
+``reconfigure``, ``pin``, ``close``) and its contract: the same states bitwise, the same trace
+rows, the same reductions in the same order, the same stop at a step boundary, the same one
+line on an error. What differs is where the per-task path runs: the executor compiles the
+run's task sequence into arrays once (:class:`~shoal.runtime.native.engine.Graph`), then each
+worker thread runs :func:`~shoal.runtime.native.engine.work` without the interpreter lock
+until the run ends, or until a loop's iteration needs the app's decision (the sequence then
+grows, and the workers go on).
+
+An app runs natively where it says how (:meth:`~shoal.runtime.app.App.native`): compiled phase
+kernels, the state fields they work on, and copy plans for the halos. Every other phase runs
+through the trampoline (:mod:`~shoal.runtime.native.trampoline`), with its halos as Python
+payloads: every app runs here, native or not.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from ...cluster import Cluster
+from ...errors import ShoalError
+from ...log import logger
+from ...records import MESSAGES, TASKS
+from ...tiling import Tiling
+from ..app import App, StepContext
+from ..graph import StepGraph, TaskSequence
+from ..local import (
+    GIL_SWITCH_S,
+    NOT_RUN,
+    RAN,
+    ExecutionResult,
+    configure_worker_thread,
+    lagged_start,
+    reduced_value,
+)
+from ..timing import thread_clock
+from ..workers import WorkerPool
+from . import engine
+from .engine import DECIDE, ERROR_HALO, ERROR_KERNEL, FAILED, MAX, MIN, SUM, Graph, Shared
+from .plan import NativeLayout, copy_plans, noop_kernel
+from .trampoline import RUNS
+
+OPS = {"sum": SUM, "min": MIN, "max": MAX}
+_handles = itertools.count(1)
+
+
+class NativeExecutor:
+    """Run an app's tiles on ``cluster.nodes`` nodes of compiled worker threads, in this process.
+
+    Parameters
+    ----------
+    app : App
+        The physics: phases it runs natively (:meth:`~shoal.runtime.app.App.native`) run with
+        no Python; the others through the trampoline.
+    tiling : Tiling
+        How the grid is split.
+    cluster : Cluster
+        Nodes; ``cluster.cores[k]`` worker threads run on node ``k``.
+    owner : ndarray
+        ``owner[tile] -> node``.
+
+    Raises
+    ------
+    ShoalError
+        If the app's phases run jobs (the native executor does not run them yet).
+    """
+
+    backend = "native"
+
+    def __init__(self, app: App, tiling: Tiling, cluster: Cluster, owner: np.ndarray, job_policy: str = "locality"):
+        jobs = [p.name for p in app.phases if p.jobs or p.emits_jobs]
+        if jobs:
+            raise ShoalError(f"app {app.name!r}: the native executor does not run job phases yet ({', '.join(jobs)}); "
+                             "run it with --executor python")
+        self.app, self.tiling, self.cluster = app, tiling, cluster
+        self.owner = np.asarray(owner, dtype=np.int64).copy()
+        self.phases = tuple(app.phases)
+        self.graph = StepGraph(app, tiling)
+        self.layout = NativeLayout.of(app, tiling)
+        self._runners = [getattr(app, p.method) for p in self.phases]
+        self._packers = [getattr(app, p.pack) if p.halo else None for p in self.phases]
+        names = [p.name for p in self.phases]
+        kernels = self.layout.kernels if self.layout is not None else {}
+        self._kernel_of = np.array([list(kernels).index(n) if n in kernels else -1 for n in names], np.int64)
+        self._kernels = tuple(kernels.values()) or (noop_kernel,)
+        self._width = max([1] + [len(p.operations) for p in self.phases])
+        self._handle = next(_handles)
+        self.first_step = 0
+        self._pools = {node: WorkerPool(cluster.cores[node], f"shoal-native{node}", configure_worker_thread)
+                       for node in range(cluster.nodes)}
+
+    # ----- public --------------------------------------------------------------------------
+    def reconfigure(self, owner: np.ndarray | None = None, cores: dict[int, int] | None = None) -> None:
+        """Between runs: new owners for the tiles, and new pool sizes for some nodes (as
+        :meth:`LocalExecutor.reconfigure <shoal.runtime.local.LocalExecutor.reconfigure>`)."""
+        if owner is not None:
+            self.owner = np.asarray(owner, dtype=np.int64).copy()
+        if cores:
+            new = list(self.cluster.cores)
+            for node, n in cores.items():
+                if not 0 <= node < self.cluster.nodes:
+                    raise ShoalError(f"no node {node}: the run has nodes 0..{self.cluster.nodes - 1}")
+                if n < 1:
+                    raise ShoalError(f"node {node} needs at least one worker thread, got {n}")
+                new[node] = int(n)
+            for node, pool in self._pools.items():
+                pool.resize(new[node])
+            self.cluster = Cluster(tuple(new), self.cluster.network)
+
+    def pin(self, node: int, cpus: list[int] | None) -> None:
+        """Pin node ``node``'s worker threads to ``cpus`` before their next run, or unpin them."""
+        self._pools[node].pin(cpus)
+
+    def close(self) -> None:
+        """End the worker threads."""
+        for pool in self._pools.values():
+            pool.close()
+
+    def __enter__(self) -> NativeExecutor:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def run(self, steps: int, states: dict[int, Any] | None = None, first_step: int = 0, on_step=None,
+            reduced_before: dict | None = None, stop: threading.Event | None = None) -> ExecutionResult:
+        """Run ``steps`` steps, as :meth:`LocalExecutor.run <shoal.runtime.local.LocalExecutor.run>` does."""
+        if steps <= 0:
+            raise ShoalError(f"steps must be positive, got {steps}")
+        T = self.tiling.ntiles
+        before = dict(reduced_before or {})
+        before.update(lagged_start(self.app, first_step, before))
+        if states is None:
+            states = {t: self.app.init_tile(t, self.tiling) for t in range(T)}
+        self.states, self.first_step, self.steps = states, first_step, steps
+        self._T = T
+        self._seq = TaskSequence(self.phases, self.app.loops, steps)
+        self._seq.extend()
+        self._mem, self._mem_off = (self.layout.memory(states) if self.layout is not None
+                                    else (np.zeros(0), np.zeros(T + 1, np.int64)))
+        self._ints, self._int_off, self._consts = (self.layout.descriptors(self.tiling) if self.layout is not None
+                                                   else (np.zeros(0, np.int64), np.zeros(T + 1, np.int64),
+                                                         np.zeros(0)))
+        self._before_values(before, first_step)
+        self._inbox: list[dict[int, dict[int, Any]]] = [dict() for _ in range(T)]
+        self._contexts: dict[int, StepContext] = {}
+        self._iterations: dict[tuple[int, str], int] = {}
+        self._error: BaseException | None = None
+        self._links: list = []  # distinct Links, in the order first met
+        self._grow(len(self._seq))
+        self._build()
+        collecting = gc.isenabled()
+        gc.disable()  # a collection would land in whichever task's cost it stops
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(GIL_SWITCH_S)
+        RUNS[self._handle] = self
+        self._t0 = time.monotonic_ns()
+        self._wall0 = time.perf_counter()
+        reported = 0
+        try:
+            self._start_segment(0)
+            while True:
+                reported = self._segment(on_step, stop, reported)
+                status = int(self._shared.control[engine.STATUS])
+                if status == FAILED or self._error is not None:
+                    raise self._failure()
+                if status != DECIDE or not self._decide():
+                    break
+        finally:
+            RUNS.pop(self._handle, None)
+            sys.setswitchinterval(switch)
+            if collecting:
+                gc.enable()
+        wall = time.perf_counter() - self._wall0
+        done = int(self._shared.control[engine.STEPS_DONE])
+        if on_step is not None:
+            for k in range(reported, done):
+                on_step(k)
+        return self._result(done, wall)
+
+    def step_tasks(self, k: int) -> dict[str, np.ndarray]:
+        """The task rows of step ``k`` of the current run (counted from its first); complete
+        once the step is reported finished."""
+        first = self._seq.step_first
+        end = first[k + 1] if k + 1 < len(first) else len(self._seq)
+        rows = self._task_rows(first[k] * self._T, end * self._T)
+        return TASKS.select(rows, rows["node"] >= 0)
+
+    # ----- the trampoline's side (called by workers, holding the interpreter lock) -----------
+    def python_task(self, worker: int, task: int) -> int:
+        """Run a phase the app left in Python; the nanoseconds of its compiled kernels, or -1."""
+        instance, tile = divmod(task, self._T)
+        phase = self._seq.phase[instance]
+        try:
+            clock = thread_clock()
+            k0 = clock[0]
+            halos = self._inbox[tile].pop(instance, None) or {}
+            out = self._runners[phase](tile, self.states[tile], halos, self._context(instance), self.tiling)
+            work, value = out if isinstance(out, tuple) else (out, None)
+            nvals = self._g.nvals[instance]
+            if nvals:
+                if value is None:
+                    raise ShoalError("a phase with a reduction must return a value to reduce")
+                values = value if isinstance(value, (tuple, list)) else (value,)
+                if len(values) != nvals:
+                    raise ShoalError(f"a reduction of {nvals} values got a tile's value {value!r}")
+                self._shared.vals[task, :nvals] = values
+            self._shared.r_work[task] = int(work)
+            nxt = instance + 1
+            if nxt < self._g.n and self._g.links[nxt] >= 0 and self._g.pypack[nxt]:
+                self._pack(tile, nxt)
+            return int((clock[0] - k0) * 1e9)
+        except BaseException as exc:  # the run stops; the main thread raises it
+            self._fail(exc, tile, instance)
+            return -1
+
+    def python_pack(self, task: int) -> int:
+        """Pack the Python halos a tile sends after a native task; 0, or -1 if that failed."""
+        instance, tile = divmod(task, self._T)
+        try:
+            self._pack(tile, instance + 1)
+            return 0
+        except BaseException as exc:
+            self._fail(exc, tile, instance)
+            return -1
+
+    def _pack(self, tile: int, instance: int) -> None:
+        """Pack ``tile``'s Python halos for ``instance`` into its readers' inboxes; record sizes."""
+        from ..app import payload_bytes
+
+        links = self._links_of[instance]
+        payloads = self._packers[self._seq.phase[instance]](self.states[tile], tile, self.tiling)
+        row = self._msg_offset[instance] + links.base[tile]
+        for k, reader in enumerate(links.readers[tile]):
+            payload = payloads[reader]
+            self._inbox[reader].setdefault(instance, {})[tile] = payload
+            self._m_bytes[row + k] = payload_bytes(payload)
+
+    def _context(self, instance: int) -> StepContext:
+        """The step and the reductions a Python task reads (as the Python executor's)."""
+        ctx = self._contexts.get(instance)
+        if ctx is None:
+            reduced = {}
+            for q, p in enumerate(self.phases):
+                src = int(self._g.ctx_src[instance, q])
+                if src >= 0:
+                    values = self._shared.red[src, :len(p.operations)]
+                elif self._before_known[q]:
+                    values = self._shared.before[q, :len(p.operations)]
+                else:
+                    continue
+                reduced[p.name] = self._value(p, values)
+            ctx = self._contexts[instance] = StepContext(self._seq.step[instance] + self.first_step, reduced,
+                                                         self._seq.iteration[instance])
+        return ctx
+
+    @staticmethod
+    def _value(phase, values) -> float | tuple[float, ...]:
+        """A reduction's value as a task reads it: a float, or a tuple for several."""
+        return tuple(float(v) for v in values) if isinstance(phase.reduction, tuple) else float(values[0])
+
+    def _fail(self, exc: BaseException, tile: int, instance: int) -> None:
+        if self._error is None:
+            step = self._seq.step[instance] + self.first_step
+            what = exc if isinstance(exc, ShoalError) else f"{type(exc).__name__}: {exc}"
+            err = ShoalError(f"step {step}, phase {self.phases[self._seq.phase[instance]].name}, tile {tile}: {what}")
+            err.__cause__ = exc
+            err.step = step
+            self._error = err
+
+    # ----- building the graph --------------------------------------------------------------
+    def _before_values(self, before: dict, first_step: int) -> None:
+        """What the first tasks read of reductions from before the run, per phase (NaN: none)."""
+        P = len(self.phases)
+        self._before = np.full((P, self._width), np.nan)
+        self._before_known = np.zeros(P, bool)
+        for q, p in enumerate(self.phases):
+            key = (first_step - 1, p.name)
+            if p.reduction is not None and key in before:
+                value = reduced_value(before[key])
+                values = value if isinstance(value, tuple) else (value,)
+                self._before[q, :len(values)] = values
+                self._before_known[q] = True
+        self._reduced = {k: reduced_value(v) for k, v in before.items()}
+
+    def _grow(self, n: int) -> None:
+        """Shared arrays for ``n`` instances (keeping what an earlier segment wrote)."""
+        T, K = self._T, self._width
+        old = getattr(self, "_shared", None)
+        if old is not None and old.red.shape[0] >= n:
+            return
+        cap = max(n, 2 * (old.red.shape[0] if old is not None else 0))
+        nodes = self.cluster.nodes
+        fresh = Shared(
+            control=np.zeros(8, np.int64), need=np.zeros(cap * T, np.int64), remaining=np.zeros(cap, np.int64),
+            vals=np.zeros((cap * T, K)), red=np.full((cap, K), np.nan), before=self._before,
+            left=np.zeros(self.steps, np.int64), step_end=np.zeros(self.steps, np.int64),
+            r_start=np.zeros(cap * T, np.int64), r_end=np.zeros(cap * T, np.int64),
+            r_ready=np.zeros(cap * T, np.int64), r_node=np.full(cap * T, -1, np.int64),
+            r_worker=np.full(cap * T, -1, np.int64), r_work=np.zeros(cap * T, np.int64),
+            r_kernel=np.zeros(cap * T, np.int64),
+            queue=np.zeros((nodes, T + 1), np.int64), q_head=np.zeros(nodes, np.int64),
+            q_tail=np.zeros(nodes, np.int64), q_lock=np.zeros(nodes, np.int64), sleepers=np.zeros(nodes, np.int64),
+            words=np.zeros(nodes, np.int32), staging=np.zeros(0), written=np.zeros(0, np.int64),
+            consumed=np.zeros(0, np.int64))
+        if old is None:
+            fresh.control[engine.LIMIT] = self.steps
+            fresh.control[engine.STARTED] = -1
+        else:
+            m = old.red.shape[0]
+            for name in ("need", "vals", "r_start", "r_end", "r_ready", "r_node", "r_worker", "r_work", "r_kernel"):
+                getattr(fresh, name)[:m * T] = getattr(old, name)
+            for name in ("remaining", "red"):
+                getattr(fresh, name)[:m] = getattr(old, name)
+            for name in ("control", "left", "step_end", "queue", "q_head", "q_tail", "staging", "written",
+                         "consumed"):
+                fresh = fresh._replace(**{name: getattr(old, name)})
+        self._shared = fresh
+
+    def _build(self, start: int = 0) -> None:
+        """Compile the sequence's instances into the graph's arrays; counters of instances from
+        ``start`` on (the ones new since the last build)."""
+        seq, T, P, first = self._seq, self._T, len(self.phases), self.first_step
+        n = len(seq)
+        phase = np.asarray(seq.phase, np.int64)
+        step = np.asarray(seq.step, np.int64)
+        links_of = [self.graph.links(int(phase[i]), int(step[i]) + first) for i in range(n)]
+        self._links_of = links_of
+        link_ids = []  # per instance, its (phase, links) key's index: the copies differ by phase
+        for i, links in enumerate(links_of):
+            if links is None:
+                link_ids.append(-1)
+                continue
+            key = next((k for k, (p, known) in enumerate(self._links) if p == phase[i] and known is links), None)
+            if key is None:
+                self._links.append((int(phase[i]), links))
+                key = len(self._links) - 1
+            link_ids.append(key)
+        link_ids = np.asarray(link_ids, np.int64)
+        if len(self._links) != getattr(self, "_planned", -1):
+            self._plans = copy_plans(self._links, self.layout, self.phases, T)
+            self._planned = len(self._links)
+        plans = self._plans
+        pypack = np.array([ids >= 0 and not plans.native[ids] for ids in link_ids], np.int64)
+        gathers = [p.reduction is not None for p in self.phases]
+        nvals = np.array([len(self.phases[p].operations) for p in phase], np.int64)
+        ops = np.zeros((n, self._width), np.int64)
+        for i, p in enumerate(phase):
+            for k, op in enumerate(self.phases[p].operations):
+                ops[i, k] = OPS[op]
+        # Which instance's reduction gates each one (a barrier's next; a lagged one's reader a step on).
+        gates = np.full(n, -1, np.int64)
+        gated = np.full(n, -1, np.int64)  # the instance whose reduction gates each one
+        at = {(int(step[i]), int(phase[i])): i for i in range(n)}  # a lagged phase is in no loop
+        ctx_src = np.full((n, P), -1, np.int64)
+        latest = np.full(P, -1, np.int64)  # latest barrier instance of every phase so far
+        for i in range(n):
+            p, s = int(phase[i]), int(step[i])
+            ctx_src[i] = latest
+            for q, ph in enumerate(self.phases):
+                if ph.lagged:
+                    ctx_src[i, q] = at.get((s - 1, q), -1) if p > q else -1
+            if gathers[p] and not self.phases[p].lagged:
+                latest[p] = i
+                if i + 1 < n:
+                    gates[i], gated[i + 1] = i + 1, i
+            elif self.phases[p].lagged:
+                reader = at.get((s + 1, p + 1))
+                if reader is not None:
+                    gates[i], gated[reader] = reader, i
+        for q, ph in enumerate(self.phases):  # a lagged value from before the run: step 0 reads it
+            if ph.lagged:
+                self._before_known[q] = any(k[1] == ph.name and k[0] == first - 1 for k in self._reduced)
+                if self._before_known[q]:
+                    value = self._reduced[(first - 1, ph.name)]
+                    values = value if isinstance(value, tuple) else (value,)
+                    self._before[q, :len(values)] = values
+                ctx_src[(step == 0) & (phase > q), q] = -2  # marked: read from before
+        ctx_src[ctx_src == -2] = -1
+        decide = np.zeros(n, np.int64)
+        if seq.pending is not None:
+            decide[n - 1] = 1  # its reduction waits for the app's decision
+        first_of_step = np.zeros(n, np.int64)
+        first_of_step[np.asarray(seq.step_first, np.int64)] = 1
+        self._g = Graph(
+            T=T, n=n, first=first, handle=self._handle, stamp_depth=plans.depth,
+            phase=phase, step=step, iteration=np.asarray(seq.iteration, np.int64), kernel=self._kernel_of[phase],
+            nvals=nvals * np.array(gathers, np.int64)[phase], ops=ops, links=link_ids, pypack=pypack, gates=gates,
+            decide=decide, first_of_step=first_of_step, ctx_src=ctx_src,
+            rd_ptr=plans.rd_ptr, rd=plans.rd, in_ptr=plans.in_ptr, inc=plans.inc, lk_base=plans.lk_base,
+            ed_off=plans.ed_off, ed_size=plans.ed_size, pk_ptr=plans.pk_ptr, pk=plans.pk, up_ptr=plans.up_ptr,
+            up=plans.up, mem_off=self._mem_off, int_off=self._int_off, owner=self.owner)
+        sh = self._shared
+        if sh.staging.shape[0] != plans.depth * plans.staging:
+            written = np.full(plans.depth * len(plans.ed_off), -1, np.int64)
+            sh = self._shared = sh._replace(staging=np.zeros(plans.depth * plans.staging), written=written,
+                                            consumed=written.copy())
+        # Message rows: per instance with links, (source, reader) order; native sizes known now.
+        offsets = [0]
+        for links in links_of:
+            offsets.append(offsets[-1] + (links.count if links is not None else 0))
+        old_bytes = getattr(self, "_m_bytes", [])
+        self._msg_offset = offsets
+        self._m_bytes = list(old_bytes) + [-1] * (offsets[-1] - len(old_bytes))
+        for i in range(start, n):
+            L = link_ids[i]
+            if L >= 0 and not pypack[i]:
+                base = plans.lk_base[L]
+                self._m_bytes[offsets[i]:offsets[i + 1]] = (8 * plans.ed_size[base:base + links_of[i].count]).tolist()
+        # Counters: own previous task, halos, the gating reduction (one reduced before ``start``
+        # is done: every instance before a segment's start is).
+        for i in range(start, n):
+            links = links_of[i]
+            fanin = np.asarray(links.fanin, np.int64) if links is not None else 0
+            sh.need[i * T:(i + 1) * T] = (1 if i > start else 0) + fanin + (1 if gated[i] >= start and i > start else 0)
+            sh.remaining[i] = T if nvals[i] and gathers[phase[i]] else 0
+            sh.left[step[i]] += T
+        if seq.pending is not None:
+            sh.left[seq.pending[1]] += 1  # the step also waits for the loop's decision
+
+    # ----- running -------------------------------------------------------------------------
+    def _start_segment(self, instance: int) -> None:
+        """Every tile is about to run ``instance``, whose halos nobody has packed (the run's
+        start, or after a loop's decision): pack them here, then queue every tile's task."""
+        g, sh, T = self._g, self._shared, self._T
+        if g.links[instance] >= 0:
+            for t in range(T):
+                if g.pypack[instance]:
+                    self._pack(t, instance)
+                elif not engine.pack(g, sh, self._mem, instance, t):
+                    raise ShoalError("halo staging overrun before the first task")
+        now = time.monotonic_ns()
+        for t in range(T):
+            task = instance * T + t
+            sh.need[task] = 0
+            sh.r_ready[task] = now
+            node = self.owner[t]
+            sh.queue[node, sh.q_tail[node] % sh.queue.shape[1]] = task
+            sh.q_tail[node] += 1
+
+    def _segment(self, on_step, stop, reported: int) -> int:
+        """Run the workers until the segment ends; report finished steps meanwhile."""
+        sh = self._shared
+        sh.control[engine.STATUS] = engine.RUNNING
+        left = [sum(pool.size for pool in self._pools.values())]
+        ended = threading.Event()
+        lock = threading.Lock()
+
+        def job(node, w):
+            try:
+                engine.work(self._g, self._shared, self._kernels, self._mem, self._ints, self._consts, node, w,
+                            len(self.phases), self._width)
+            except BaseException as exc:  # a fault of the engine itself: the run stops with it
+                if self._error is None:
+                    self._error = ShoalError(f"executor: {type(exc).__name__}: {exc}")
+                engine._finish(self._shared, FAILED)
+            finally:
+                with lock:
+                    left[0] -= 1
+                    if not left[0]:
+                        ended.set()
+
+        for node, pool in self._pools.items():
+            pool.start(lambda w, node=node: job(node, w))
+        stopping = False
+        try:
+            while not ended.wait(0.002 if on_step is not None else 0.02):
+                done = int(sh.control[engine.STEPS_DONE])
+                if on_step is not None:
+                    for k in range(reported, done):
+                        on_step(k)
+                    reported = done
+                if stop is not None and stop.is_set() and not stopping:
+                    stopping = True
+                    self._seq.limit(int(engine.request_stop(sh)))
+        except BaseException:
+            engine._finish(sh, FAILED)
+            for pool in self._pools.values():
+                pool.wait()
+            raise
+        for pool in self._pools.values():
+            pool.wait()
+        return reported
+
+    def _decide(self) -> bool:
+        """A loop's iteration has ended: ask the app whether another follows, grow the
+        sequence, and start the next segment; False when the run is over."""
+        seq, sh = self._seq, self._shared
+        loop, rel_step, it = seq.pending
+        last = len(seq) - 1
+        phase = self.phases[seq.phase[last]]
+        value = self._value(phase, sh.red[last, :len(phase.operations)])
+        step = rel_step + self.first_step
+        again = bool(self.app.again(loop, step, it, value))
+        if again and it + 1 >= loop.max_iterations:
+            what = (f"step {step}: loop {loop.first}..{loop.last} reached its {loop.max_iterations} iterations "
+                    f"without converging (last value {value})")
+            if loop.required:
+                err = ShoalError(what)
+                err.step = step
+                raise err
+            logger.warning("%s; the step goes on", what)
+            again = False
+        if not again:
+            self._iterations[(step, loop.name)] = it + 1
+        sh.left[rel_step] -= 1  # the decision is taken
+        start = len(seq)
+        seq.decide(again)
+        limit = int(sh.control[engine.LIMIT])
+        if limit < seq.steps:
+            seq.limit(limit)
+        if len(seq) > start:
+            self._grow(len(seq))
+            self._build(start)
+        sh = self._shared
+        if not sh.left[rel_step]:  # the loop was the step's end
+            sh.step_end[rel_step] = time.monotonic_ns()
+            sh.control[engine.STEPS_DONE] += 1
+        if len(seq) == start or sh.control[engine.STEPS_DONE] >= limit:
+            return False  # the run's last step ended with this decision
+        self._start_segment(start)
+        return True
+
+    def _failure(self) -> ShoalError:
+        """The error that stopped the run, as one line naming step, phase and tile."""
+        if self._error is not None:
+            return self._error
+        sh, g = self._shared, self._g
+        task, kind = int(sh.control[engine.ERROR_TASK]), int(sh.control[engine.ERROR_KIND])
+        instance, tile = divmod(task, self._T)
+        phase = self.phases[int(g.phase[instance])].name
+        step = int(g.step[instance]) + self.first_step
+        if kind == ERROR_HALO:
+            what = (f"halo staging overrun: the tile packed halos its reader had not read yet (staging depth "
+                    f"{g.stamp_depth})")
+        elif kind == ERROR_KERNEL:
+            what = self._kernel_error(instance, tile)
+        else:
+            what = "failed"
+        err = ShoalError(f"step {step}, phase {phase}, tile {tile}: {what}")
+        err.step = step
+        return err
+
+    def _kernel_error(self, instance: int, tile: int) -> str:
+        """What a native kernel raised: compiled code keeps no message, so the kernel runs again
+        from Python on a copy of the tile's memory, which raises it here."""
+        g = self._g
+        reduced = np.empty((len(self.phases), self._width))
+        engine._context(g, self._shared, instance, reduced)
+        mem = self._mem[self._mem_off[tile]:self._mem_off[tile + 1]].copy()
+        ints = self._ints[self._int_off[tile]:self._int_off[tile + 1]]
+        try:
+            self._kernels[g.kernel[instance]](tile, int(g.step[instance]) + self.first_step,
+                                              int(g.iteration[instance]), mem, ints, self._consts, reduced,
+                                              np.zeros(max(self._width, 1)))
+        except Exception as exc:  # noqa: BLE001
+            return f"{type(exc).__name__}: {exc}"
+        return "the compiled kernel raised an error"
+
+    # ----- results -------------------------------------------------------------------------
+    def _task_rows(self, a: int, b: int) -> dict[str, np.ndarray]:
+        """Task rows ``a:b`` of the current run as a :data:`~shoal.records.TASKS` table."""
+        T, sh, seq = self._T, self._shared, self._seq
+        index = np.arange(a, b)
+        instance = index // T
+        ran = sh.r_node[a:b] >= 0
+        ns = 1e-9
+        start = np.where(ran, (sh.r_start[a:b] - self._t0) * ns, NOT_RUN[2])
+        end = np.where(ran, (sh.r_end[a:b] - self._t0) * ns, NOT_RUN[3])
+        table = {"step": np.asarray(seq.step, np.int64)[instance] + self.first_step,
+                 "phase": np.asarray(seq.phase, np.int64)[instance], "tile": index % T,
+                 "iteration": np.asarray(seq.iteration, np.int64)[instance],
+                 "node": sh.r_node[a:b].copy(), "worker": sh.r_worker[a:b].copy(), "start": start, "end": end,
+                 "cost": end - start, "work": np.where(ran, sh.r_work[a:b], 0),
+                 "kernel": np.where(ran, sh.r_kernel[a:b] * ns, 0.0), "kernel_calls": ran.astype(np.int64),
+                 "ready": np.where(ran, (sh.r_ready[a:b] - self._t0) * ns, 0.0)}
+        assert set(RAN) <= set(table)
+        return TASKS.table(table)
+
+    def _result(self, done: int, wall: float) -> ExecutionResult:
+        seq, sh, T = self._seq, self._shared, self._T
+        end = seq.step_first[done] if done < len(seq.step_first) else len(seq)
+        reductions = dict(self._reduced)
+        for i in range(end):
+            p = self.phases[seq.phase[i]]
+            if p.reduction is not None:
+                reductions[(seq.step[i] + self.first_step, p.name)] = self._value(p, sh.red[i, :len(p.operations)])
+        messages = MESSAGES.empty(self._msg_offset[end])
+        counts = np.diff(self._msg_offset[:end + 1])
+        instance = np.repeat(np.arange(end), counts)
+        messages["step"][:] = np.asarray(seq.step, np.int64)[instance] + self.first_step
+        messages["phase"][:] = np.asarray(seq.phase, np.int64)[instance]
+        messages["iteration"] = np.asarray(seq.iteration, np.int32)[instance]
+        edges = [self._links_of[i].edges() for i in range(end) if self._links_of[i] is not None]
+        if edges:
+            messages["src"][:] = np.concatenate([e[0] for e in edges])
+            messages["dst"][:] = np.concatenate([e[1] for e in edges])
+        messages["bytes"][:] = self._m_bytes[:self._msg_offset[end]]
+        step_end = (sh.step_end[:done] - self._t0) * 1e-9
+        return ExecutionResult(
+            states=self.states, first_step=self.first_step, steps=done,
+            tasks=self._task_rows(0, end * T), messages=MESSAGES.select(messages, messages["bytes"] >= 0),
+            reductions={k: v for k, v in reductions.items() if k[0] < self.first_step + done},
+            wall_s=wall, step_end=step_end,
+            oversubscribed=self.cluster.total_cores > (os.cpu_count() or 1),
+            iterations={k: v for k, v in self._iterations.items() if k[0] < self.first_step + done},
+        )

@@ -1,0 +1,202 @@
+"""What an app declares to run natively, and the arrays the engine reads it from.
+
+An app's :meth:`~shoal.runtime.app.App.native` returns a :class:`Native`: compiled phase
+kernels of the one signature :data:`~shoal.runtime.native.engine.KERNEL`, the float64 fields of
+a tile's state they work on, and, per phase that reads halos, a copy plan: which boxes of a
+source tile's fields land in which boxes of its reader's (strided block copies, no payload).
+
+:class:`NativeLayout` lays every tile's fields end to end in one float64 array (the tile's
+*memory*, ``mem[mem_off[t]:mem_off[t + 1]]``) and puts views of it back in the tile states, so
+the Python side (gather, frames, checkpoints, migration) reads what the kernels wrote.
+:func:`copy_plans` turns the copy plans into the blocks the engine runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numba as nb
+import numpy as np
+
+from ...errors import ShoalError
+from .engine import KERNEL
+
+Box = tuple[slice, ...]
+#: One copy of a plan: ``(source field, box of it, reader's field, box of it)``, the boxes of equal
+#: sizes (slices with step 1, one per axis of the field).
+Copy = tuple[str, Box, str, Box]
+
+
+@nb.njit(KERNEL, nogil=True, cache=True)
+def noop_kernel(tile, step, iteration, mem, ints, consts, reduced, out):
+    """A kernel that does nothing (the engine's kernel table is never empty)."""
+    return 0
+
+
+@dataclass(frozen=True)
+class Native:
+    """How an app's phases run with no Python (see :meth:`~shoal.runtime.app.App.native`).
+
+    Parameters
+    ----------
+    kernels : mapping of str to compiled function
+        Per phase name, its kernel: compiled with Numba as ``numba.njit(KERNEL, nogil=True)``
+        (:data:`~shoal.runtime.native.engine.KERNEL`). Phases not named run in Python.
+    fields : tuple of str
+        The keys of a tile's state that are the kernels' memory: C-contiguous float64 arrays
+        (ghost cells included), laid end to end in this order.
+    ints : callable, optional
+        ``ints(tile) -> int64 array``: what a kernel knows of its tile (its shape, its place in
+        the grid, where each field starts in its memory).
+    consts : ndarray, optional
+        The app's constants every kernel reads (float64).
+    halos : callable, optional
+        ``halos(phase name, source tile, reader tile) -> list of Copy``: the copy plan of a
+        native phase that reads halos, per edge. Required for such a phase.
+    """
+
+    kernels: Mapping[str, Any]
+    fields: tuple[str, ...]
+    ints: Callable[[int], np.ndarray] | None = None
+    consts: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    halos: Callable[[str, int, int], list[Copy]] | None = None
+
+
+class NativeLayout:
+    """Where each tile's fields live in the native memory of a run (see the module doc)."""
+
+    def __init__(self, native: Native, ntiles: int):
+        self.native = native
+        self.kernels = dict(native.kernels)
+        self.ntiles = ntiles
+        self.fields: list[dict[str, tuple[int, tuple[int, ...]]]] = []  # per tile: field -> (offset, shape)
+
+    @classmethod
+    def of(cls, app, tiling) -> NativeLayout | None:
+        """The app's layout on ``tiling``, or ``None`` when every phase stays in Python."""
+        native = app.native(tiling)
+        if native is None:
+            return None
+        names = {p.name for p in app.phases}
+        unknown = sorted(set(native.kernels) - names)
+        if unknown:
+            raise ShoalError(f"app {app.name!r}: native kernels for phases it lacks: {', '.join(unknown)}")
+        for p in app.phases:
+            if p.name in native.kernels and p.halo and native.halos is None:
+                raise ShoalError(f"app {app.name!r}: native phase {p.name!r} reads halos, no copy plan given")
+        return cls(native, tiling.ntiles)
+
+    def memory(self, states: dict[int, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Every tile's fields end to end, and each tile's start (``T + 1`` offsets); the
+        states then hold views of it."""
+        sizes, self.fields = [], []
+        for t in range(self.ntiles):
+            at, where = 0, {}
+            for name in self.native.fields:
+                a = states[t][name]
+                if not (isinstance(a, np.ndarray) and a.dtype == np.float64):
+                    raise ShoalError(f"tile {t}: native field {name!r} must be a float64 array, got "
+                                     f"{getattr(a, 'dtype', type(a).__name__)}")
+                where[name] = (at, a.shape)
+                at += a.size
+            self.fields.append(where)
+            sizes.append(at)
+        offsets = np.zeros(self.ntiles + 1, np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        mem = np.empty(int(offsets[-1]))
+        for t in range(self.ntiles):
+            state = states[t]
+            for name, (at, shape) in self.fields[t].items():
+                view = mem[offsets[t] + at:offsets[t] + at + math.prod(shape)].reshape(shape)
+                view[...] = state[name]
+                state[name] = view
+        return mem, offsets
+
+    def descriptors(self, tiling) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every tile's integer descriptor end to end, their offsets, and the constants."""
+        rows = [np.asarray(self.native.ints(t), np.int64) if self.native.ints else np.zeros(0, np.int64)
+                for t in range(self.ntiles)]
+        offsets = np.zeros(self.ntiles + 1, np.int64)
+        np.cumsum([len(r) for r in rows], out=offsets[1:])
+        ints = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+        return ints, offsets, np.ascontiguousarray(self.native.consts, np.float64)
+
+    def block(self, tile: int, name: str, box: Box) -> tuple[list[int], int]:
+        """A box of a tile's field as ``[offset, n0, n1, n2, s0, s1, s2]`` and its elements."""
+        at, shape = self.fields[tile][name]
+        if len(box) != len(shape) or len(shape) > 3:
+            raise ShoalError(f"copy plan: field {name!r} has {len(shape)} axes, the box {box} has {len(box)}")
+        strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]
+        counts, offset = [], at
+        for sl, n, stride in zip(box, shape, strides, strict=True):
+            start, stop, step = sl.indices(n)
+            if step != 1:
+                raise ShoalError(f"copy plan: field {name!r}: boxes are slices of step 1, got {sl}")
+            counts.append(max(0, stop - start))
+            offset += start * stride
+        pad = 3 - len(shape)
+        counts, strides = [1] * pad + counts, [0] * pad + strides
+        return [offset, *counts, *strides], math.prod(counts)
+
+
+Plans = namedtuple("Plans", ["native", "depth", "staging", "rd_ptr", "rd", "in_ptr", "inc", "lk_base", "ed_off",
+                             "ed_size", "pk_ptr", "pk", "up_ptr", "up"])
+
+
+def copy_plans(keys: list, layout: NativeLayout | None, phases, ntiles: int) -> Plans:
+    """The edges of every distinct ``(phase index, Links)`` of a run, numbered per key in
+    (source, reader) order, and the blocks of the native ones' copies.
+
+    Staging holds ``depth`` slots per edge (instance modulo depth): a writer may run that many
+    instances ahead of a reader before it would overwrite halos not yet read (the engine checks).
+    """
+    T = ntiles
+    native = np.zeros(max(len(keys), 1), bool)
+    rd_ptr = np.zeros((max(len(keys), 1), T + 1), np.int64)
+    in_ptr = np.zeros((max(len(keys), 1), T + 1), np.int64)
+    rd, inc, lk_base, ed_size = [], [], [], []
+    pk, up, pk_ptr, up_ptr = [], [], [0], [0]
+    for k, (p, links) in enumerate(keys):
+        phase = phases[p]
+        base = len(ed_size)
+        lk_base.append(base)
+        rd_ptr[k] = links.base
+        is_native = layout is not None and phase.name in layout.kernels
+        native[k] = is_native
+        edge_of = {}
+        for src in range(T):
+            for reader in links.readers[src]:
+                e = len(ed_size)
+                edge_of[(src, reader)] = e
+                rd.append(reader)
+                size = 0
+                if is_native:
+                    for src_field, src_box, dst_field, dst_box in layout.native.halos(phase.name, src, reader):
+                        a, na = layout.block(src, src_field, src_box)
+                        b, nb_ = layout.block(reader, dst_field, dst_box)
+                        if na != nb_:
+                            raise ShoalError(f"copy plan of phase {phase.name!r}, tile {src} -> {reader}: boxes of "
+                                             f"{na} and {nb_} cells")
+                        pk.append([a[0], size, *a[1:]])
+                        up.append([b[0], size, *b[1:]])
+                        size += na
+                pk_ptr.append(len(pk))
+                up_ptr.append(len(up))
+                ed_size.append(size)
+        for reader in range(T):
+            in_ptr[k, reader + 1] = in_ptr[k, reader] + len(links.sources[reader])
+            inc.extend(edge_of[(src, reader)] for src in links.sources[reader])
+    ed_size = np.asarray(ed_size, np.int64)
+    ed_off = np.zeros(len(ed_size), np.int64)
+    if len(ed_size):
+        np.cumsum(ed_size[:-1], out=ed_off[1:])
+    blocks = lambda rows: np.asarray(rows, np.int64).reshape(-1, 8)  # noqa: E731
+    return Plans(native=native, depth=2 * len(phases) + 2, staging=int(ed_size.sum()), rd_ptr=rd_ptr,
+                 rd=np.asarray(rd, np.int64), in_ptr=in_ptr, inc=np.asarray(inc, np.int64),
+                 lk_base=np.asarray(lk_base or [0], np.int64), ed_off=ed_off, ed_size=ed_size,
+                 pk_ptr=np.asarray(pk_ptr, np.int64), pk=blocks(pk), up_ptr=np.asarray(up_ptr, np.int64),
+                 up=blocks(up))

@@ -1,0 +1,40 @@
+"""The trampoline: how a compiled worker runs a phase an app leaves in Python.
+
+A worker that meets such a task calls :func:`python_task`, which takes the interpreter lock
+(Numba ``objmode``), hands the task to the executor registered under the run's handle (its
+``python_task(worker, task)`` runs the app's method with the tile's state, halos and context,
+packs the halos of the next phase when they are Python payloads, and writes the work and the
+reduced values into the shared arrays), and lets the lock go again. It is the only place a
+worker holds the lock; a native phase never comes here.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+
+#: Executors with a run going, by handle (an index the compiled graph carries).
+RUNS: dict[int, object] = {}
+
+
+def _task(handle: int, worker: int, task: int) -> int:
+    return RUNS[handle].python_task(worker, task)
+
+
+def _pack(handle: int, task: int) -> int:
+    return RUNS[handle].python_pack(task)
+
+
+@nb.njit(nogil=True, cache=True)
+def python_task(handle, worker, task):
+    """Run ``task`` in Python; the nanoseconds its compiled kernels took, or -1 if it failed."""
+    with nb.objmode(ns="int64"):
+        ns = _task(handle, worker, task)
+    return ns
+
+
+@nb.njit(nogil=True, cache=True)
+def python_pack(handle, task):
+    """Pack the Python halos the tile of ``task`` sends after it; 0, or -1 if that failed."""
+    with nb.objmode(status="int64"):
+        status = _pack(handle, task)
+    return status
