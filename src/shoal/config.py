@@ -44,6 +44,13 @@ def _check_period(value: int | str) -> None:
     _period(value)
 
 
+EXECUTORS = ("python", "native")  # run.executor: the reference backend, and the compiled one
+
+
+def _check_executor(name: str) -> str | None:
+    return None if name in EXECUTORS else f"must be one of {', '.join(EXECUTORS)}"
+
+
 def _check_policy(name: str) -> None:
     from .placement import get_policy
 
@@ -89,6 +96,9 @@ class RunParams:
     frame_every: int = option(0, "steps between the app's frames in frames/, the last step's too (0: none; the final "
                                  "state is always state/final.npz)", flag=False,
                               check=at_least(0))
+    executor: str = option("python", "the executor backend: python (the reference) or native (compiled workers; "
+                                     "phases an app leaves in Python run through its trampoline)",
+                           check=_check_executor, unset=SCENARIOS)
     overlap: bool = option(True, "MPI: send halos the moment they are packed (false: once the rank ends the phase)",
                            flag=False)
     resize: list[list[int]] = option(help="[step, node, workers] entries: from step on, node runs workers threads",

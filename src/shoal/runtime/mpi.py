@@ -250,7 +250,9 @@ class MPITeam(Team):
     def barrier(self) -> None:
         wait_quietly(self.comm.Ibarrier())
 
-    def executor(self, app, tiling, cluster, owner, overlap: bool = True):
+    def executor(self, app, tiling, cluster, owner, overlap: bool = True, backend: str = "python"):
+        if backend != "python":
+            raise ShoalError(f"the {backend} executor does not run on MPI ranks yet; run with --executor python")
         return MPIExecutor(app, tiling, cluster, owner, self, overlap)
 
     def local_tiles(self, owner: np.ndarray) -> np.ndarray:

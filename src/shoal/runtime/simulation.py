@@ -139,11 +139,13 @@ class Simulation:
         Where :meth:`write_checkpoint` (and a stop) writes checkpoints.
     overlap : bool
         MPI: send halos the moment they are packed.
+    executor : {"python", "native"}
+        The executor backend (:mod:`shoal.runtime.local`, :mod:`shoal.runtime.native`).
     """
 
     def __init__(self, app: App, tiling: Tiling, cluster: Cluster, owner: np.ndarray, *, team: Team | None = None,
                  states: dict[int, Any] | None = None, step: int = 0, reduced: dict | None = None,
-                 balancer=None, checkpoints: Path | None = None, overlap: bool = True):
+                 balancer=None, checkpoints: Path | None = None, overlap: bool = True, executor: str = "python"):
         self.app, self.tiling = app, tiling
         self.team = team if team is not None else Team()
         owner = np.asarray(owner, dtype=np.int64)
@@ -166,7 +168,7 @@ class Simulation:
         self._stop = threading.Event()  # a stop asked for: the run ends
         self._halt = threading.Event()  # the executor's run ends at the next step boundary (a stop, or a When due)
         self.team.step = step
-        self.executor = self.team.executor(app, tiling, cluster, owner, overlap)
+        self.executor = self.team.executor(app, tiling, cluster, owner, overlap, executor)
         self._closers: list[Callable[[], None]] = []
 
     # ----- what a user reads between steps ------------------------------------------------------

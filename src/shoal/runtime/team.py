@@ -27,8 +27,13 @@ class Team:
     def __init__(self):
         self.step = 0  # where the run is: named in error messages
 
-    def executor(self, app, tiling, cluster, owner, overlap: bool = True):
-        """The executor of this process's tiles (in one process, halos never wait for a network)."""
+    def executor(self, app, tiling, cluster, owner, overlap: bool = True, backend: str = "python"):
+        """The executor of this process's tiles (in one process, halos never wait for a network):
+        the Python one, or the native one (``backend="native"``)."""
+        if backend == "native":
+            from .native import NativeExecutor
+
+            return NativeExecutor(app, tiling, cluster, owner)
         from .local import LocalExecutor
 
         return LocalExecutor(app, tiling, cluster, owner)

@@ -186,7 +186,8 @@ def build(plan: Resolved, team: Team, *, manager: ManagerAddress | None = None, 
                 balancer.restore(checkpoint.balancer, carry_costs=team.is_root, nodes=cluster.nodes)  # rank 0 carries
         sim = Simulation(app, tiling, cluster, owner, team=team, states=states, step=first,
                          reduced=checkpoint.reduced if checkpoint else None, balancer=balancer,
-                         checkpoints=path / "state", overlap=sc.run.overlap)
+                         checkpoints=path / "state", overlap=sc.run.overlap,
+                         executor=sc.run.executor)
         built = Built(sim, path, team.sum(state_bytes(app, sim.states, tiling.ntiles, arrays_only=False)))
     try:
         with stage("claim"):

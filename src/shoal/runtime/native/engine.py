@@ -76,18 +76,18 @@ Shared = namedtuple("Shared", [
 ])
 
 
-@nb.njit(nogil=True, cache=True)
+@nb.njit(nogil=True, cache=True, inline="always")
 def _lock(a, i):
     while atomic_cas(a, i, 0, 1) != 0:
         cpu_relax()
 
 
-@nb.njit(nogil=True, cache=True)
+@nb.njit(nogil=True, cache=True, inline="always")
 def _unlock(a, i):
     atomic_cas(a, i, 1, 0)
 
 
-@nb.njit(nogil=True, cache=True)
+@nb.njit(nogil=True, cache=True, inline="always")
 def _push(s, node, task):
     """Queue ``task`` on ``node`` and wake one of its sleeping workers, if any."""
     cap = s.queue.shape[1]
@@ -100,7 +100,7 @@ def _push(s, node, task):
         futex_wake(s.words, node, 1)
 
 
-@nb.njit(nogil=True, cache=True)
+@nb.njit(nogil=True, cache=True, inline="always")
 def _pop(s, node):
     """The next task queued on ``node``, or -1."""
     if atomic_load(s.q_head, node) == atomic_load(s.q_tail, node):
@@ -130,7 +130,7 @@ def _finish(s, status):
         wake_all(s)
 
 
-@nb.njit(nogil=True, cache=True)
+@nb.njit(nogil=True, cache=True, inline="always")
 def _ready(g, s, task, now):
     """Count one input of ``task`` in; True if it was its last."""
     if atomic_add(s.need, task, -1) == 1:
@@ -139,7 +139,7 @@ def _ready(g, s, task, now):
     return False
 
 
-@nb.njit(nogil=True, cache=True)
+@nb.njit(nogil=True, cache=True, inline="always")
 def _enter_step(s, step):
     """Whether a tile may start ``step`` (a stop lowers the limit; see :func:`request_stop`)."""
     _lock(s.control, STEP_LOCK)
@@ -163,7 +163,7 @@ def request_stop(s):
     return limit
 
 
-@nb.njit(nogil=True, cache=True)
+@nb.njit(nogil=True, cache=True, inline="always")
 def _copy(src, src_base, dst, dst_base, blocks, first, last, to_flat):
     """Run blocks ``first:last`` of a copy plan: each ``(offset, flat offset, n0, n1, n2, s0,
     s1, s2)`` is a strided box of a tile's memory, copied to consecutive elements of a flat
@@ -171,6 +171,12 @@ def _copy(src, src_base, dst, dst_base, blocks, first, last, to_flat):
     for b in range(first, last):
         off, flat, n0, n1, n2, s0, s1, s2 = (blocks[b, 0], blocks[b, 1], blocks[b, 2], blocks[b, 3], blocks[b, 4],
                                              blocks[b, 5], blocks[b, 6], blocks[b, 7])
+        if n0 == 1 and n1 == 1 and s2 == 1:  # one contiguous run (most halo rows)
+            if to_flat:
+                dst[dst_base + flat:dst_base + flat + n2] = src[src_base + off:src_base + off + n2]
+            else:
+                dst[dst_base + off:dst_base + off + n2] = src[src_base + flat:src_base + flat + n2]
+            continue
         k = flat
         for i0 in range(n0):
             for i1 in range(n1):
@@ -185,8 +191,8 @@ def _copy(src, src_base, dst, dst_base, blocks, first, last, to_flat):
                         k += 1
 
 
-@nb.njit(nogil=True, cache=True)
-def pack(g, s, mem, instance, tile):
+@nb.njit(nogil=True, cache=True, inline="always")
+def _pack(g, s, mem, instance, tile):
     """Copy ``tile``'s halos for ``instance`` into its readers' staging slots. False if a
     slot still holds halos its reader has not read (the staging is too shallow)."""
     L = g.links[instance]
@@ -204,6 +210,12 @@ def pack(g, s, mem, instance, tile):
 
 
 @nb.njit(nogil=True, cache=True)
+def pack(g, s, mem, instance, tile):
+    """:func:`_pack`, for the executor to call (ahead of a segment's first tasks)."""
+    return _pack(g, s, mem, instance, tile)
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
 def _unpack(g, s, mem, instance, tile):
     """Copy the halos ``tile`` reads in ``instance`` from the staging into its ghost cells."""
     L = g.links[instance]
@@ -236,7 +248,7 @@ def _reduce(g, s, instance):
         s.red[instance, k] = acc
 
 
-@nb.njit(nogil=True, cache=True)
+@nb.njit(nogil=True, cache=True, inline="always")
 def _context(g, s, instance, reduced):
     """Fill ``reduced`` with what ``instance`` reads: row p holds phase p's latest value."""
     for p in range(reduced.shape[0]):
@@ -331,7 +343,7 @@ def work(g, s, kernels, mem, ints, consts, node, worker, nphases, width):
             if kernel_ns < 0:
                 _fail(s, task, ERROR_PYTHON)
                 return FAILED
-        if packs and not g.pypack[nxt] and not pack(g, s, mem, nxt, tile):
+        if packs and not g.pypack[nxt] and not _pack(g, s, mem, nxt, tile):
             _fail(s, task, ERROR_HALO)
             return FAILED
         t1 = monotonic_ns()

@@ -156,7 +156,8 @@ class NativeExecutor:
         self._contexts: dict[int, StepContext] = {}
         self._iterations: dict[tuple[int, str], int] = {}
         self._error: BaseException | None = None
-        self._links: list = []  # distinct Links, in the order first met
+        self._links: list = []  # distinct (phase, Links), in the order first met
+        self._shared, self._planned, self._m_bytes = None, -1, []  # nothing carries over from a run before
         self._grow(len(self._seq))
         self._build()
         collecting = gc.isenabled()
@@ -296,7 +297,7 @@ class NativeExecutor:
     def _grow(self, n: int) -> None:
         """Shared arrays for ``n`` instances (keeping what an earlier segment wrote)."""
         T, K = self._T, self._width
-        old = getattr(self, "_shared", None)
+        old = self._shared
         if old is not None and old.red.shape[0] >= n:
             return
         cap = max(n, 2 * (old.red.shape[0] if old is not None else 0))
@@ -347,7 +348,7 @@ class NativeExecutor:
                 key = len(self._links) - 1
             link_ids.append(key)
         link_ids = np.asarray(link_ids, np.int64)
-        if len(self._links) != getattr(self, "_planned", -1):
+        if len(self._links) != self._planned:
             self._plans = copy_plans(self._links, self.layout, self.phases, T)
             self._planned = len(self._links)
         plans = self._plans
@@ -409,9 +410,8 @@ class NativeExecutor:
         offsets = [0]
         for links in links_of:
             offsets.append(offsets[-1] + (links.count if links is not None else 0))
-        old_bytes = getattr(self, "_m_bytes", [])
         self._msg_offset = offsets
-        self._m_bytes = list(old_bytes) + [-1] * (offsets[-1] - len(old_bytes))
+        self._m_bytes += [-1] * (offsets[-1] - len(self._m_bytes))
         for i in range(start, n):
             L = link_ids[i]
             if L >= 0 and not pypack[i]:
