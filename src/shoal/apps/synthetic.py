@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import ShoalError
 from ..runtime.app import App, Phase, StepContext
+from ..runtime.native import KERNEL, Native
 from ..tiling import Tiling
 from .registry import AppSpec, register_app
 
@@ -166,6 +167,41 @@ def initial_field(u, lo, grid):
                 u[i, j, k] = math.exp(-r2 * 40.0) + 0.25 * x
 
 
+# ----- native kernels (the native executor's; the same arithmetic as the methods below) -------
+# consts: mode, grid (3), start (3), velocity (3), 1 / (2 sigma^2), ramp T, ramp exponent, base,
+# peak, diffusivity, ndim, fail_at_step. ints: lo (3), shape (3), walls (6: low and high per axis),
+# where u, burn and pad start in the tile's memory.
+@nb.njit(KERNEL, nogil=True, cache=True)
+def native_burn(tile, step, iteration, mem, ints, consts, reduced, out):
+    if step == consts[17] and tile == 0:
+        raise RuntimeError("injected fault (app.fail_at_step)")
+    nx, ny, nz = ints[3], ints[4], ints[5]
+    burn = mem[ints[13]:ints[13] + nx * ny * nz].reshape((nx, ny, nz))
+    centre = consts[4:7] + consts[7:10] * step
+    return burn_tile(burn, ints[0:3], step, int(consts[0]), consts[1:4], centre, consts[10], consts[11], consts[12],
+                     consts[13], consts[14])
+
+
+@nb.njit(KERNEL, nogil=True, cache=True)
+def native_diffuse(tile, step, iteration, mem, ints, consts, reduced, out):
+    nx, ny, nz = ints[3], ints[4], ints[5]
+    u = mem[ints[12]:ints[12] + nx * ny * nz].reshape((nx, ny, nz))
+    pad = mem[ints[14]:ints[14] + (nx + 2) * (ny + 2) * (nz + 2)].reshape((nx + 2, ny + 2, nz + 2))
+    pad[1:-1, 1:-1, 1:-1] = u  # the neighbours' halos are in the border already (the copy plan's)
+    for a in range(3):  # zero-flux walls, in the order of SyntheticApp._padded
+        for high in range(2):
+            if ints[6 + 2 * a + high]:
+                face, inner = (-1, -2) if high else (0, 1)
+                if a == 0:
+                    pad[face, :, :] = pad[inner, :, :]
+                elif a == 1:
+                    pad[:, face, :] = pad[:, inner, :]
+                else:
+                    pad[:, :, face] = pad[:, :, inner]
+    diffuse_tile(u, pad, consts[15], int(consts[16]))
+    return nx * ny * nz
+
+
 # ----- the app --------------------------------------------------------------------------------
 def _as3(v, fill):
     v = [float(a) for a in v]
@@ -177,6 +213,7 @@ class SyntheticApp(App):
 
     name = "synthetic"
     phases = (Phase("burn", work="iterations"), Phase("diffuse", halo=True, work="cell updates"))
+    transient = ("pad",)  # the native kernels' ghost cells
 
     def __init__(self, params: SyntheticParams, steps: int):
         params.validate()
@@ -252,6 +289,32 @@ class SyntheticApp(App):
                     face[a], inner[a] = face_at, inner_at
                     mirrors.append((tuple(face), tuple(inner)))
         return places, mirrors
+
+    def native(self, tiling: Tiling) -> Native:
+        """Both phases compiled; ``u``'s halos land in the border of ``pad`` by copy plans."""
+        p = self.p
+        consts = np.concatenate([[self.mode], self.grid3, self.start, self.velocity,
+                                 [self.inv_two_sigma2, self.ramp_T, p.ramp_exponent, p.base_work, p.work_per_cell,
+                                  p.diffusivity, self.ndim, p.fail_at_step]])
+
+        def ints(tile):
+            lo, shape = self._lo3(tile, tiling), self._shape3(tile, tiling)
+            hi = lo + np.array(shape)
+            grid = self.grid3.astype(np.int64)
+            walls = [w for a in range(3)
+                     for w in (a >= tiling.ndim or lo[a] == 0, a >= tiling.ndim or hi[a] == grid[a])]
+            cells = int(np.prod(shape))
+            return np.array([*lo, *shape, *walls, 0, cells, 2 * cells], np.int64)  # u, burn, pad offsets
+
+        def halos(phase, src, dst):
+            places, _ = self._receive_plan(tiling, dst)
+            return [("u", self._send_slices(tiling, src, dst), "pad", places[src])]
+
+        def scratch(tile):
+            return {"pad": np.zeros(tuple(n + 2 for n in self._shape3(tile, tiling)))}
+
+        return Native(kernels={"burn": native_burn, "diffuse": native_diffuse}, fields=("u", "burn", "pad"),
+                      ints=ints, consts=consts, halos=halos, scratch=scratch)
 
     def pack_halos(self, state: dict, src: int, tiling: Tiling) -> dict[int, np.ndarray]:
         return {int(dst): state["u"][self._send_slices(tiling, src, int(dst))].copy() for dst in tiling.neighbours[src]}

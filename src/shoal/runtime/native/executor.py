@@ -96,6 +96,7 @@ class NativeExecutor:
         self._width = max([1] + [len(p.operations) for p in self.phases])
         self._handle = next(_handles)
         self.first_step = 0
+        engine.warm(self._kernels, len(self.phases), self._width)  # compiled before any timed run
         self._pools = {node: WorkerPool(cluster.cores[node], f"shoal-native{node}", configure_worker_thread)
                        for node in range(cluster.nodes)}
 

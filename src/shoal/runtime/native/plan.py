@@ -57,6 +57,9 @@ class Native:
     halos : callable, optional
         ``halos(phase name, source tile, reader tile) -> list of Copy``: the copy plan of a
         native phase that reads halos, per edge. Required for such a phase.
+    scratch : callable, optional
+        ``scratch(tile) -> {field: array}``: fields of ``fields`` a state may lack (ghost cells,
+        work arrays a run makes afresh; list them in the app's ``transient``), made when it does.
     """
 
     kernels: Mapping[str, Any]
@@ -64,6 +67,7 @@ class Native:
     ints: Callable[[int], np.ndarray] | None = None
     consts: np.ndarray = field(default_factory=lambda: np.zeros(0))
     halos: Callable[[str, int, int], list[Copy]] | None = None
+    scratch: Callable[[int], dict[str, np.ndarray]] | None = None
 
 
 class NativeLayout:
@@ -96,7 +100,13 @@ class NativeLayout:
         sizes, self.fields = [], []
         for t in range(self.ntiles):
             at, where = 0, {}
+            missing = [name for name in self.native.fields if name not in states[t]]
+            if missing and self.native.scratch is not None:
+                made = self.native.scratch(t)
+                states[t].update({name: made[name] for name in missing if name in made})
             for name in self.native.fields:
+                if name not in states[t]:
+                    raise ShoalError(f"tile {t}: the state has no native field {name!r}")
                 a = states[t][name]
                 if not (isinstance(a, np.ndarray) and a.dtype == np.float64):
                     raise ShoalError(f"tile {t}: native field {name!r} must be a float64 array, got "
