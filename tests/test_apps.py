@@ -22,14 +22,14 @@ APPS = sorted(all_apps())
 STEPS = 4
 
 
-def _simulation(name, tiles, nodes=1, workers=1, states=None, step=0, reduced=None):
+def _simulation(name, tiles, nodes=1, workers=1, states=None, step=0, reduced=None, executor="python"):
     app = all_apps()[name].tiny_app(2 * STEPS)
     tiling = Tiling.from_count(app.grid, tiles)
     app.check_tiling(tiling)
     app.prepare(tiling)
     cluster = Cluster.uniform(nodes, workers)
     owner = get_policy("birdshot").place(tiling, cluster, 7)
-    return Simulation(app, tiling, cluster, owner, states=states, step=step, reduced=reduced)
+    return Simulation(app, tiling, cluster, owner, states=states, step=step, reduced=reduced, executor=executor)
 
 
 @pytest.fixture(scope="module", params=APPS)
@@ -57,6 +57,17 @@ def test_the_app_follows_the_contract(reference):
 def test_init_then_steps_on_one_and_on_four_tiles_are_bitwise_equal(reference):
     name, middle, final = reference
     sim = _simulation(name, 4, nodes=2, workers=2)
+    sim.run(STEPS)
+    assert_same_state(middle, sim.gather())
+    sim.run(STEPS)
+    assert_same_state(final, sim.gather())
+    sim.close()
+
+
+def test_the_native_executor_runs_the_app_bitwise_as_the_python_one(reference):
+    """Compiled phases, or phases left in Python through the trampoline: the same bits."""
+    name, middle, final = reference
+    sim = _simulation(name, 4, nodes=2, workers=2, executor="native")
     sim.run(STEPS)
     assert_same_state(middle, sim.gather())
     sim.run(STEPS)

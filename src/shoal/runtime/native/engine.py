@@ -37,7 +37,11 @@ from numba.core.errors import NumbaExperimentalFeatureWarning
 from .primitives import atomic_add, atomic_cas, atomic_load, cpu_relax, futex_wait, futex_wake, monotonic_ns
 from .trampoline import python_pack, python_task
 
-warnings.filterwarnings("ignore", category=NumbaExperimentalFeatureWarning)  # first-class kernels
+# The engine calls kernels as first-class functions, which Numba calls "experimental" on every
+# call from Python, and warns that a function holding an objmode block holds the lock (only the
+# block does).
+warnings.filterwarnings("ignore", category=NumbaExperimentalFeatureWarning)
+warnings.filterwarnings("ignore", message=".*object mode won't allow parallel execution")
 
 # Why a worker returned (Shared.control[STATUS]; 0 while the segment runs).
 RUNNING, DONE, DECIDE, FAILED = 0, 1, 2, 3
@@ -391,4 +395,9 @@ def warm(kernels, nphases: int, width: int) -> None:
     s = Shared(*(_placeholder(name) for name in Shared._fields))
     s.control[:] = 0
     s = s._replace(control=np.array([DONE, 0, 0, 0, 0, 0, 0, 0], np.int64))
-    work(g, s, kernels, np.zeros(1), np.zeros(1, np.int64), np.zeros(1), 0, 0, nphases, width)
+    with warnings.catch_warnings():
+        # First-class kernels are an "experimental" Numba feature; the trampoline's objmode
+        # block holds the lock only inside it (Numba warns for the whole function).
+        warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
+        warnings.filterwarnings("ignore", message=".*object mode won't allow parallel execution")
+        work(g, s, kernels, np.zeros(1), np.zeros(1, np.int64), np.zeros(1), 0, 0, nphases, width)

@@ -10,14 +10,7 @@ worker holds the lock; a native phase never comes here.
 
 from __future__ import annotations
 
-import warnings
-
 import numba as nb
-from numba.core.errors import NumbaWarning
-
-# Numba warns that a function holding an objmode block runs with the lock: only the block does
-# (the engine calls these functions, and holds no lock outside them).
-warnings.filterwarnings("ignore", message=".*object mode won't allow parallel execution", category=NumbaWarning)
 
 #: Executors with a run going, by handle (an index the compiled graph carries).
 RUNS: dict[int, object] = {}
