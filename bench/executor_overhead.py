@@ -52,7 +52,15 @@ under Callgrind with counting switched on only around the measured loop and take
 difference between runs of N and 2N steps. The counts do not move with the host's load, so a
 change of a few percent shows; they are blind to system calls (the clock reads) and to waits.
 
-Run: ``python bench/executor_overhead.py [--repeats 5] [--baseline REV] [--profile | --instructions] [--json FILE]``.
+``--native`` measures the native executor (:mod:`shoal.runtime.native`) instead, against the
+Python executor of this same tree and a plain loop, on the same 64-tile graph: a compiled kernel
+(the same spin) with its 8 halos moved by copy plans. Per case: the wall per task on 1 worker
+(with the empty kernel, all of it is the executor's bookkeeping), the 2-worker efficiency against
+the plain loop of the kernel, and the Python executor's figures on the same app; with
+``--instructions`` too, the instructions per task of the native executor's run, halos or none.
+
+Run: ``python bench/executor_overhead.py [--repeats 5] [--baseline REV] [--profile | --instructions] [--native]
+[--json FILE]``.
 """
 
 from __future__ import annotations
@@ -122,6 +130,53 @@ def make_app(iters: int, halo: bool = True):
             return {}
 
     return HaloSpin()
+
+
+@numba.njit(nogil=True, cache=True)
+def _spin_kernel(tile, step, iteration, mem, ints, consts, reduced, out):
+    """:func:`spin` as a native phase kernel (its iterations in ``consts[0]``)."""
+    iters = int(consts[0])
+    mem[0] = spin(mem[0], iters)
+    return iters
+
+
+def make_native_app(iters: int, halo: bool = True):
+    """The app of :func:`make_app` with a native phase: the kernel compiled with the native
+    executor's signature, the state one float64 array (the value, then one ghost per neighbour)
+    and each halo one value copied by a copy plan into the reader's ghost for that neighbour."""
+    from shoal.runtime import App, Phase
+    from shoal.runtime.native import KERNEL, Native
+
+    kernel = numba.njit(KERNEL, nogil=True, cache=True)(_spin_kernel.py_func)
+
+    class NativeSpin(App):
+        name = "native-spin"
+        phases = (Phase("spin", halo=halo),)
+        grid = GRID
+
+        def init_tile(self, tile, tiling):
+            return {"x": np.zeros(9)}
+
+        def pack_halos(self, state, src, tiling):
+            return {dst: state["x"][:1].copy() for dst in tiling.neighbours[src].tolist()}
+
+        def spin(self, tile, state, halos, ctx, tiling):
+            state["x"][0] = spin(state["x"][0], iters)
+            return iters
+
+        def gather(self, states, tiling):
+            return {}
+
+        def native(self, tiling):
+            neighbours = tiling.neighbours
+
+            def halos(phase, src, dst):
+                k = int(np.flatnonzero(neighbours[dst] == src)[0])
+                return [("x", (slice(0, 1),), "x", (slice(1 + k, 2 + k),))]
+
+            return Native(kernels={"spin": kernel}, fields=("x",), consts=np.array([float(iters)]), halos=halos)
+
+    return NativeSpin()
 
 
 def loop(app, tiling, states: dict, tiles: range, steps: int, pack: bool) -> None:
@@ -196,13 +251,14 @@ def wakeup_s(rounds: int = 5000) -> float:
     return elapsed / (2 * rounds)
 
 
-def executor(app, tiling, steps: int, workers: int) -> float:
-    """Wall seconds of ``steps`` steps under the local executor on one node of ``workers``."""
+def executor(app, tiling, steps: int, workers: int, backend=None) -> float:
+    """Wall seconds of ``steps`` steps under the local executor (or ``backend``, an executor
+    class) on one node of ``workers``."""
     from shoal.cluster import Cluster
     from shoal.runtime import LocalExecutor
 
     owner = np.zeros(tiling.ntiles, dtype=np.int64)
-    with LocalExecutor(app, tiling, Cluster.uniform(1, workers), owner) as ex:
+    with (backend or LocalExecutor)(app, tiling, Cluster.uniform(1, workers), owner) as ex:
         ex.run(1)  # threads started, caches warm
         return ex.run(steps).wall_s
 
@@ -272,6 +328,67 @@ def measure(ceiling: bool = True) -> dict:
     return out
 
 
+NATIVE_CASES = ((0.0, 600), (0.02, 300), (0.1, 150), (1.0, 30))  # (task ms, steps)
+
+
+def measure_native() -> dict:
+    """One round of the native executor's cases: wall seconds of the plain loop, of the native
+    executor on 1 and 2 workers, and of the Python executor on the same app."""
+    from shoal.runtime.native import NativeExecutor
+    from shoal.tiling import Tiling
+
+    tiling = Tiling.from_counts(GRID, COUNTS)
+    spin(0.0, 1)
+    out = {}
+    for ms, steps in NATIVE_CASES:
+        app = make_native_app(iterations_for(ms / 1e3) if ms else 0)
+        out[str(ms)] = {"plain": plain(app, tiling, steps),
+                        "native1": executor(app, tiling, steps, 1, NativeExecutor),
+                        "native2": executor(app, tiling, steps, 2, NativeExecutor),
+                        "python1": executor(app, tiling, steps, 1), "python2": executor(app, tiling, steps, 2)}
+    return out
+
+
+def print_native(bench, rounds: list[dict], counts: dict | None) -> None:
+    """The native executor's table, its targets, and one ``--json`` line of the key figures."""
+    from common import Stat
+
+    tasks_of = {ms: steps * COUNTS[0] * COUNTS[1] for ms, steps in NATIVE_CASES}
+    print(f"native executor, {COUNTS[0] * COUNTS[1]} tiles, 8 neighbours each (8 halos a task, copy plans); "
+          f"median of {len(rounds)} rounds ±spread; efficiency = plain loop / (2 x wall on 2 workers)")
+    print(f"{'task':>6} {'plain us/task':>14} {'native 1w us/task':>18} {'native eff 2w':>14} "
+          f"{'python 1w us/task':>18} {'python eff 2w':>14} {'1w: python / native':>20}")
+    key = {}
+    for ms, _ in NATIVE_CASES:
+        n = tasks_of[ms]
+        per = [{"plain": r[str(ms)]["plain"] / n, "native1": r[str(ms)]["native1"] / n,
+                "native_eff": r[str(ms)]["plain"] / (2 * r[str(ms)]["native2"]),
+                "python1": r[str(ms)]["python1"] / n,
+                "python_eff": r[str(ms)]["plain"] / (2 * r[str(ms)]["python2"]),
+                "speedup": r[str(ms)]["python1"] / r[str(ms)]["native1"]} for r in rounds]
+        st = {k: Stat(tuple(p[k] for p in per)) for k in per[0]}
+        name = f"{ms:g}ms" if ms else "empty"
+        print(f"{name:>6} {st['plain'].show(1e6, 2):>14} {st['native1'].show(1e6, 2):>18} "
+              f"{st['native_eff'].show(1, 3):>14} {st['python1'].show(1e6, 2):>18} {st['python_eff'].show(1, 3):>14} "
+              f"{st['speedup'].show(1, 1):>20}")
+        bench.add(native_task_ms=ms, tasks=n, **st)
+        key[name] = st
+    print("targets: bookkeeping <= 1 us a task (empty kernel, 1 worker): "
+          f"{key['empty']['native1'].median * 1e6:.2f} us; efficiency >= 0.95 at 0.1 ms: "
+          f"{key['0.1ms']['native_eff'].median:.3f}; >= 0.85 at 20 us: {key['0.02ms']['native_eff'].median:.3f}; "
+          "MPI 2 ranks x 1 >= 0.85 at 0.1 ms: n/a (the native executor runs in one process only so far)")
+    figures = {"bookkeeping_us_per_task": key["empty"]["native1"].median * 1e6,
+               "efficiency_2w_0.1ms": key["0.1ms"]["native_eff"].median,
+               "efficiency_2w_20us": key["0.02ms"]["native_eff"].median,
+               "python_over_native_empty": key["empty"]["speedup"].median}
+    if counts:
+        print("instructions per task (Callgrind, user space, empty kernel, 1 worker): "
+              + ", ".join(f"{part} {n:.0f}" for part, n in counts.items()))
+        figures.update({f"instructions_{part.replace(' ', '_').replace(',', '')}": n for part, n in counts.items()})
+    print("json " + json.dumps(figures))
+    bench.add(native_figures=figures)
+
+
 CLOCKS = ("perf_counter", "perf_counter_ns", "thread_time", "thread_time_ns")
 
 
@@ -333,6 +450,7 @@ def profile() -> dict:
 
 
 COUNTED = ("kernel call", "app packing", "executor, no halo", "executor, halo")  # the parts counted
+NATIVE_COUNTED = ("native, no halo", "native, halo")  # the native executor's parts (this tree only)
 COUNT_STEPS = 10  # counted runs have this many steps and twice as many; the difference is per task
 
 
@@ -350,6 +468,16 @@ def counted_loop(part: str, steps: int) -> None:
         subprocess.run(["callgrind_control", "--instr=" + ("on" if on else "off"), str(os.getpid())],
                        capture_output=True, check=True)
 
+    if part in NATIVE_COUNTED:
+        from shoal.runtime.native import NativeExecutor
+
+        app = make_native_app(0, halo=part == "native, halo")
+        with NativeExecutor(app, tiling, Cluster.uniform(1, 1), np.zeros(tiling.ntiles, dtype=np.int64)) as ex:
+            ex.run(2)
+            counting(True)
+            ex.run(steps)
+            counting(False)
+        return
     if part in ("kernel call", "app packing"):
         app = make_app(0)
         plain(app, tiling, 2, pack=part == "app packing")  # warm
@@ -378,16 +506,18 @@ def count_instructions(part: str, steps: int, src: Path | None) -> int:
     return int(totals[0].split()[1])
 
 
-def instructions(src: Path | None) -> dict[str, float]:
-    """Instructions per task of every part of :data:`COUNTED` (and the executor's own: the
-    halo run less the app's call and packing)."""
+def instructions(src: Path | None, parts: tuple[str, ...] = COUNTED) -> dict[str, float]:
+    """Instructions per task of every part of ``parts`` (for :data:`COUNTED`, also the
+    executor's own: the halo run less the app's call and packing)."""
     import concurrent.futures
 
-    jobs = [(part, n) for part in COUNTED for n in (COUNT_STEPS, 2 * COUNT_STEPS)]
+    jobs = [(part, n) for part in parts for n in (COUNT_STEPS, 2 * COUNT_STEPS)]
     with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
         got = dict(zip(jobs, pool.map(lambda job: count_instructions(*job, src), jobs), strict=True))
     tasks = COUNT_STEPS * COUNTS[0] * COUNTS[1]
-    per = {part: (got[(part, 2 * COUNT_STEPS)] - got[(part, COUNT_STEPS)]) / tasks for part in COUNTED}
+    per = {part: (got[(part, 2 * COUNT_STEPS)] - got[(part, COUNT_STEPS)]) / tasks for part in parts}
+    if parts != COUNTED:
+        return per
     per["executor's own, halo"] = per["executor, halo"] - per["app packing"]
     per["executor's own, no halo"] = per["executor, no halo"] - per["kernel call"]
     return per
@@ -441,6 +571,8 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="where a task's time goes, before and after")
     ap.add_argument("--instructions", action="store_true",
                     help="instructions per task of each part, before and after (needs valgrind)")
+    ap.add_argument("--native", action="store_true",
+                    help="the native executor against the Python one and the plain loop (this tree only)")
     if "--count-loop" in sys.argv:  # under Callgrind: one counted loop
         counted_loop(sys.argv[-2], int(sys.argv[-1]))
         return
@@ -461,6 +593,11 @@ def main() -> None:
     args = ap.parse_args()
     if args.instructions and not (shutil.which("valgrind") and shutil.which("callgrind_control")):
         sys.exit("executor_overhead: --instructions needs Valgrind (Debian: apt-get install valgrind)")
+    if args.native:
+        with Benchmark("executor_overhead", args) as bench:
+            rounds = [measure_native() for _ in range(max(args.repeats, 1))]
+            print_native(bench, rounds, instructions(None, NATIVE_COUNTED) if args.instructions else None)
+        return
     with Benchmark("executor_overhead", args) as bench, baseline_tree(args.baseline) as worktree:
         if args.instructions:  # deterministic: one round
             print_instructions(bench, instructions(worktree / "src"), instructions(None), args.baseline)

@@ -158,7 +158,10 @@ class NativeExecutor:
         self._iterations: dict[tuple[int, str], int] = {}
         self._error: BaseException | None = None
         self._links: list = []  # distinct (phase, Links), in the order first met
-        self._shared, self._planned, self._m_bytes = None, -1, []  # nothing carries over from a run before
+        self._key_of: dict = {}  # (phase, id(links)) -> index in _links
+        self._shared, self._planned = None, -1  # nothing carries over from a run before
+        self._m_bytes = np.zeros(0, np.int64)  # per message row its size (-1: not packed)
+        self._edges: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per distinct Links, its (src, dst)
         self._grow(len(self._seq))
         self._build()
         collecting = gc.isenabled()
@@ -330,65 +333,71 @@ class NativeExecutor:
         self._shared = fresh
 
     def _build(self, start: int = 0) -> None:
-        """Compile the sequence's instances into the graph's arrays; counters of instances from
+        """Compile the sequence's instances into the graph's arrays (whole-array operations:
+        this runs once per run, and once per loop iteration); counters of instances from
         ``start`` on (the ones new since the last build)."""
         seq, T, P, first = self._seq, self._T, len(self.phases), self.first_step
         n = len(seq)
         phase = np.asarray(seq.phase, np.int64)
         step = np.asarray(seq.step, np.int64)
-        links_of = [self.graph.links(int(phase[i]), int(step[i]) + first) for i in range(n)]
-        self._links_of = links_of
-        link_ids = []  # per instance, its (phase, links) key's index: the copies differ by phase
+        links_of = self._links_of = [self.graph.links(p, s + first) for p, s in zip(seq.phase, seq.step, strict=True)]
+        link_ids = np.full(n, -1, np.int64)  # per instance, its (phase, links) key: the copies differ by phase
         for i, links in enumerate(links_of):
-            if links is None:
-                link_ids.append(-1)
-                continue
-            key = next((k for k, (p, known) in enumerate(self._links) if p == phase[i] and known is links), None)
-            if key is None:
-                self._links.append((int(phase[i]), links))
-                key = len(self._links) - 1
-            link_ids.append(key)
-        link_ids = np.asarray(link_ids, np.int64)
+            if links is not None:
+                key = (seq.phase[i], id(links))
+                if key not in self._key_of:
+                    self._key_of[key] = len(self._links)
+                    self._links.append((seq.phase[i], links))
+                link_ids[i] = self._key_of[key]
         if len(self._links) != self._planned:
             self._plans = copy_plans(self._links, self.layout, self.phases, T)
             self._planned = len(self._links)
+            # per key (and a last row for none): fan-in per tile, and its message sizes (-1: Python's)
+            self._fanin = np.zeros((len(self._links) + 1, T), np.int64)
+            self._sizes = []
+            for k, (_, links) in enumerate(self._links):
+                self._fanin[k] = links.fanin
+                base = self._plans.lk_base[k]
+                self._sizes.append(8 * self._plans.ed_size[base:base + links.count] if self._plans.native[k]
+                                   else np.full(links.count, -1, np.int64))
         plans = self._plans
-        pypack = np.array([ids >= 0 and not plans.native[ids] for ids in link_ids], np.int64)
-        gathers = [p.reduction is not None for p in self.phases]
-        nvals = np.array([len(self.phases[p].operations) for p in phase], np.int64)
-        ops = np.zeros((n, self._width), np.int64)
-        for i, p in enumerate(phase):
-            for k, op in enumerate(self.phases[p].operations):
-                ops[i, k] = OPS[op]
-        # Which instance's reduction gates each one (a barrier's next; a lagged one's reader a step on).
-        gates = np.full(n, -1, np.int64)
-        gated = np.full(n, -1, np.int64)  # the instance whose reduction gates each one
-        at = {(int(step[i]), int(phase[i])): i for i in range(n)}  # a lagged phase is in no loop
+        has = link_ids >= 0
+        pypack = (has & ~plans.native[np.maximum(link_ids, 0)]).astype(np.int64)
+        gathers = np.array([p.reduction is not None for p in self.phases])[phase]
+        lagged = np.array([p.lagged for p in self.phases])[phase]
+        nvals = np.array([len(p.operations) for p in self.phases], np.int64)[phase]
+        ops = np.array([[OPS[op] for op in p.operations] + [0] * (self._width - len(p.operations))
+                        for p in self.phases], np.int64).reshape(P, self._width)[phase]
+        index = np.arange(n)
+        # Per step, the instance of every phase outside loops (a lagged phase is in none).
+        at = np.full((self.steps + 1, P), -1, np.int64)
+        at[step, phase] = index
+        # What each instance reads: per barrier phase its latest instance before; per lagged
+        # phase q, when the instance's phase comes after q, q's instance a step before.
         ctx_src = np.full((n, P), -1, np.int64)
-        latest = np.full(P, -1, np.int64)  # latest barrier instance of every phase so far
-        for i in range(n):
-            p, s = int(phase[i]), int(step[i])
-            ctx_src[i] = latest
-            for q, ph in enumerate(self.phases):
-                if ph.lagged:
-                    ctx_src[i, q] = at.get((s - 1, q), -1) if p > q else -1
-            if gathers[p] and not self.phases[p].lagged:
-                latest[p] = i
-                if i + 1 < n:
-                    gates[i], gated[i + 1] = i + 1, i
-            elif self.phases[p].lagged:
-                reader = at.get((s + 1, p + 1))
-                if reader is not None:
-                    gates[i], gated[reader] = reader, i
-        for q, ph in enumerate(self.phases):  # a lagged value from before the run: step 0 reads it
+        for q, ph in enumerate(self.phases):
+            if ph.reduction is None:
+                continue
             if ph.lagged:
-                self._before_known[q] = any(k[1] == ph.name and k[0] == first - 1 for k in self._reduced)
-                if self._before_known[q]:
+                prev = np.where(step >= 1, at[np.maximum(step - 1, 0), q], -1)
+                ctx_src[:, q] = np.where(phase > q, prev, -1)
+                known = (first - 1, ph.name) in self._reduced
+                self._before_known[q] = known
+                if known:
                     value = self._reduced[(first - 1, ph.name)]
-                    values = value if isinstance(value, tuple) else (value,)
-                    self._before[q, :len(values)] = values
-                ctx_src[(step == 0) & (phase > q), q] = -2  # marked: read from before
-        ctx_src[ctx_src == -2] = -1
+                    self._before[q, :len(ph.operations)] = value if isinstance(value, tuple) else (value,)
+            else:
+                mine = np.where(phase == q, index, -1)
+                ctx_src[1:, q] = np.maximum.accumulate(mine)[:-1]
+        # Which instance's reduction gates each one: a barrier's next; a lagged one's reader a step on.
+        gates = np.full(n, -1, np.int64)
+        barrier = gathers & ~lagged
+        gates[barrier] = index[barrier] + 1
+        twin = at[np.minimum(step + 1, self.steps), phase]  # the lagged phase a step on; its reader follows it
+        gates[lagged] = np.where(twin[lagged] >= 0, twin[lagged] + 1, -1)
+        gates[gates >= n] = -1
+        gated = np.full(n, -1, np.int64)  # the instance whose reduction gates each one
+        gated[gates[gates >= 0]] = index[gates >= 0]
         decide = np.zeros(n, np.int64)
         if seq.pending is not None:
             decide[n - 1] = 1  # its reduction waits for the app's decision
@@ -397,8 +406,8 @@ class NativeExecutor:
         self._g = Graph(
             T=T, n=n, first=first, handle=self._handle, stamp_depth=plans.depth,
             phase=phase, step=step, iteration=np.asarray(seq.iteration, np.int64), kernel=self._kernel_of[phase],
-            nvals=nvals * np.array(gathers, np.int64)[phase], ops=ops, links=link_ids, pypack=pypack, gates=gates,
-            decide=decide, first_of_step=first_of_step, ctx_src=ctx_src,
+            nvals=np.where(gathers, nvals, 0), ops=np.ascontiguousarray(ops), links=link_ids, pypack=pypack,
+            gates=gates, decide=decide, first_of_step=first_of_step, ctx_src=ctx_src,
             rd_ptr=plans.rd_ptr, rd=plans.rd, in_ptr=plans.in_ptr, inc=plans.inc, lk_base=plans.lk_base,
             ed_off=plans.ed_off, ed_size=plans.ed_size, pk_ptr=plans.pk_ptr, pk=plans.pk, up_ptr=plans.up_ptr,
             up=plans.up, mem_off=self._mem_off, int_off=self._int_off, owner=self.owner)
@@ -408,24 +417,18 @@ class NativeExecutor:
             sh = self._shared = sh._replace(staging=np.zeros(plans.depth * plans.staging), written=written,
                                             consumed=written.copy())
         # Message rows: per instance with links, (source, reader) order; native sizes known now.
-        offsets = [0]
-        for links in links_of:
-            offsets.append(offsets[-1] + (links.count if links is not None else 0))
-        self._msg_offset = offsets
-        self._m_bytes += [-1] * (offsets[-1] - len(self._m_bytes))
-        for i in range(start, n):
-            L = link_ids[i]
-            if L >= 0 and not pypack[i]:
-                base = plans.lk_base[L]
-                self._m_bytes[offsets[i]:offsets[i + 1]] = (8 * plans.ed_size[base:base + links_of[i].count]).tolist()
+        counts = np.array([links.count if links is not None else 0 for links in links_of], np.int64)
+        self._msg_offset = np.concatenate([[0], np.cumsum(counts)])
+        new = [self._sizes[k] for k in link_ids[start:] if k >= 0]
+        self._m_bytes = np.concatenate([self._m_bytes[:self._msg_offset[start]], *new]).astype(np.int64)
         # Counters: own previous task, halos, the gating reduction (one reduced before ``start``
         # is done: every instance before a segment's start is).
-        for i in range(start, n):
-            links = links_of[i]
-            fanin = np.asarray(links.fanin, np.int64) if links is not None else 0
-            sh.need[i * T:(i + 1) * T] = (1 if i > start else 0) + fanin + (1 if gated[i] >= start and i > start else 0)
-            sh.remaining[i] = T if nvals[i] and gathers[phase[i]] else 0
-            sh.left[step[i]] += T
+        new_ = slice(start, n)
+        later = (index[new_] > start).astype(np.int64)
+        token = later * (gated[new_] >= start)
+        sh.need[start * T:n * T] = (self._fanin[link_ids[new_]] + (later + token)[:, None]).ravel()
+        sh.remaining[start:n] = np.where(gathers[new_], T, 0)
+        np.add.at(sh.left, step[new_], T)
         if seq.pending is not None:
             sh.left[seq.pending[1]] += 1  # the step also waits for the loop's decision
 
@@ -588,21 +591,27 @@ class NativeExecutor:
         assert set(RAN) <= set(table)
         return TASKS.table(table)
 
+    def _edges_of(self, links) -> tuple[np.ndarray, np.ndarray]:
+        """``links.edges()``, made once per distinct links of the run."""
+        got = self._edges.get(id(links))
+        if got is None:
+            got = self._edges[id(links)] = links.edges()
+        return got
+
     def _result(self, done: int, wall: float) -> ExecutionResult:
         seq, sh, T = self._seq, self._shared, self._T
         end = seq.step_first[done] if done < len(seq.step_first) else len(seq)
         reductions = dict(self._reduced)
-        for i in range(end):
+        for i in np.flatnonzero(self._g.nvals[:end]).tolist():  # in order: a loop's last iteration wins
             p = self.phases[seq.phase[i]]
-            if p.reduction is not None:
-                reductions[(seq.step[i] + self.first_step, p.name)] = self._value(p, sh.red[i, :len(p.operations)])
+            reductions[(seq.step[i] + self.first_step, p.name)] = self._value(p, sh.red[i, :len(p.operations)])
         messages = MESSAGES.empty(self._msg_offset[end])
         counts = np.diff(self._msg_offset[:end + 1])
         instance = np.repeat(np.arange(end), counts)
         messages["step"][:] = np.asarray(seq.step, np.int64)[instance] + self.first_step
         messages["phase"][:] = np.asarray(seq.phase, np.int64)[instance]
         messages["iteration"] = np.asarray(seq.iteration, np.int32)[instance]
-        edges = [self._links_of[i].edges() for i in range(end) if self._links_of[i] is not None]
+        edges = [self._edges_of(self._links_of[i]) for i in range(end) if self._links_of[i] is not None]
         if edges:
             messages["src"][:] = np.concatenate([e[0] for e in edges])
             messages["dst"][:] = np.concatenate([e[1] for e in edges])
