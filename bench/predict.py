@@ -12,7 +12,10 @@ Cases: the 2D dam break at ``app.dx=0.005`` (about 80k particles) with 16, 64 an
 1 x 1, 1 x 2 and 2 x 1 in-process nodes; the synthetic hot spot on the same three; both on
 2 x 1 under ``mpiexec``.
 
-Run: ``python bench/predict.py [--repeats 5] [--steps 40] [--quick] [--mpi] [--json FILE]``.
+``--executor native`` records the runs with the native executor instead (not the MPI cases: it
+runs in one process); its traces carry their own executor constants, which the replay reads.
+
+Run: ``python bench/predict.py [--repeats 5] [--steps 40] [--quick] [--mpi] [--executor python|native] [--json FILE]``.
 """
 
 from __future__ import annotations
@@ -50,11 +53,12 @@ def cases(quick: bool, mpi: bool = False) -> list[dict]:
     return [c for c in out if (c["tiles"] == 64 or not quick) and (c["ranks"] > 1 or not mpi)]
 
 
-def record(case: dict, steps: int, out: Path) -> float:
-    """Record one run of ``case``; its measured mean step time (s)."""
+def record(case: dict, steps: int, out: Path, executor: str = "python") -> float:
+    """Record one run of ``case`` on ``executor``; its measured mean step time (s)."""
     name, sets = case["scenario"]
     args = ["-m", "shoal", "run", name, "--steps", str(steps), "--tiles", str(case["tiles"]), "--nodes",
-            str(case["nodes"]), "--workers", str(case["workers"]), "--placement", "sfc", "--out", str(out)]
+            str(case["nodes"]), "--workers", str(case["workers"]), "--placement", "sfc", "--out", str(out),
+            "--executor", executor]
     for s in sets:
         args += ["--set", s]
     cmd, env = [sys.executable, *args], dict(os.environ)
@@ -80,19 +84,21 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--quick", action="store_true", help="only the 64-tile cases")
     ap.add_argument("--mpi", action="store_true", help="only the cases under mpiexec")
+    ap.add_argument("--executor", choices=("python", "native"), default="python", help="the backend recording the runs")
     add_arguments(ap)
     args = ap.parse_args()
     errors = []
     with Benchmark("predict", args) as bench, tempfile.TemporaryDirectory() as tmp:
         print(f"{'case':<34} {'measured ms':>16} {'predicted ms':>16} {'error':>7}  lock interval (ms)")
-        for k, case in enumerate(cases(args.quick, args.mpi)):
+        runs = [c for c in cases(args.quick, args.mpi) if args.executor == "python" or c["ranks"] == 1]
+        for k, case in enumerate(runs):
             measured, predicted, interval = [], [], None
             label = (f"{case['scenario'][0]} {case['tiles']} tiles {case['nodes']}x{case['workers']}"
                      + (" mpi" if case["ranks"] > 1 else ""))
             try:
                 for r in range(args.repeats):
                     out = Path(tmp) / f"case{k}-{r}"
-                    measured.append(record(case, args.steps, out))
+                    measured.append(record(case, args.steps, out, args.executor))
                     p, interval, fit = predict(Trace.read(out), case)
                     predicted.append(p)
             except RuntimeError as exc:
