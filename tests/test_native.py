@@ -243,3 +243,17 @@ def test_idle_workers_sleep_instead_of_spinning():
     busy_s = float((result.tasks["end"] - result.tasks["start"]).sum())
     assert busy_s > 0
     assert cpu < 1.5 * busy_s + 0.05, (cpu, busy_s, time.perf_counter() - t0)
+
+
+@pytest.mark.parametrize("app", ["synthetic", "sph2d", "swe"])
+def test_shoal_compare_finds_the_two_backends_run_folders_identical(app, tmp_path):
+    """The user's check: the same scenario on both backends, with balancing and checkpoints on
+    the way, and ``shoal compare`` says identical."""
+    from conftest import tiny_run
+    from shoal.compare import compare_runs
+
+    runs = {ex: tiny_run(tmp_path / ex, app, steps=8, nodes=2, workers=2, placement="greedy", period=3,
+                         checkpoint_every=4, executor=ex) for ex in ("python", "native")}
+    assert runs["native"].summary["steps"] == 8
+    verdict = compare_runs(runs["python"].path, runs["native"].path)
+    assert verdict.identical, verdict
