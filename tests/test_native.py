@@ -257,3 +257,26 @@ def test_shoal_compare_finds_the_two_backends_run_folders_identical(app, tmp_pat
     assert runs["native"].summary["steps"] == 8
     verdict = compare_runs(runs["python"].path, runs["native"].path)
     assert verdict.identical, verdict
+
+
+def test_a_halo_phase_whose_copy_plan_moves_nothing_still_waits_for_its_neighbours():
+    app = _synthetic()
+    native = app.native
+
+    def empty(tiling):
+        plan = native(tiling)
+        return Native(plan.kernels, plan.fields, plan.ints, plan.consts, lambda phase, src, dst: [], plan.scratch)
+
+    app.native = empty
+    tiling = Tiling.from_counts(app.grid, (3, 3))
+    result = _run(NativeExecutor, app, tiling, 1, 2, steps=4)
+    t = result.tasks
+    assert result.steps == 4 and (t["node"] == 0).all()
+    assert (result.messages["bytes"] == 0).all()
+    assert len(result.messages["bytes"]) == 4 * sum(len(n) for n in tiling.neighbours)
+    diffuse = t["phase"] == 1
+    for tile in range(tiling.ntiles):  # a reader starts after each neighbour's burn of the same step
+        for step in range(4):
+            mine = (t["tile"] == tile) & (t["step"] == step) & diffuse
+            sources = (t["step"] == step) & ~diffuse & np.isin(t["tile"], tiling.neighbours[tile])
+            assert t["start"][mine][0] >= t["end"][sources].max()

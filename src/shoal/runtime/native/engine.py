@@ -176,10 +176,9 @@ def _copy(src, src_base, dst, dst_base, blocks, first, last, to_flat):
         off, flat, n0, n1, n2, s0, s1, s2 = (blocks[b, 0], blocks[b, 1], blocks[b, 2], blocks[b, 3], blocks[b, 4],
                                              blocks[b, 5], blocks[b, 6], blocks[b, 7])
         if n0 == 1 and n1 == 1 and s2 == 1:  # one contiguous run (most halo rows)
-            if to_flat:
-                dst[dst_base + flat:dst_base + flat + n2] = src[src_base + off:src_base + off + n2]
-            else:
-                dst[dst_base + off:dst_base + off + n2] = src[src_base + flat:src_base + flat + n2]
+            a, b = (src_base + off, dst_base + flat) if to_flat else (src_base + flat, dst_base + off)
+            for i in range(n2):
+                dst[b + i] = src[a + i]
             continue
         k = flat
         for i0 in range(n0):

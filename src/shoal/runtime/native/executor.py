@@ -412,7 +412,7 @@ class NativeExecutor:
             ed_off=plans.ed_off, ed_size=plans.ed_size, pk_ptr=plans.pk_ptr, pk=plans.pk, up_ptr=plans.up_ptr,
             up=plans.up, mem_off=self._mem_off, int_off=self._int_off, owner=self.owner)
         sh = self._shared
-        if sh.staging.shape[0] != plans.depth * plans.staging:
+        if sh.staging.shape[0] != plans.depth * plans.staging or len(sh.written) != plans.depth * len(plans.ed_off):
             written = np.full(plans.depth * len(plans.ed_off), -1, np.int64)
             sh = self._shared = sh._replace(staging=np.zeros(plans.depth * plans.staging), written=written,
                                             consumed=written.copy())
