@@ -102,9 +102,9 @@ def test_a_lagged_reduction_and_a_resume_read_what_an_uninterrupted_run_reads():
 
 
 def test_a_stop_ends_at_a_step_boundary_and_the_run_goes_on_from_there_bitwise():
-    app = _synthetic((48, 40), work_per_cell=300.0)
+    app = _synthetic((48, 40), work_per_cell=3000.0)
     tiling = Tiling.from_counts(app.grid, (4, 4))
-    steps = 100  # a step takes about 2 ms: the stop lands long before the end
+    steps = 200  # a step takes a few ms: the stop lands long before the end, even on a busy host
     whole = _run(LocalExecutor, app, tiling, steps=steps)
     stop = threading.Event()
     cluster = Cluster.uniform(1, 2)
