@@ -95,6 +95,7 @@ class NativeExecutor:
         self._kernels = tuple(kernels.values()) or (noop_kernel,)
         self._width = max([1] + [len(p.operations) for p in self.phases])
         self._handle = next(_handles)
+        self._plan_cache = None  # (keys, layout fields, Plans) of the last graph: a restart reuses it
         self.first_step = 0
         engine.warm(self._kernels, len(self.phases), self._width)  # compiled before any timed run
         self._pools = {node: WorkerPool(cluster.cores[node], f"shoal-native{node}", configure_worker_thread)
@@ -350,7 +351,15 @@ class NativeExecutor:
                     self._links.append((seq.phase[i], links))
                 link_ids[i] = self._key_of[key]
         if len(self._links) != self._planned:
-            self._plans = copy_plans(self._links, self.layout, self.phases, T)
+            keys = list(self._links)  # (phase, Links) pairs, the Links compared by identity (kept alive here)
+            fields = self.layout.fields if self.layout is not None else None
+            cached = self._plan_cache
+            if (cached is not None and len(cached[0]) == len(keys) and cached[1] == fields
+                    and all(p == q and a is b for (p, a), (q, b) in zip(cached[0], keys, strict=True))):
+                self._plans = cached[2]
+            else:
+                self._plans = copy_plans(self._links, self.layout, self.phases, T)
+                self._plan_cache = (keys, [dict(f) for f in fields] if fields is not None else None, self._plans)
             self._planned = len(self._links)
             # per key (and a last row for none): fan-in per tile, and its message sizes (-1: Python's)
             self._fanin = np.zeros((len(self._links) + 1, T), np.int64)

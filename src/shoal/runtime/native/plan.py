@@ -78,6 +78,7 @@ class NativeLayout:
         self.kernels = dict(native.kernels)
         self.ntiles = ntiles
         self.fields: list[dict[str, tuple[int, tuple[int, ...]]]] = []  # per tile: field -> (offset, shape)
+        self._memory: tuple[np.ndarray, np.ndarray] | None = None  # the last memory and its offsets
 
     @classmethod
     def of(cls, app, tiling) -> NativeLayout | None:
@@ -96,7 +97,10 @@ class NativeLayout:
 
     def memory(self, states: dict[int, Any]) -> tuple[np.ndarray, np.ndarray]:
         """Every tile's fields end to end, and each tile's start (``T + 1`` offsets); the
-        states then hold views of it."""
+        states then hold views of it. States that already do (the run before's, not moved nor
+        resized since) keep their memory: nothing is copied."""
+        if self._in_place(states):
+            return self._memory
         sizes, self.fields = [], []
         for t in range(self.ntiles):
             at, where = 0, {}
@@ -124,7 +128,25 @@ class NativeLayout:
                 view = mem[offsets[t] + at:offsets[t] + at + math.prod(shape)].reshape(shape)
                 view[...] = state[name]
                 state[name] = view
+        self._memory = mem, offsets
         return mem, offsets
+
+    def _in_place(self, states: dict[int, Any]) -> bool:
+        """Whether every native field of ``states`` is still the view the last memory put there."""
+        if self._memory is None:
+            return False
+        mem, offsets = self._memory
+        start = mem.ctypes.data
+        for t in range(self.ntiles):
+            state = states.get(t)
+            if state is None:
+                return False
+            for name, (at, shape) in self.fields[t].items():
+                a = state.get(name)
+                if (not isinstance(a, np.ndarray) or a.shape != shape or a.base is not mem
+                        or a.ctypes.data != start + 8 * (int(offsets[t]) + at)):
+                    return False
+        return True
 
     def descriptors(self, tiling) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every tile's integer descriptor end to end, their offsets, and the constants."""
