@@ -254,7 +254,7 @@ def test_shoal_compare_finds_the_two_backends_run_folders_identical(app, tmp_pat
 
     runs = {ex: tiny_run(tmp_path / ex, app, steps=8, nodes=2, workers=2, placement="greedy", period=3,
                          checkpoint_every=4, executor=ex) for ex in ("python", "native")}
-    assert runs["native"].summary["steps"] == 8
+    assert runs["native"].summary["steps"] == 8 and runs["native"].summary["executor"] == "native"
     verdict = compare_runs(runs["python"].path, runs["native"].path)
     assert verdict.identical, verdict
 
