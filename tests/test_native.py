@@ -101,18 +101,41 @@ def test_a_lagged_reduction_and_a_resume_read_what_an_uninterrupted_run_reads():
     assert {**first.reductions, **second.reductions} == whole.reductions
 
 
+class Gated(SyntheticApp):
+    """The synthetic app with a phase left in Python that holds every tile at step 4 until
+    ``gate`` opens: a stop asked for at step 2 lands before the end however busy the host."""
+
+    phases = (*SyntheticApp.phases, Phase("hold", work="tiles"))
+
+    def __init__(self, gate, *args):
+        super().__init__(*args)
+        self.gate = gate
+
+    def hold(self, tile, state, halos, ctx, tiling):
+        if ctx.step >= 4:
+            self.gate.wait(60)
+        return 1
+
+
 def test_a_stop_ends_at_a_step_boundary_and_the_run_goes_on_from_there_bitwise():
-    app = _synthetic((48, 40), work_per_cell=3000.0)
+    opened, gate = threading.Event(), threading.Event()
+    opened.set()
+    app = Gated(gate, SyntheticParams(grid=[24, 20], work_per_cell=6.0), 10)
     tiling = Tiling.from_counts(app.grid, (4, 4))
-    steps = 200  # a step takes a few ms: the stop lands long before the end, even on a busy host
-    whole = _run(LocalExecutor, app, tiling, steps=steps)
+    steps = 12
+    whole = _run(LocalExecutor, Gated(opened, SyntheticParams(grid=[24, 20], work_per_cell=6.0), 10), tiling,
+                 steps=steps)
     stop = threading.Event()
-    cluster = Cluster.uniform(1, 2)
-    owner = np.zeros(tiling.ntiles, np.int64)
-    with NativeExecutor(app, tiling, cluster, owner) as ex:
-        part = ex.run(steps, on_step=lambda k: k == 2 and stop.set(), stop=stop)
-        assert 3 <= part.steps < steps
-        assert len(part.tasks["step"]) == part.steps * 2 * tiling.ntiles and (part.tasks["node"] == 0).all()
+
+    def on_step(k):
+        if k == 2:
+            stop.set()
+            threading.Timer(0.2, gate.set).start()  # after the stop is heard (right after this call)
+
+    with NativeExecutor(app, tiling, Cluster.uniform(1, 2), np.zeros(tiling.ntiles, np.int64)) as ex:
+        part = ex.run(steps, on_step=on_step, stop=stop)
+        assert 3 <= part.steps <= 5
+        assert len(part.tasks["step"]) == part.steps * 3 * tiling.ntiles and (part.tasks["node"] == 0).all()
         rest = ex.run(steps - part.steps, states=part.states, first_step=part.steps, reduced_before=part.reductions)
     assert_same_state(app.gather(whole.states, tiling), app.gather(rest.states, tiling))
 

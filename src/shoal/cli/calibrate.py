@@ -23,6 +23,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=1,
                    help="nodes of the runs to model (in one process), for the restart and the lock hand-off")
     p.add_argument("--workers", type=int, default=1, help="workers per node of those runs")
+    p.add_argument("--executor", choices=("python", "native"), default="python", help="the executor of those runs")
     p.set_defaults(func=main)
     return p
 
@@ -41,7 +42,8 @@ def main(args: argparse.Namespace) -> int:
         print(model.fit_line())
     if not args.no_bench:
         print(f"timing the executor on this machine ({args.tasks} tasks of {args.task_us:g} us)...", file=sys.stderr)
-        cal = calibrate(tasks=args.tasks, task_s=args.task_us * 1e-6, nodes=args.nodes, workers=args.workers)
+        cal = calibrate(tasks=args.tasks, task_s=args.task_us * 1e-6, nodes=args.nodes, workers=args.workers,
+                        executor=args.executor)
         model = refine(model, cal, args.nodes * args.workers)
     out = model.to_json(args.out)
     print(f"executor: dispatch {model.dispatch_s * 1e6:.1f} us per task, wake-up {model.wake_s * 1e6:.0f} us, "

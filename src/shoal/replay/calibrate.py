@@ -40,6 +40,7 @@ from ..compilation import announce
 from ..errors import ShoalError
 from ..runtime import App, LocalExecutor, Phase
 from ..runtime.local import GIL_SWITCH_S
+from ..runtime.native import KERNEL, Native, NativeExecutor
 from ..tiling import Tiling
 from .machine import MachineModel, lock_wait_per_call, this_host
 from .run import MACHINE_FIELDS
@@ -95,7 +96,8 @@ class SpinApp(App):
         return {}
 
 
-def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3, nodes: int = 1, workers: int = 1) -> dict:
+def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3, nodes: int = 1, workers: int = 1,
+              executor: str = "python") -> dict:
     """The executor's overhead per task and per halo payload (s) on one worker, best of a few
     repeats, with tasks of about ``task_s`` seconds; its restart on ``nodes`` x ``workers``
     threads (each woken for the run and waited for), the shape of the runs it will model.
@@ -110,6 +112,9 @@ def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3, nodes: 
         Runs of each measurement; the best (or, for the hand-off, the median) is kept.
     nodes, workers : int
         The in-process nodes and worker threads per node of the runs to model.
+    executor : {"python", "native"}
+        The executor of the runs to model (the native one runs the spin compiled; its lock
+        hand-off is measured on phases left in Python, through its trampoline).
 
     Returns
     -------
@@ -120,6 +125,7 @@ def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3, nodes: 
         what was measured.
     """
     announce("calibration")
+    backend, spinning = EXECUTORS[executor]
     iters = iterations_for(lambda n: spin(0.0, n), task_s)
     tiling = Tiling.from_counts((32, 32), (8, 8))
     steps = max(1, tasks // tiling.ntiles)
@@ -129,17 +135,57 @@ def calibrate(tasks: int = 3000, task_s: float = 5e-5, repeats: int = 3, nodes: 
     for halo in (False, True):
         best = np.inf
         for _ in range(repeats):
-            with LocalExecutor(SpinApp(iters, halo), tiling, Cluster.uniform(1, 1),
-                               np.zeros(tiling.ntiles, int)) as executor:
+            with backend(spinning(iters, halo), tiling, Cluster.uniform(1, 1),
+                         np.zeros(tiling.ntiles, int)) as executor:
                 res = executor.run(steps)
             best = min(best, (res.wall_s - res.tasks["cost"].sum()) / n)
         per_task[halo] = max(0.0, float(best))
     per_payload = max(0.0, (per_task[True] - per_task[False]) * n / payloads) if payloads else 0.0
     cal = {"task_overhead_s": per_task[False], "payload_overhead_s": per_payload,
-           "restart_s": _restart(SpinApp(iters, True), tiling, repeats, Cluster.uniform(nodes, workers)),
-           "wake_s": _wake_latency(), "measured_tasks": int(n), "task_s": task_s, "restart_threads": nodes * workers}
-    cal["handoff_s"] = _handoff(iters, iterations_for(python_work, task_s / 2), tiling, steps, repeats, nodes, workers)
+           "restart_s": _restart(backend, spinning(iters, True), tiling, repeats, Cluster.uniform(nodes, workers)),
+           "wake_s": _wake_latency(), "measured_tasks": int(n), "task_s": task_s, "restart_threads": nodes * workers,
+           "executor": backend.__name__}
+    cal["handoff_s"] = _handoff(backend, iters, iterations_for(python_work, task_s / 2), tiling, steps, repeats,
+                                nodes, workers)
     return cal
+
+
+@nb.njit(KERNEL, nogil=True, cache=True)
+def native_spin(tile, step, iteration, mem, ints, consts, reduced, out):
+    """:func:`spin` as a native phase kernel: ``consts[0]`` iterations on the tile's value."""
+    iters = int(consts[0])
+    mem[0] = spin(mem[0], iters)
+    return iters
+
+
+class NativeSpinApp(SpinApp):
+    """:class:`SpinApp` whose phase the native executor runs compiled: the state is one float64
+    array (the value, then a ghost per neighbour) and each halo, one value, is copied by a copy
+    plan into the reader's ghost for that neighbour. (``calls`` and ``python_iters`` do not
+    apply: no Python runs in its tasks.)"""
+
+    def init_tile(self, tile, tiling):
+        return {"x": np.zeros(1 + len(tiling.neighbours[tile]))}
+
+    def pack_halos(self, state, src, tiling):
+        return {int(dst): state["x"][:1].copy() for dst in tiling.neighbours[src]}
+
+    def run_spin(self, tile, state, halos, ctx, tiling):
+        state["x"][0] = spin(state["x"][0], self.iters)
+        return self.iters
+
+    def native(self, tiling):
+        neighbours = tiling.neighbours
+
+        def halos(phase, src, dst):
+            k = int(np.flatnonzero(neighbours[dst] == src)[0])
+            return [("x", (slice(0, 1),), "x", (slice(1 + k, 2 + k),))]
+
+        return Native(kernels={"spin": native_spin}, fields=("x",), consts=np.array([float(self.iters)]),
+                      halos=halos)
+
+
+EXECUTORS = {"python": (LocalExecutor, SpinApp), "native": (NativeExecutor, NativeSpinApp)}
 
 
 def iterations_for(fn, seconds: float) -> int:
@@ -159,7 +205,7 @@ IN_PROCESS = Network(latency_s=1e-6, bandwidth_Bps=5e9, overhead_s=0.0)  # nodes
 HANDOFF_CALLS = 4  # lock-free calls per task of the hand-off measurement
 
 
-def _handoff(iters: int, python_iters: int, tiling: Tiling, steps: int, repeats: int, nodes: int,
+def _handoff(backend, iters: int, python_iters: int, tiling: Tiling, steps: int, repeats: int, nodes: int,
              workers: int) -> float:
     """Interpreter lock wait per lock-free call on ``nodes`` x ``workers`` threads of one
     process (0 on one thread: nothing to wait for), the median over ``repeats`` runs of
@@ -175,7 +221,7 @@ def _handoff(iters: int, python_iters: int, tiling: Tiling, steps: int, repeats:
     app = SpinApp(iters, halo=False, calls=HANDOFF_CALLS, python_iters=python_iters)
     waits = []
     for _ in range(repeats):
-        with LocalExecutor(app, tiling, cluster, owner) as executor:
+        with backend(app, tiling, cluster, owner) as executor:
             result = executor.run(steps)
         waits.append(lock_wait_per_call(Trace.of_run(result, app.phases, tiling, cluster, placements=[(0, owner)]))
                      or 0.0)
@@ -201,11 +247,11 @@ def refine(model: MachineModel, calibration: dict, threads: int) -> MachineModel
     return out
 
 
-def _restart(app, tiling: Tiling, repeats: int, cluster: Cluster) -> float:
+def _restart(backend, app, tiling: Tiling, repeats: int, cluster: Cluster) -> float:
     """The fixed cost of one executor run (waking the workers, packing the first halos,
     collecting the result), which every re-balancing step pays: a run of 1 step less the extra
     of a 3-step one."""
-    with LocalExecutor(app, tiling, cluster, np.arange(tiling.ntiles) % cluster.nodes) as executor:
+    with backend(app, tiling, cluster, np.arange(tiling.ntiles) % cluster.nodes) as executor:
 
         def run(steps):
             tic = time.perf_counter()

@@ -213,9 +213,25 @@ def _pack(g, s, mem, instance, tile):
 
 
 @nb.njit(nogil=True, cache=True)
-def pack(g, s, mem, instance, tile):
-    """:func:`_pack`, for the executor to call (ahead of a segment's first tasks)."""
-    return _pack(g, s, mem, instance, tile)
+def open_segment(g, s, mem, instance):
+    """Every tile is about to run ``instance``: copy its native halos (nobody packed them: the
+    run's start, or a loop's decision), then queue every tile's task, in tile order. False if
+    a staging slot overran."""
+    T = g.T
+    if g.links[instance] >= 0 and not g.pypack[instance]:
+        for t in range(T):
+            if not _pack(g, s, mem, instance, t):
+                return False
+    now = monotonic_ns()
+    cap = s.queue.shape[1]
+    for t in range(T):
+        task = instance * T + t
+        s.need[task] = 0
+        s.r_ready[task] = now
+        node = g.owner[t]
+        s.queue[node, s.q_tail[node] % cap] = task
+        s.q_tail[node] += 1
+    return True
 
 
 @nb.njit(nogil=True, cache=True, inline="always")

@@ -446,20 +446,11 @@ class NativeExecutor:
         """Every tile is about to run ``instance``, whose halos nobody has packed (the run's
         start, or after a loop's decision): pack them here, then queue every tile's task."""
         g, sh, T = self._g, self._shared, self._T
-        if g.links[instance] >= 0:
+        if g.links[instance] >= 0 and g.pypack[instance]:
             for t in range(T):
-                if g.pypack[instance]:
-                    self._pack(t, instance)
-                elif not engine.pack(g, sh, self._mem, instance, t):
-                    raise ShoalError("halo staging overrun before the first task")
-        now = time.monotonic_ns()
-        for t in range(T):
-            task = instance * T + t
-            sh.need[task] = 0
-            sh.r_ready[task] = now
-            node = self.owner[t]
-            sh.queue[node, sh.q_tail[node] % sh.queue.shape[1]] = task
-            sh.q_tail[node] += 1
+                self._pack(t, instance)
+        if not engine.open_segment(g, sh, self._mem, instance):
+            raise ShoalError("halo staging overrun before the first task")
 
     def _segment(self, on_step, stop, reported: int) -> int:
         """Run the workers until the segment ends; report finished steps meanwhile."""
