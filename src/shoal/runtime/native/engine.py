@@ -128,7 +128,7 @@ def wake_all(s):
 
 
 @nb.njit(nogil=True, cache=True)
-def _finish(s, status):
+def finish_segment(s, status):
     """End the segment with ``status`` (the first one set wins)."""
     if atomic_cas(s.control, STATUS, RUNNING, status) == RUNNING:
         wake_all(s)
@@ -163,7 +163,7 @@ def request_stop(s):
     s.control[LIMIT] = limit
     _unlock(s.control, STEP_LOCK)
     if atomic_load(s.control, STEPS_DONE) >= limit:
-        _finish(s, DONE)
+        finish_segment(s, DONE)
     return limit
 
 
@@ -268,7 +268,7 @@ def _reduce(g, s, instance):
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
-def _context(g, s, instance, reduced):
+def fill_context(g, s, instance, reduced):
     """Fill ``reduced`` with what ``instance`` reads: row p holds phase p's latest value."""
     for p in range(reduced.shape[0]):
         src = g.ctx_src[instance, p]
@@ -290,7 +290,7 @@ def _release(g, s, instance, now):
 def _fail(s, task, kind):
     if atomic_cas(s.control, ERROR_KIND, 0, kind) == 0:
         s.control[ERROR_TASK] = task
-    _finish(s, FAILED)
+    finish_segment(s, FAILED)
 
 
 @nb.njit(nogil=True, cache=True)
@@ -342,7 +342,7 @@ def work(g, s, kernels, mem, ints, consts, node, worker, nphases, width):
         packs = nxt < g.n and g.links[nxt] >= 0
         kernel_ns = 0
         if kernel >= 0:
-            _context(g, s, instance, reduced)
+            fill_context(g, s, instance, reduced)
             tile_mem = mem[g.mem_off[tile]:g.mem_off[tile + 1]]
             tile_ints = ints[g.int_off[tile]:g.int_off[tile + 1]]
             try:
@@ -379,13 +379,13 @@ def work(g, s, kernels, mem, ints, consts, node, worker, nphases, width):
         if g.nvals[instance] > 0 and atomic_add(s.remaining, instance, -1) == 1:
             _reduce(g, s, instance)  # the last tile in: every value is there
             if g.decide[instance]:
-                _finish(s, DECIDE)  # the app decides whether the loop goes on (the sequence grows)
+                finish_segment(s, DECIDE)  # the app decides whether the loop goes on (the sequence grows)
             elif g.gates[instance] >= 0 and g.gates[instance] < g.n:
                 _release(g, s, g.gates[instance], t1)
         if atomic_add(s.left, step, -1) == 1:
             s.step_end[step] = t1
             if atomic_add(s.control, STEPS_DONE, 1) + 1 >= atomic_load(s.control, LIMIT):
-                _finish(s, DONE)
+                finish_segment(s, DONE)
         if nxt < g.n and _ready(g, s, nxt * T + tile, t1):
             own = nxt * T + tile
 

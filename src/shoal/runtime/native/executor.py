@@ -4,8 +4,8 @@
 ``reconfigure``, ``pin``, ``close``) and its contract: the same states bitwise, the same trace
 rows, the same reductions in the same order, the same stop at a step boundary, the same one
 line on an error. What differs is where the per-task path runs: the executor compiles the
-run's task sequence into arrays once (:class:`~shoal.runtime.native.engine.Graph`), then each
-worker thread runs :func:`~shoal.runtime.native.engine.work` without the interpreter lock
+run's task sequence into arrays once (:class:`~shoal.runtime.native.Graph`), then each
+worker thread runs :func:`~shoal.runtime.native.work` without the interpreter lock
 until the run ends, or until a loop's iteration needs the app's decision (the sequence then
 grows, and the workers go on).
 
@@ -45,8 +45,30 @@ from ..local import (
 )
 from ..timing import thread_clock
 from ..workers import WorkerPool
-from . import engine
-from .engine import DECIDE, ERROR_HALO, ERROR_KERNEL, FAILED, MAX, MIN, SUM, Graph, Shared
+from .engine import (
+    DECIDE,
+    ERROR_HALO,
+    ERROR_KERNEL,
+    ERROR_KIND,
+    ERROR_TASK,
+    FAILED,
+    LIMIT,
+    MAX,
+    MIN,
+    RUNNING,
+    STARTED,
+    STATUS,
+    STEPS_DONE,
+    SUM,
+    Graph,
+    Shared,
+    fill_context,
+    finish_segment,
+    open_segment,
+    request_stop,
+    warm,
+    work,
+)
 from .plan import NativeLayout, copy_plans, noop_kernel
 from .trampoline import RUNS
 
@@ -97,7 +119,7 @@ class NativeExecutor:
         self._handle = next(_handles)
         self._plan_cache = None  # (keys, layout fields, Plans) of the last graph: a restart reuses it
         self.first_step = 0
-        engine.warm(self._kernels, len(self.phases), self._width)  # compiled before any timed run
+        warm(self._kernels, len(self.phases), self._width)  # compiled before any timed run
         self._pools = {node: WorkerPool(cluster.cores[node], f"shoal-native{node}", configure_worker_thread)
                        for node in range(cluster.nodes)}
 
@@ -177,7 +199,7 @@ class NativeExecutor:
             self._start_segment(0)
             while True:
                 reported = self._segment(on_step, stop, reported)
-                status = int(self._shared.control[engine.STATUS])
+                status = int(self._shared.control[STATUS])
                 if status == FAILED or self._error is not None:
                     raise self._failure()
                 if status != DECIDE or not self._decide():
@@ -188,7 +210,7 @@ class NativeExecutor:
             if collecting:
                 gc.enable()
         wall = time.perf_counter() - self._wall0
-        done = int(self._shared.control[engine.STEPS_DONE])
+        done = int(self._shared.control[STEPS_DONE])
         if on_step is not None:
             for k in range(reported, done):
                 on_step(k)
@@ -320,8 +342,8 @@ class NativeExecutor:
             words=np.zeros(nodes, np.int32), staging=np.zeros(0), written=np.zeros(0, np.int64),
             consumed=np.zeros(0, np.int64))
         if old is None:
-            fresh.control[engine.LIMIT] = self.steps
-            fresh.control[engine.STARTED] = -1
+            fresh.control[LIMIT] = self.steps
+            fresh.control[STARTED] = -1
         else:
             m = old.red.shape[0]
             for name in ("need", "vals", "r_start", "r_end", "r_ready", "r_node", "r_worker", "r_work", "r_kernel"):
@@ -449,25 +471,25 @@ class NativeExecutor:
         if g.links[instance] >= 0 and g.pypack[instance]:
             for t in range(T):
                 self._pack(t, instance)
-        if not engine.open_segment(g, sh, self._mem, instance):
+        if not open_segment(g, sh, self._mem, instance):
             raise ShoalError("halo staging overrun before the first task")
 
     def _segment(self, on_step, stop, reported: int) -> int:
         """Run the workers until the segment ends; report finished steps meanwhile."""
         sh = self._shared
-        sh.control[engine.STATUS] = engine.RUNNING
+        sh.control[STATUS] = RUNNING
         left = [sum(pool.size for pool in self._pools.values())]
         ended = threading.Event()
         lock = threading.Lock()
 
         def job(node, w):
             try:
-                engine.work(self._g, self._shared, self._kernels, self._mem, self._ints, self._consts, node, w,
+                work(self._g, self._shared, self._kernels, self._mem, self._ints, self._consts, node, w,
                             len(self.phases), self._width)
             except BaseException as exc:  # a fault of the engine itself: the run stops with it
                 if self._error is None:
                     self._error = ShoalError(f"executor: {type(exc).__name__}: {exc}")
-                engine._finish(self._shared, FAILED)
+                finish_segment(self._shared, FAILED)
             finally:
                 with lock:
                     left[0] -= 1
@@ -479,16 +501,16 @@ class NativeExecutor:
         stopping = False
         try:
             while not ended.wait(0.002 if on_step is not None else 0.02):
-                done = int(sh.control[engine.STEPS_DONE])
+                done = int(sh.control[STEPS_DONE])
                 if on_step is not None:
                     for k in range(reported, done):
                         on_step(k)
                     reported = done
                 if stop is not None and stop.is_set() and not stopping:
                     stopping = True
-                    self._seq.limit(int(engine.request_stop(sh)))
+                    self._seq.limit(int(request_stop(sh)))
         except BaseException:
-            engine._finish(sh, FAILED)
+            finish_segment(sh, FAILED)
             for pool in self._pools.values():
                 pool.wait()
             raise
@@ -520,7 +542,7 @@ class NativeExecutor:
         sh.left[rel_step] -= 1  # the decision is taken
         start = len(seq)
         seq.decide(again)
-        limit = int(sh.control[engine.LIMIT])
+        limit = int(sh.control[LIMIT])
         if limit < seq.steps:
             seq.limit(limit)
         if len(seq) > start:
@@ -529,8 +551,8 @@ class NativeExecutor:
         sh = self._shared
         if not sh.left[rel_step]:  # the loop was the step's end
             sh.step_end[rel_step] = time.monotonic_ns()
-            sh.control[engine.STEPS_DONE] += 1
-        if len(seq) == start or sh.control[engine.STEPS_DONE] >= limit:
+            sh.control[STEPS_DONE] += 1
+        if len(seq) == start or sh.control[STEPS_DONE] >= limit:
             return False  # the run's last step ended with this decision
         self._start_segment(start)
         return True
@@ -540,7 +562,7 @@ class NativeExecutor:
         if self._error is not None:
             return self._error
         sh, g = self._shared, self._g
-        task, kind = int(sh.control[engine.ERROR_TASK]), int(sh.control[engine.ERROR_KIND])
+        task, kind = int(sh.control[ERROR_TASK]), int(sh.control[ERROR_KIND])
         instance, tile = divmod(task, self._T)
         phase = self.phases[int(g.phase[instance])].name
         step = int(g.step[instance]) + self.first_step
@@ -560,7 +582,7 @@ class NativeExecutor:
         from Python on a copy of the tile's memory, which raises it here."""
         g = self._g
         reduced = np.empty((len(self.phases), self._width))
-        engine._context(g, self._shared, instance, reduced)
+        fill_context(g, self._shared, instance, reduced)
         mem = self._mem[self._mem_off[tile]:self._mem_off[tile + 1]].copy()
         ints = self._ints[self._int_off[tile]:self._int_off[tile + 1]]
         try:
