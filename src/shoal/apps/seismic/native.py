@@ -85,8 +85,16 @@ def native_kernels(order: int, threed: bool, dtype: str, check_every: int):
     real = np.dtype(dtype).type
     g = order // 2
     nl = len(LEVELS)
+    variant = f"o{order}_{3 if threed else 2}d_{dtype}_c{check_every}"
+
+    def named(fn):
+        """``fn`` under a name of its variant's: the variants' compiled code shares one process
+        (one JIT), where two cached functions of one name and signature would collide."""
+        fn.__qualname__ = f"{fn.__qualname__}_{variant}"
+        return fn
 
     @nb.njit(nogil=True, cache=True)
+    @named
     def tile_fields(mem, ints):
         X, Y, Z = ints[H_X], ints[H_Y], ints[H_Z]
         n = X * Y * Z
@@ -99,6 +107,7 @@ def native_kernels(order: int, threed: bool, dtype: str, check_every: int):
         return v, s, psi, active.reshape((nbx, nby, nbz)), boxes
 
     @nb.njit(nogil=True, cache=True)
+    @named
     def pml_tables(consts):
         """The C-PML weights, differences and profiles (as the app's arrays)."""
         zp, longest = int(consts[0]), int(consts[1])
@@ -110,12 +119,14 @@ def native_kernels(order: int, threed: bool, dtype: str, check_every: int):
         return weights, diff, profiles
 
     @nb.njit(nogil=True, cache=True)
+    @named
     def level(consts, k):
         """Per-level coefficient ``LEVELS[k]``."""
         zp = int(consts[0])
         return consts[2:].view(real)[k * zp:(k + 1) * zp]
 
     @nb.njit(nogil=True, cache=True)
+    @named
     def inject(fields, mem, ints, step):
         """Add the source's values of ``step`` at its nodes in this tile (as SeismicApp._inject)."""
         nsrc = ints[H_NSRC]
@@ -129,12 +140,12 @@ def native_kernels(order: int, threed: bool, dtype: str, check_every: int):
             c, i, j, k = ints[p + 4 * e], ints[p + 4 * e + 1], ints[p + 4 * e + 2], ints[p + 4 * e + 3]
             fields[c, i, j, k] += real(mem[row + e])
 
-    variant = f"{order}-{int(threed)}-{dtype}-{check_every}"
     for name, fn in (("stress", stress_k), ("velocity", velocity_k), ("pml", pml_k), ("tile_fields", tile_fields),
                      ("pml_tables", pml_tables), ("level", level), ("inject", inject)):
         _stable(fn, f"{name}:{variant}")
 
     @nb.njit(KERNEL, nogil=True, cache=True)
+    @named
     def intermediates(tile, step, iteration, mem, ints, consts, reduced, out):
         # the neighbours' velocities are in the ghosts already (the copy plan's)
         v, s, psi, active, stash = tile_fields(mem, ints)
@@ -150,6 +161,7 @@ def native_kernels(order: int, threed: bool, dtype: str, check_every: int):
         return pml_k(terms(ints, 0), v, s, psi, weights, diff, profiles, ints[H_ORIGIN:H_ORIGIN + 3], boxes, 0)
 
     @nb.njit(KERNEL, nogil=True, cache=True)
+    @named
     def stress(tile, step, iteration, mem, ints, consts, reduced, out):
         v, s, psi, active, stash = tile_fields(mem, ints)
         boxes = stash[1:1 + stash[0, 0]]
@@ -177,6 +189,7 @@ def native_kernels(order: int, threed: bool, dtype: str, check_every: int):
         return cells
 
     @nb.njit(KERNEL, nogil=True, cache=True)
+    @named
     def velocity(tile, step, iteration, mem, ints, consts, reduced, out):
         # the neighbours' stresses are in the ghosts already (the copy plan's)
         v, s, psi, active, stash = tile_fields(mem, ints)
