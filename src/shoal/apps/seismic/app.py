@@ -64,7 +64,7 @@ class SeismicApp(App):
     """See the module docstring; the stencils are in :mod:`.kernels`."""
 
     name = "seismic"
-    transient = ("boxes",)
+    transient = ("boxes", "active_boxes", "wave")  # the last two: the native kernels' (see .native)
     # Both halo phases read face neighbours only: the staggered stencils (and the C-PML terms and
     # the activity check) differentiate along one axis at a time, so a cell reads the ghosts
     # beside its tile's faces and never a diagonal one; the ghosts in the columns' corners are
@@ -363,6 +363,16 @@ class SeismicApp(App):
         for n, face in lay["faces"].items():
             xs, ys = self._ghosts(lay, face)
             fields[:, xs, ys] = halos[n]
+
+    # ----- the native executor ----------------------------------------------------------------
+    def native(self, tiling: Tiling):
+        """The three phases as compiled kernels calling the stencils above (:mod:`.native`);
+        halos by copy plans of the slabs :meth:`_pack` sends into the ghosts :meth:`_unpack`
+        fills. Receivers record in the velocity kernel, into samples made room for before
+        each run (the run's steps are known then; a kernel cannot grow an array)."""
+        from .native import native_plan
+
+        return native_plan(self, tiling, CHECK_EVERY)
 
     # ----- output -----------------------------------------------------------------------------
     def gather(self, states: dict, tiling: Tiling) -> dict[str, np.ndarray]:

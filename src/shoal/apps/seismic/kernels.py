@@ -45,10 +45,17 @@ def compiled(order: int, threed: bool, dtype: str = "float64"):
     y1 = 1 if threed else 0  # offsets along y (the x-z plane never reads them)
     y2 = o2 if threed else 0
 
+    def named(fn):
+        """``fn`` under its variant's name: cached variants of one name and signature would
+        collide in the one JIT of a process that loads several (and call each other's code)."""
+        fn.__qualname__ = f"{fn.__qualname__}_o{order}_{3 if threed else 2}d_{dtype}"
+        return fn
+
     # The loops below run along z over rows taken as 1D views: a loop that starts at 0 and
     # writes to few arrays is one LLVM vectorises (indexing the 3D arrays, or writing six
     # outputs in one loop, keeps it scalar).
     @numba.njit(**JIT)
+    @named
     def stress(vx, vy, vz, sxx, syy, szz, sxy, sxz, syz, ca, cb, cc, zh, zz, m, mh, c1z, c2z, boxes):
         """sigma += dt C : grad v over the boxes (normal stresses: ``ca`` on their own axis,
         ``cb`` on the other horizontal one, ``cc`` on z; szz: ``zh`` horizontal, ``zz`` z;
@@ -112,6 +119,7 @@ def compiled(order: int, threed: bool, dtype: str = "float64"):
         return cells
 
     @numba.njit(**JIT)
+    @named
     def velocity(vx, vy, vz, sxx, syy, szz, sxy, sxz, syz, bx, bz, boxes):
         """v += dt / rho div sigma over the boxes (buoyancy ``bx`` at integer levels for vx and
         vy, ``bz`` at half levels for vz)."""
@@ -160,6 +168,7 @@ def compiled(order: int, threed: bool, dtype: str = "float64"):
         return cells
 
     @numba.njit(**JIT)
+    @named
     def pml(terms, src_fields, dst_fields, psi, weights, diff, profiles, origin, boxes, mode):
         """Every C-PML term of a phase, clipped to the active ``boxes`` (padded indices).
 

@@ -170,6 +170,8 @@ class NativeExecutor:
         self._T = T
         self._seq = TaskSequence(self.phases, self.app.loops, steps)
         self._seq.extend()
+        if self.layout is not None and self.layout.native.prepare is not None:
+            self.layout.native.prepare(states, first_step, steps)
         self._mem, self._mem_off = (self.layout.memory(states) if self.layout is not None
                                     else (np.zeros(0), np.zeros(T + 1, np.int64)))
         self._ints, self._int_off, self._consts = (self.layout.descriptors(self.tiling) if self.layout is not None
@@ -590,7 +592,7 @@ class NativeExecutor:
                                               int(g.iteration[instance]), mem, ints, self._consts, reduced,
                                               np.zeros(max(self._width, 1)))
         except Exception as exc:  # noqa: BLE001
-            return f"{type(exc).__name__}: {exc}"
+            return str(exc) if isinstance(exc, ShoalError) else f"{type(exc).__name__}: {exc}"
         return "the compiled kernel raised an error"
 
     # ----- results -------------------------------------------------------------------------

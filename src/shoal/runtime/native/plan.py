@@ -47,8 +47,10 @@ class Native:
         Per phase name, its kernel: compiled with Numba as ``numba.njit(KERNEL, nogil=True)``
         (:data:`~shoal.runtime.native.engine.KERNEL`). Phases not named run in Python.
     fields : tuple of str
-        The keys of a tile's state that are the kernels' memory: C-contiguous float64 arrays
-        (ghost cells included), laid end to end in this order.
+        The keys of a tile's state that are the kernels' memory: C-contiguous arrays (ghost
+        cells included), laid end to end in this order, each from a float64 boundary. Float64
+        usually; a field of another dtype (float32 physics, bool flags) takes whole float64
+        words, and a kernel views it back (``mem[a:b].view(np.uint8)[:nbytes].view(dtype)``).
     ints : callable, optional
         ``ints(tile) -> int64 array``: what a kernel knows of its tile (its shape, its place in
         the grid, where each field starts in its memory).
@@ -60,6 +62,10 @@ class Native:
     scratch : callable, optional
         ``scratch(tile) -> {field: array}``: fields of ``fields`` a state may lack (ghost cells,
         work arrays a run makes afresh; list them in the app's ``transient``), made when it does.
+    prepare : callable, optional
+        ``prepare(states, first_step, steps)``: called at the start of every run, before the
+        states are laid out, to size what the run's steps fill (room for samples recorded each
+        step) or make per-run tables. ``ints`` is called after it, on the same run.
     """
 
     kernels: Mapping[str, Any]
@@ -68,6 +74,12 @@ class Native:
     consts: np.ndarray = field(default_factory=lambda: np.zeros(0))
     halos: Callable[[str, int, int], list[Copy]] | None = None
     scratch: Callable[[int], dict[str, np.ndarray]] | None = None
+    prepare: Callable[[dict, int, int], None] | None = None
+
+
+def words(a: np.ndarray) -> int:
+    """The float64 words a field takes in a tile's memory."""
+    return -(-a.nbytes // 8)
 
 
 class NativeLayout:
@@ -77,7 +89,8 @@ class NativeLayout:
         self.native = native
         self.kernels = dict(native.kernels)
         self.ntiles = ntiles
-        self.fields: list[dict[str, tuple[int, tuple[int, ...]]]] = []  # per tile: field -> (offset, shape)
+        # per tile: field -> (offset in words, shape, dtype)
+        self.fields: list[dict[str, tuple[int, tuple[int, ...], np.dtype]]] = []
         self._memory: tuple[np.ndarray, np.ndarray] | None = None  # the last memory and its offsets
 
     @classmethod
@@ -112,11 +125,11 @@ class NativeLayout:
                 if name not in states[t]:
                     raise ShoalError(f"tile {t}: the state has no native field {name!r}")
                 a = states[t][name]
-                if not (isinstance(a, np.ndarray) and a.dtype == np.float64):
-                    raise ShoalError(f"tile {t}: native field {name!r} must be a float64 array, got "
+                if not (isinstance(a, np.ndarray) and a.dtype.kind in "fiub"):
+                    raise ShoalError(f"tile {t}: native field {name!r} must be an array of numbers, got "
                                      f"{getattr(a, 'dtype', type(a).__name__)}")
-                where[name] = (at, a.shape)
-                at += a.size
+                where[name] = (at, a.shape, a.dtype)
+                at += words(a)
             self.fields.append(where)
             sizes.append(at)
         offsets = np.zeros(self.ntiles + 1, np.int64)
@@ -124,8 +137,13 @@ class NativeLayout:
         mem = np.empty(int(offsets[-1]))
         for t in range(self.ntiles):
             state = states[t]
-            for name, (at, shape) in self.fields[t].items():
-                view = mem[offsets[t] + at:offsets[t] + at + math.prod(shape)].reshape(shape)
+            for name, (at, shape, dtype) in self.fields[t].items():
+                n = math.prod(shape)
+                if dtype == np.float64:
+                    view = mem[offsets[t] + at:offsets[t] + at + n].reshape(shape)
+                else:
+                    chunk = mem[offsets[t] + at:offsets[t] + at + -(-n * dtype.itemsize // 8)]
+                    view = chunk.view(np.uint8)[:n * dtype.itemsize].view(dtype).reshape(shape)
                 view[...] = state[name]
                 state[name] = view
         self._memory = mem, offsets
@@ -141,9 +159,9 @@ class NativeLayout:
             state = states.get(t)
             if state is None:
                 return False
-            for name, (at, shape) in self.fields[t].items():
-                a = state.get(name)
-                if (not isinstance(a, np.ndarray) or a.shape != shape or a.base is not mem
+            for name, (at, shape, dtype) in self.fields[t].items():
+                a = state.get(name)  # the memory is alive (held here): a view at its address is one of it
+                if (not isinstance(a, np.ndarray) or a.shape != shape or a.dtype != dtype
                         or a.ctypes.data != start + 8 * (int(offsets[t]) + at)):
                     return False
         return True
@@ -158,21 +176,33 @@ class NativeLayout:
         return ints, offsets, np.ascontiguousarray(self.native.consts, np.float64)
 
     def block(self, tile: int, name: str, box: Box) -> tuple[list[int], int]:
-        """A box of a tile's field as ``[offset, n0, n1, n2, s0, s1, s2]`` and its elements."""
-        at, shape = self.fields[tile][name]
-        if len(box) != len(shape) or len(shape) > 3:
+        """A box of a tile's field as ``[offset, n0, n1, n2, s0, s1, s2]`` in float64 words,
+        and its words. Axes the box spans one element of are folded into the offset (at most
+        three may be left); a field of a narrower dtype needs boxes whose rows are whole words."""
+        at, shape, dtype = self.fields[tile][name]
+        if len(box) != len(shape):
             raise ShoalError(f"copy plan: field {name!r} has {len(shape)} axes, the box {box} has {len(box)}")
         strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]
-        counts, offset = [], at
+        counts, kept, offset = [], [], 0
         for sl, n, stride in zip(box, shape, strides, strict=True):
             start, stop, step = sl.indices(n)
             if step != 1:
                 raise ShoalError(f"copy plan: field {name!r}: boxes are slices of step 1, got {sl}")
-            counts.append(max(0, stop - start))
             offset += start * stride
-        pad = 3 - len(shape)
-        counts, strides = [1] * pad + counts, [0] * pad + strides
-        return [offset, *counts, *strides], math.prod(counts)
+            if stop - start != 1:
+                counts.append(max(0, stop - start))
+                kept.append(stride)
+        if len(counts) > 3:
+            raise ShoalError(f"copy plan: field {name!r}: a box {box} spans more than three axes")
+        pad = 3 - len(counts)
+        counts, strides = [1] * pad + counts, [0] * pad + kept
+        per = 8 // dtype.itemsize if dtype.itemsize < 8 else 1  # elements in a float64 word
+        if per > 1 and math.prod(counts):
+            if strides[2] not in (0, 1) or any(v % per for v in (offset, counts[2], strides[0], strides[1])):
+                raise ShoalError(f"copy plan: field {name!r} ({dtype}): the box {box} does not cover whole "
+                                 "float64 words")
+            offset, counts[2], strides = offset // per, counts[2] // per, [strides[0] // per, strides[1] // per, 1]
+        return [at + offset, *counts, *strides], math.prod(counts)
 
 
 Plans = namedtuple("Plans", ["native", "depth", "staging", "rd_ptr", "rd", "in_ptr", "inc", "lk_base", "ed_off",
