@@ -5,7 +5,8 @@ first test of every app needs, often the same ones at the same time: about five 
 cold run on two busy cores went to compiling. Run first (``make test`` does), this script
 compiles every app's kernels once, an app per process (each app's kernels in one process: never
 twice), by running every built-in scenario for two steps as ``tests/test_scenarios.py`` does and
-one replay; the workers then load them from Numba's cache.
+one replay, on both executors (the native one's worker loop compiles per kernel table, and an
+app's native kernels per variant); the workers then load them from Numba's cache.
 
     python tests/warm_kernels.py [--jobs N]
 """
@@ -32,13 +33,14 @@ def warm(scenarios: list[str]) -> float:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="shoal-warm-") as folder:
         for name in scenarios:
-            run_scenario(name, steps=2, nodes=2, workers=1, tiles=8, out=Path(folder) / name,
-                         set=SHRINK.get(name, []) + ["run.frame_every=0"])
+            for executor in ("python", "native"):
+                run_scenario(name, steps=2, nodes=2, workers=1, tiles=8, out=Path(folder) / f"{name}-{executor}",
+                             set=SHRINK.get(name, []) + ["run.frame_every=0"], executor=executor)
         if "synthetic-hotspot" in scenarios:  # the replay's engine too
             from shoal.replay import ReplayConfig, replay
             from shoal.trace import Trace
 
-            replay(Trace.read(Path(folder) / "synthetic-hotspot"), ReplayConfig(nodes=2, cores=2))
+            replay(Trace.read(Path(folder) / "synthetic-hotspot-python"), ReplayConfig(nodes=2, cores=2))
     return time.perf_counter() - start
 
 
