@@ -83,6 +83,7 @@ from shoal.apps import all_apps, get_app
 from shoal.cluster import Cluster
 from shoal.errors import ShoalError
 from shoal.runtime import LocalExecutor
+from shoal.runtime.native import NativeExecutor
 from shoal.tiling import Tiling
 
 ORDERS = (2, 4)
@@ -96,7 +97,7 @@ def shoal_ready() -> bool:
     return "seismic" in all_apps()
 
 
-def shoal_rate(order: int, n: int, ntiles: int, workers: int, steps: int) -> float:
+def shoal_rate(order: int, n: int, ntiles: int, workers: int, steps: int, executor: str = "python") -> float:
     """shoal's grid-point updates per second at ``order`` in space on ``n``^3 points (homogeneous,
     float32, no absorbing layer, rigid walls, a force at the centre) in ``ntiles`` x-y columns on
     ``workers`` workers of one node, timed over steps 2..steps+1 (the first step fills the
@@ -110,7 +111,8 @@ def shoal_rate(order: int, n: int, ntiles: int, workers: int, steps: int) -> flo
     app.check_tiling(tiling)
     app.prepare(tiling)
     states = {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
-    with LocalExecutor(app, tiling, Cluster.uniform(1, workers), np.zeros(tiling.ntiles, int)) as ex:
+    backend = NativeExecutor if executor == "native" else LocalExecutor
+    with backend(app, tiling, Cluster.uniform(1, workers), np.zeros(tiling.ntiles, int)) as ex:
         res = ex.run(steps + 1, states=states)
     return n**3 * steps / (res.step_end[-1] - res.step_end[0])
 
@@ -182,7 +184,7 @@ def one_round(args, cpml: str | None, devito: str | None, shoal: bool, k: int) -
                   flush=True)
         for order, ntiles in itertools.product(ORDERS, args.tiles if shoal else ()):
             key = f"shoal{order}_{ntiles}_{w}"
-            out[key] = shoal_rate(order, args.n, ntiles, w, args.steps)
+            out[key] = shoal_rate(order, args.n, ntiles, w, args.steps, args.executor)
             line = f"round {k}: shoal, order {order}, {ntiles} tiles, {w} worker(s): {out[key] / 1e6:.1f} M"
             peer = f"cpml_{w}" if order == 2 else f"devito4_{w}"
             if peer in out:
@@ -199,6 +201,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=160, help="points per side (default 160, as SEISMIC_CPML is built)")
     ap.add_argument("--steps", type=int, default=50, help="steps timed (default 50)")
     ap.add_argument("--tiles", type=int, nargs="+", default=[4, 16], help="shoal's x-y column counts")
+    ap.add_argument("--executor", choices=("python", "native"), default="python", help="shoal's executor backend")
     add_arguments(ap)  # --repeats: rounds of the peers and shoal, interleaved
     args = ap.parse_args()
     cpml, devito = os.environ.get("SEISMIC_CPML"), os.environ.get("DEVITO_PYTHON")
