@@ -103,37 +103,36 @@ def test_a_lagged_reduction_and_a_resume_read_what_an_uninterrupted_run_reads():
 
 class Gated(SyntheticApp):
     """The synthetic app with a phase left in Python that holds every tile at step 4 until
-    ``gate`` opens: a stop asked for at step 2 lands before the end however busy the host."""
+    ``released()`` says so: a stop asked for at step 2 lands before the end however busy the
+    host is."""
 
     phases = (*SyntheticApp.phases, Phase("hold", work="tiles"))
 
-    def __init__(self, gate, *args):
+    def __init__(self, released, *args):
         super().__init__(*args)
-        self.gate = gate
+        self.released = released
 
     def hold(self, tile, state, halos, ctx, tiling):
-        if ctx.step >= 4:
-            self.gate.wait(60)
+        deadline = time.monotonic() + 60
+        while ctx.step >= 4 and not self.released() and time.monotonic() < deadline:
+            time.sleep(1e-3)
         return 1
 
 
 def test_a_stop_ends_at_a_step_boundary_and_the_run_goes_on_from_there_bitwise():
-    opened, gate = threading.Event(), threading.Event()
-    opened.set()
-    app = Gated(gate, SyntheticParams(grid=[24, 20], work_per_cell=6.0), 10)
-    tiling = Tiling.from_counts(app.grid, (4, 4))
+    from shoal.runtime.native.engine import LIMIT
+
+    params = SyntheticParams(grid=[24, 20], work_per_cell=6.0)
     steps = 12
-    whole = _run(LocalExecutor, Gated(opened, SyntheticParams(grid=[24, 20], work_per_cell=6.0), 10), tiling,
-                 steps=steps)
+    tiling = Tiling.from_counts(params.grid, (4, 4))
+    whole = _run(LocalExecutor, Gated(lambda: True, params, 10), tiling, steps=steps)
     stop = threading.Event()
-
-    def on_step(k):
-        if k == 2:
-            stop.set()
-            threading.Timer(0.2, gate.set).start()  # after the stop is heard (right after this call)
-
+    executor = []
+    # Tiles wait at step 4 until the executor has taken the stop in (its step limit fell).
+    app = Gated(lambda: executor[0]._shared.control[LIMIT] < steps, params, 10)
     with NativeExecutor(app, tiling, Cluster.uniform(1, 2), np.zeros(tiling.ntiles, np.int64)) as ex:
-        part = ex.run(steps, on_step=on_step, stop=stop)
+        executor.append(ex)
+        part = ex.run(steps, on_step=lambda k: k == 2 and stop.set(), stop=stop)
         assert 3 <= part.steps <= 5
         assert len(part.tasks["step"]) == part.steps * 3 * tiling.ntiles and (part.tasks["node"] == 0).all()
         rest = ex.run(steps - part.steps, states=part.states, first_step=part.steps, reduced_before=part.reductions)

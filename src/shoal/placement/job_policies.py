@@ -264,7 +264,7 @@ def collision_tasks(jobs: dict[str, np.ndarray], costs: np.ndarray, limit: float
         if not total > limit:
             tasks.append(rows)
             continue
-        k = min(len(rows), int(np.ceil(total / limit)))
+        k = len(rows) if limit <= 0 else min(len(rows), int(np.ceil(total / limit)))  # a limit of 0: every job alone
         mid = np.cumsum(c) - c / 2
         piece = np.minimum(np.floor(k * mid / total), k - 1).astype(np.int64)
         cuts = np.flatnonzero(np.diff(piece)) + 1

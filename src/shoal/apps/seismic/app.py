@@ -372,7 +372,7 @@ class SeismicApp(App):
         each run (the run's steps are known then; a kernel cannot grow an array)."""
         from .native import native_plan
 
-        return native_plan(self, tiling, CHECK_EVERY)
+        return native_plan(self, tiling, CHECK_EVERY, VELOCITY, STRESS)
 
     # ----- output -----------------------------------------------------------------------------
     def gather(self, states: dict, tiling: Tiling) -> dict[str, np.ndarray]:

@@ -221,15 +221,15 @@ def native_kernels(order: int, threed: bool, dtype: str, check_every: int):
     return {"intermediates": intermediates, "stress": stress, "velocity": velocity}
 
 
-def native_plan(app, tiling, check_every: int):
+def native_plan(app, tiling, check_every: int, velocity: tuple[str, ...], stress: tuple[str, ...]):
     """The :class:`~shoal.runtime.native.Native` of a seismic run on ``tiling`` (see
-    :meth:`SeismicApp.native <shoal.apps.seismic.app.SeismicApp.native>`), or ``None`` when a
-    copy plan cannot move its halos: a float32 column of odd padded depth has rows that are
-    not whole float64 words."""
+    :meth:`SeismicApp.native <shoal.apps.seismic.app.SeismicApp.native>`; ``velocity`` and
+    ``stress`` name the app's fields), or ``None`` when a copy plan cannot move its halos: a
+    float32 column of odd padded depth has rows that are not whole float64 words."""
     from ...log import logger
     from ...runtime.native import Native
     from ...runtime.native.plan import words
-    from .app import STRESS, VELOCITY
+    VELOCITY, STRESS = velocity, stress  # noqa: N806 (the app's constants)
     from .source import wavelet
 
     p, dtype = app.p, app.dtype
