@@ -37,7 +37,6 @@ from ..graph import StepGraph, TaskSequence
 from ..local import (
     GIL_SWITCH_S,
     NOT_RUN,
-    RAN,
     ExecutionResult,
     configure_worker_thread,
     lagged_start,
@@ -612,7 +611,6 @@ class NativeExecutor:
                  "cost": end - start, "work": np.where(ran, sh.r_work[a:b], 0),
                  "kernel": np.where(ran, sh.r_kernel[a:b] * ns, 0.0), "kernel_calls": ran.astype(np.int64),
                  "ready": np.where(ran, (sh.r_ready[a:b] - self._t0) * ns, 0.0)}
-        assert set(RAN) <= set(table)
         return TASKS.table(table)
 
     def _edges_of(self, links) -> tuple[np.ndarray, np.ndarray]:
