@@ -25,6 +25,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # test_scenarios' shrunk worlds
 
 
+def compiled_phases(scenario: str) -> bool:
+    """Whether the scenario's app gives the native executor compiled phases (``App.native``)."""
+    from shoal.apps import get_app
+    from shoal.config import load_scenario
+    from shoal.runtime import App
+
+    return get_app(load_scenario(scenario).app).build.native is not App.native
+
+
 def warm(scenarios: list[str]) -> float:
     """Run ``scenarios`` for two steps each (their kernels compile and are cached); seconds taken."""
     from shoal.session import run_scenario
@@ -32,8 +41,11 @@ def warm(scenarios: list[str]) -> float:
 
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="shoal-warm-") as folder:
-        for name in scenarios:
-            for executor in ("python", "native"):
+        for k, name in enumerate(scenarios):
+            # Natively too: every scenario of an app with compiled phases (its kernels' variants),
+            # the first of the others (the worker loop with no compiled phase).
+            native = k == 0 or compiled_phases(name)
+            for executor in ("python", "native") if native else ("python",):
                 run_scenario(name, steps=2, nodes=2, workers=1, tiles=8, out=Path(folder) / f"{name}-{executor}",
                              set=SHRINK.get(name, []) + ["run.frame_every=0"], executor=executor)
         if "synthetic-hotspot" in scenarios:  # the replay's engine too
