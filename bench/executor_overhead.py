@@ -132,51 +132,15 @@ def make_app(iters: int, halo: bool = True):
     return HaloSpin()
 
 
-@numba.njit(nogil=True, cache=True)
-def _spin_kernel(tile, step, iteration, mem, ints, consts, reduced, out):
-    """:func:`spin` as a native phase kernel (its iterations in ``consts[0]``)."""
-    iters = int(consts[0])
-    mem[0] = spin(mem[0], iters)
-    return iters
-
-
 def make_native_app(iters: int, halo: bool = True):
-    """The app of :func:`make_app` with a native phase: the kernel compiled with the native
-    executor's signature, the state one float64 array (the value, then one ghost per neighbour)
-    and each halo one value copied by a copy plan into the reader's ghost for that neighbour."""
-    from shoal.runtime import App, Phase
-    from shoal.runtime.native import KERNEL, Native
+    """The app of :func:`make_app` with a native phase: the calibration's compiled spin (the
+    same iterations), its halos one value each copied by a copy plan into the reader's ghost
+    for that neighbour; ``spin`` names its phase method, as the plain loop calls it."""
+    from shoal.replay.calibrate import NativeSpinApp
 
-    kernel = numba.njit(KERNEL, nogil=True, cache=True)(_spin_kernel.py_func)
-
-    class NativeSpin(App):
-        name = "native-spin"
-        phases = (Phase("spin", halo=halo),)
-        grid = GRID
-
-        def init_tile(self, tile, tiling):
-            return {"x": np.zeros(9)}
-
-        def pack_halos(self, state, src, tiling):
-            return {dst: state["x"][:1].copy() for dst in tiling.neighbours[src].tolist()}
-
-        def spin(self, tile, state, halos, ctx, tiling):
-            state["x"][0] = spin(state["x"][0], iters)
-            return iters
-
-        def gather(self, states, tiling):
-            return {}
-
-        def native(self, tiling):
-            neighbours = tiling.neighbours
-
-            def halos(phase, src, dst):
-                k = int(np.flatnonzero(neighbours[dst] == src)[0])
-                return [("x", (slice(0, 1),), "x", (slice(1 + k, 2 + k),))]
-
-            return Native(kernels={"spin": kernel}, fields=("x",), consts=np.array([float(iters)]), halos=halos)
-
-    return NativeSpin()
+    app = NativeSpinApp(iters, halo)
+    app.spin = app.run_spin
+    return app
 
 
 def loop(app, tiling, states: dict, tiles: range, steps: int, pack: bool) -> None:
@@ -468,16 +432,6 @@ def counted_loop(part: str, steps: int) -> None:
         subprocess.run(["callgrind_control", "--instr=" + ("on" if on else "off"), str(os.getpid())],
                        capture_output=True, check=True)
 
-    if part in NATIVE_COUNTED:
-        from shoal.runtime.native import NativeExecutor
-
-        app = make_native_app(0, halo=part == "native, halo")
-        with NativeExecutor(app, tiling, Cluster.uniform(1, 1), np.zeros(tiling.ntiles, dtype=np.int64)) as ex:
-            ex.run(2)
-            counting(True)
-            ex.run(steps)
-            counting(False)
-        return
     if part in ("kernel call", "app packing"):
         app = make_app(0)
         plain(app, tiling, 2, pack=part == "app packing")  # warm
@@ -485,8 +439,13 @@ def counted_loop(part: str, steps: int) -> None:
         plain(app, tiling, steps, pack=part == "app packing")
         counting(False)
         return
-    app = make_app(0, halo=part == "executor, halo")
-    with LocalExecutor(app, tiling, Cluster.uniform(1, 1), np.zeros(tiling.ntiles, dtype=np.int64)) as ex:
+    if part in NATIVE_COUNTED:
+        from shoal.runtime.native import NativeExecutor
+
+        backend, app = NativeExecutor, make_native_app(0, halo=part == "native, halo")
+    else:
+        backend, app = LocalExecutor, make_app(0, halo=part == "executor, halo")
+    with backend(app, tiling, Cluster.uniform(1, 1), np.zeros(tiling.ntiles, dtype=np.int64)) as ex:
         ex.run(2)
         counting(True)
         ex.run(steps)

@@ -95,6 +95,19 @@ def assert_same_state(a: dict, b: dict) -> None:
         assert x.tobytes() == y.tobytes(), f"{name} differs"
 
 
+def uneven_cuts(draw, n: int) -> np.ndarray:
+    """Uneven tile edges along an axis of ``n`` cells drawn with hypothesis's ``draw``, every
+    tile at least 2 wide (what a 4th-order stencil's halo needs)."""
+    from hypothesis import strategies as st
+
+    inner = draw(st.lists(st.integers(2, n - 2), max_size=4, unique=True))
+    edges = [0]
+    for c in sorted(inner):
+        if c - edges[-1] >= 2 and n - c >= 2:
+            edges.append(c)
+    return np.array([*edges, n])
+
+
 def tiny_scenario(app: str = "synthetic", **run):
     """A scenario of an app's tiny parameter set (what every app registers for tests)."""
     from shoal.apps import get_app

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import uneven_cuts
 from shoal.apps import get_app
 from shoal.cluster import Cluster
 from shoal.errors import ShoalError
@@ -72,22 +73,12 @@ def test_native_runs_give_the_python_executors_bits_work_and_messages(params, co
         assert np.array_equal(py.messages[column][order(py.messages)], nat.messages[column][order(nat.messages)])
 
 
-def _cuts(draw, n):
-    """Uneven tile edges along an axis of ``n`` cells, every tile at least 2 wide (order 4)."""
-    inner = draw(st.lists(st.integers(2, n - 2), max_size=4, unique=True))
-    edges = [0]
-    for c in sorted(inner):
-        if c - edges[-1] >= 2 and n - c >= 2:
-            edges.append(c)
-    return np.array([*edges, n])
-
-
 @settings(max_examples=12, deadline=None)
 @given(data=st.data(), skip=st.booleans(), workers=st.integers(1, 3), explosion=st.booleans())
 def test_any_uneven_tiling_worker_count_skipping_and_source_give_the_same_bits(data, skip, workers, explosion):
     params = {**TINY, "skip_zero": skip, "source": "explosion" if explosion else "force",
               "top": data.draw(st.sampled_from(["free", "absorbing"]))}
-    tiling = Tiling((20, 14), (_cuts(data.draw, 20), _cuts(data.draw, 14)))
+    tiling = Tiling((20, 14), (uneven_cuts(data.draw, 20), uneven_cuts(data.draw, 14)))
     _same_bits(_run(LocalExecutor, params, tiling)[0], _run(NativeExecutor, params, tiling, workers=workers)[0])
 
 

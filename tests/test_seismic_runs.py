@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import uneven_cuts
 from shoal.apps import get_app
 from shoal.cli import main
 from shoal.cluster import Cluster
@@ -70,20 +71,10 @@ def _tiny_reference():
     return _in_process(_TINY, Tiling.from_count((20, 14), 1))
 
 
-def _cuts(draw, n):
-    """Uneven tile edges along an axis of ``n`` cells, every tile at least 2 wide (order 4)."""
-    inner = draw(st.lists(st.integers(2, n - 2), max_size=4, unique=True))
-    edges = [0]
-    for c in sorted(inner):
-        if c - edges[-1] >= 2 and n - c >= 2:
-            edges.append(c)
-    return np.array([*edges, n])
-
-
 @settings(max_examples=8, deadline=None)
 @given(data=st.data(), skip=st.booleans())
 def test_any_uneven_column_tiling_and_skipping_give_the_same_bits(data, skip):
-    tiling = Tiling((20, 14), (_cuts(data.draw, 20), _cuts(data.draw, 14)))
+    tiling = Tiling((20, 14), (uneven_cuts(data.draw, 20), uneven_cuts(data.draw, 14)))
     params = _SPEC.params(**{**_TINY.__dict__, "skip_zero": skip})
     got = _in_process(params, tiling)
     for name, ref in _tiny_reference().items():  # bit for bit: signed zeros count

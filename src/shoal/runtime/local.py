@@ -166,42 +166,11 @@ class ExecutionResult:
     jobs: dict[str, np.ndarray] | None = None
 
 
-class LocalExecutor:
-    """Run an app's tiles on ``cluster.nodes`` in-process nodes of ``cluster.cores[k]`` threads.
+class NodePools:
+    """What every executor of in-process nodes does with its worker threads between runs: new
+    owners for the tiles, more or fewer threads on a node, pinning, closing. A subclass sets
+    ``owner``, ``cluster`` and ``_pools`` (``{node: WorkerPool}`` of the nodes it runs)."""
 
-    Parameters
-    ----------
-    app : App
-        The physics.
-    tiling : Tiling
-        How the grid is split.
-    cluster : Cluster
-        Nodes; ``cluster.cores[k]`` worker threads run on node ``k``.
-    owner : ndarray
-        ``owner[tile] -> node``.
-
-    Call :meth:`close` when done (the threads are daemons, so a forgotten executor does not
-    keep the process alive).
-    """
-
-    def __init__(self, app: App, tiling: Tiling, cluster: Cluster, owner: np.ndarray, job_policy: str = "locality"):
-        self.app = app
-        self.job_policy = job_policy  # where a job phase's jobs run (shoal.placement.job_policies)
-        self.tiling = tiling
-        self.cluster = cluster
-        self.owner = np.asarray(owner, dtype=np.int64).copy()
-        self.phases = tuple(app.phases)
-        self._runners = [getattr(app, p.method) for p in self.phases]
-        self._packers = [getattr(app, p.pack) if p.halo or p.jobs else None for p in self.phases]
-        self._job_runners = [getattr(app, p.jobs) if p.jobs else None for p in self.phases]
-        self.graph = StepGraph(app, tiling)
-        # Per tile, the ranges of the last job phase it was the first tile of, as measured: it
-        # hands them in with its next jobs, so every process's profiled placement reads the same.
-        self._window: dict[int, list[tuple]] = {}
-        self._pools = {node: WorkerPool(cluster.cores[node], f"shoal-node{node}", configure_worker_thread)
-                       for node in self._nodes_here()}
-
-    # ----- public --------------------------------------------------------------------------
     def reconfigure(self, owner: np.ndarray | None = None, cores: dict[int, int] | None = None) -> None:
         """Between runs: new owners for the tiles, and new pool sizes for some nodes.
 
@@ -250,12 +219,49 @@ class LocalExecutor:
         for pool in self._pools.values():
             pool.close()
 
-    def __enter__(self) -> LocalExecutor:
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
+
+class LocalExecutor(NodePools):
+    """Run an app's tiles on ``cluster.nodes`` in-process nodes of ``cluster.cores[k]`` threads.
+
+    Parameters
+    ----------
+    app : App
+        The physics.
+    tiling : Tiling
+        How the grid is split.
+    cluster : Cluster
+        Nodes; ``cluster.cores[k]`` worker threads run on node ``k``.
+    owner : ndarray
+        ``owner[tile] -> node``.
+
+    Call :meth:`close` when done (the threads are daemons, so a forgotten executor does not
+    keep the process alive).
+    """
+
+    def __init__(self, app: App, tiling: Tiling, cluster: Cluster, owner: np.ndarray, job_policy: str = "locality"):
+        self.app = app
+        self.job_policy = job_policy  # where a job phase's jobs run (shoal.placement.job_policies)
+        self.tiling = tiling
+        self.cluster = cluster
+        self.owner = np.asarray(owner, dtype=np.int64).copy()
+        self.phases = tuple(app.phases)
+        self._runners = [getattr(app, p.method) for p in self.phases]
+        self._packers = [getattr(app, p.pack) if p.halo or p.jobs else None for p in self.phases]
+        self._job_runners = [getattr(app, p.jobs) if p.jobs else None for p in self.phases]
+        self.graph = StepGraph(app, tiling)
+        # Per tile, the ranges of the last job phase it was the first tile of, as measured: it
+        # hands them in with its next jobs, so every process's profiled placement reads the same.
+        self._window: dict[int, list[tuple]] = {}
+        self._pools = {node: WorkerPool(cluster.cores[node], f"shoal-node{node}", configure_worker_thread)
+                       for node in self._nodes_here()}
+
+    # ----- public (and the nodes' pools: see NodePools) ----------------------------------
     def run(
         self,
         steps: int,
@@ -971,14 +977,10 @@ class LocalExecutor:
         and grow the sequence accordingly (caller holds the lock)."""
         loop, rel_step, it = self._seq.pending
         step = rel_step + self.first_step
-        again = bool(self.app.again(loop, step, it, value))
-        if again and it + 1 >= loop.max_iterations:
-            what = (f"step {step}: loop {loop.first}..{loop.last} reached its {loop.max_iterations} iterations "
-                    f"without converging (last value {value})")
-            if loop.required:
-                self._failed(ShoalError(what), step)
-            else:
-                logger.warning("%s; the step goes on", what)
+        try:
+            again = loop_again(self.app, loop, step, it, value)
+        except ShoalError as err:
+            self._failed(err, step)
             again = False
         if not again:
             self._iterations[(step, loop.name)] = it + 1
@@ -999,14 +1001,13 @@ class LocalExecutor:
     def _fail(self, exc: BaseException, tile: int | None, task: int | None) -> None:
         """Stop every worker; the run raises ``exc`` (naming its step, phase and tile, when known)."""
         with self._lock:
-            what = exc if isinstance(exc, ShoalError) else f"{type(exc).__name__}: {exc}"
             if task is None:
+                what = exc if isinstance(exc, ShoalError) else f"{type(exc).__name__}: {exc}"
                 err, step = ShoalError(f"executor: {what}"), self.first_step + self._steps_done
+                err.__cause__ = exc
             else:
                 step = self._seq.step[task] + self.first_step
-                phase = self.phases[self._seq.phase[task]].name
-                err = ShoalError(f"step {step}, phase {phase}, tile {tile}: {what}")
-            err.__cause__ = exc
+                err = task_error(exc, step, self.phases[self._seq.phase[task]].name, tile)
             self._failed(err, step)
 
     def _failed(self, err: ShoalError, step: int) -> None:
@@ -1022,6 +1023,41 @@ class LocalExecutor:
             for k in range(reported, done):
                 on_step(k)
         return done
+
+
+def task_error(exc: BaseException | str, step: int, phase: str, tile: int) -> ShoalError:
+    """The one line a run stops with when a task fails: ``step S, phase P, tile T: what``
+    (``what`` a ShoalError's own message, else the exception's type and message), raised from
+    ``exc`` and carrying ``step``."""
+    what = exc if isinstance(exc, (ShoalError, str)) else f"{type(exc).__name__}: {exc}"
+    err = ShoalError(f"step {step}, phase {phase}, tile {tile}: {what}")
+    if isinstance(exc, BaseException):
+        err.__cause__ = exc
+    err.step = step
+    return err
+
+
+def loop_again(app: App, loop, step: int, iteration: int, value) -> bool:
+    """Whether ``loop`` runs another iteration in ``step`` after ``iteration``: the app's
+    :meth:`~shoal.runtime.app.App.again`, up to the loop's ``max_iterations`` (reaching it warns
+    and ends the loop).
+
+    Raises
+    ------
+    ShoalError
+        If the loop must converge (``required``) and reached its maximum still asking for more.
+    """
+    again = bool(app.again(loop, step, iteration, value))
+    if again and iteration + 1 >= loop.max_iterations:
+        what = (f"step {step}: loop {loop.first}..{loop.last} reached its {loop.max_iterations} iterations "
+                f"without converging (last value {value})")
+        if loop.required:
+            err = ShoalError(what)
+            err.step = step
+            raise err
+        logger.warning("%s; the step goes on", what)
+        again = False
+    return again
 
 
 def lagged_start(app: App, first_step: int, before: dict) -> dict:

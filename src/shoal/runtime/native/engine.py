@@ -49,6 +49,7 @@ RUNNING, DONE, DECIDE, FAILED = 0, 1, 2, 3
 STATUS, LIMIT, STARTED, STEP_LOCK, ERROR_TASK, ERROR_KIND, STEPS_DONE = range(7)
 ERROR_KERNEL, ERROR_PYTHON, ERROR_HALO = 1, 2, 3  # Shared.control[ERROR_KIND]
 SUM, MIN, MAX = 0, 1, 2  # reduction operations, as Graph.ops holds them
+BEFORE, ABSENT = -1, -2  # Graph.ctx_src: a value from before the run; no value (NaN) yet
 SPIN_NS = 50_000  # how long an idle worker spins on its queue before it sleeps
 
 #: The one signature of a compiled phase kernel: ``kernel(tile, step, iteration, mem, ints,
@@ -135,7 +136,7 @@ def finish_segment(s, status):
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
-def _ready(g, s, task, now):
+def _ready(s, task, now):
     """Count one input of ``task`` in; True if it was its last."""
     if atomic_add(s.need, task, -1) == 1:
         s.r_ready[task] = now
@@ -273,7 +274,7 @@ def fill_context(g, s, instance, reduced):
     for p in range(reduced.shape[0]):
         src = g.ctx_src[instance, p]
         for k in range(reduced.shape[1]):
-            reduced[p, k] = s.before[p, k] if src < 0 else s.red[src, k]
+            reduced[p, k] = s.red[src, k] if src >= 0 else s.before[p, k] if src == BEFORE else np.nan
 
 
 @nb.njit(nogil=True, cache=True)
@@ -282,7 +283,7 @@ def _release(g, s, instance, now):
     T = g.T
     for t in range(T):
         task = instance * T + t
-        if _ready(g, s, task, now):
+        if _ready(s, task, now):
             _push(s, g.owner[t], task)
 
 
@@ -374,7 +375,7 @@ def work(g, s, kernels, mem, ints, consts, node, worker, nphases, width):
             base = g.lk_base[L]
             for e in range(base + g.rd_ptr[L, tile], base + g.rd_ptr[L, tile + 1]):
                 reader = g.rd[e]
-                if _ready(g, s, nxt * T + reader, t1):
+                if _ready(s, nxt * T + reader, t1):
                     _push(s, g.owner[reader], nxt * T + reader)
         if g.nvals[instance] > 0 and atomic_add(s.remaining, instance, -1) == 1:
             _reduce(g, s, instance)  # the last tile in: every value is there
@@ -386,7 +387,7 @@ def work(g, s, kernels, mem, ints, consts, node, worker, nphases, width):
             s.step_end[step] = t1
             if atomic_add(s.control, STEPS_DONE, 1) + 1 >= atomic_load(s.control, LIMIT):
                 finish_segment(s, DONE)
-        if nxt < g.n and _ready(g, s, nxt * T + tile, t1):
+        if nxt < g.n and _ready(s, nxt * T + tile, t1):
             own = nxt * T + tile
 
 
@@ -408,7 +409,6 @@ def warm(kernels, nphases: int, width: int) -> None:
     a call on placeholder arrays of the run's types, with the segment already over."""
     g = Graph(*(_placeholder(name) for name in Graph._fields))
     s = Shared(*(_placeholder(name) for name in Shared._fields))
-    s.control[:] = 0
     s = s._replace(control=np.array([DONE, 0, 0, 0, 0, 0, 0, 0], np.int64))
     with warnings.catch_warnings():
         # First-class kernels are an "experimental" Numba feature; the trampoline's objmode

@@ -29,7 +29,6 @@ import numpy as np
 
 from ...cluster import Cluster
 from ...errors import ShoalError
-from ...log import logger
 from ...records import MESSAGES, TASKS
 from ...tiling import Tiling
 from ..app import App, StepContext
@@ -38,13 +37,18 @@ from ..local import (
     GIL_SWITCH_S,
     NOT_RUN,
     ExecutionResult,
+    NodePools,
     configure_worker_thread,
     lagged_start,
+    loop_again,
     reduced_value,
+    task_error,
 )
 from ..timing import thread_clock
 from ..workers import WorkerPool
 from .engine import (
+    ABSENT,
+    BEFORE,
     DECIDE,
     ERROR_HALO,
     ERROR_KERNEL,
@@ -75,7 +79,7 @@ OPS = {"sum": SUM, "min": MIN, "max": MAX}
 _handles = itertools.count(1)
 
 
-class NativeExecutor:
+class NativeExecutor(NodePools):
     """Run an app's tiles on ``cluster.nodes`` nodes of compiled worker threads, in this process.
 
     Parameters
@@ -122,39 +126,7 @@ class NativeExecutor:
         self._pools = {node: WorkerPool(cluster.cores[node], f"shoal-native{node}", configure_worker_thread)
                        for node in range(cluster.nodes)}
 
-    # ----- public --------------------------------------------------------------------------
-    def reconfigure(self, owner: np.ndarray | None = None, cores: dict[int, int] | None = None) -> None:
-        """Between runs: new owners for the tiles, and new pool sizes for some nodes (as
-        :meth:`LocalExecutor.reconfigure <shoal.runtime.local.LocalExecutor.reconfigure>`)."""
-        if owner is not None:
-            self.owner = np.asarray(owner, dtype=np.int64).copy()
-        if cores:
-            new = list(self.cluster.cores)
-            for node, n in cores.items():
-                if not 0 <= node < self.cluster.nodes:
-                    raise ShoalError(f"no node {node}: the run has nodes 0..{self.cluster.nodes - 1}")
-                if n < 1:
-                    raise ShoalError(f"node {node} needs at least one worker thread, got {n}")
-                new[node] = int(n)
-            for node, pool in self._pools.items():
-                pool.resize(new[node])
-            self.cluster = Cluster(tuple(new), self.cluster.network)
-
-    def pin(self, node: int, cpus: list[int] | None) -> None:
-        """Pin node ``node``'s worker threads to ``cpus`` before their next run, or unpin them."""
-        self._pools[node].pin(cpus)
-
-    def close(self) -> None:
-        """End the worker threads."""
-        for pool in self._pools.values():
-            pool.close()
-
-    def __enter__(self) -> NativeExecutor:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
+    # ----- public (and the nodes' pools: see NodePools) ----------------------------------
     def run(self, steps: int, states: dict[int, Any] | None = None, first_step: int = 0, on_step=None,
             reduced_before: dict | None = None, stop: threading.Event | None = None) -> ExecutionResult:
         """Run ``steps`` steps, as :meth:`LocalExecutor.run <shoal.runtime.local.LocalExecutor.run>` does."""
@@ -284,7 +256,7 @@ class NativeExecutor:
                 src = int(self._g.ctx_src[instance, q])
                 if src >= 0:
                     values = self._shared.red[src, :len(p.operations)]
-                elif self._before_known[q]:
+                elif src == BEFORE and self._before_known[q]:
                     values = self._shared.before[q, :len(p.operations)]
                 else:
                     continue
@@ -300,12 +272,8 @@ class NativeExecutor:
 
     def _fail(self, exc: BaseException, tile: int, instance: int) -> None:
         if self._error is None:
-            step = self._seq.step[instance] + self.first_step
-            what = exc if isinstance(exc, ShoalError) else f"{type(exc).__name__}: {exc}"
-            err = ShoalError(f"step {step}, phase {self.phases[self._seq.phase[instance]].name}, tile {tile}: {what}")
-            err.__cause__ = exc
-            err.step = step
-            self._error = err
+            self._error = task_error(exc, self._seq.step[instance] + self.first_step,
+                                     self.phases[self._seq.phase[instance]].name, tile)
 
     # ----- building the graph --------------------------------------------------------------
     def _before_values(self, before: dict, first_step: int) -> None:
@@ -405,19 +373,15 @@ class NativeExecutor:
         at = np.full((self.steps + 1, P), -1, np.int64)
         at[step, phase] = index
         # What each instance reads: per barrier phase its latest instance before; per lagged
-        # phase q, when the instance's phase comes after q, q's instance a step before.
-        ctx_src = np.full((n, P), -1, np.int64)
+        # phase q, when the instance's phase comes after q, q's instance a step before (BEFORE:
+        # the value from before the run; ABSENT: none).
+        ctx_src = np.full((n, P), BEFORE, np.int64)
         for q, ph in enumerate(self.phases):
             if ph.reduction is None:
                 continue
             if ph.lagged:
-                prev = np.where(step >= 1, at[np.maximum(step - 1, 0), q], -1)
-                ctx_src[:, q] = np.where(phase > q, prev, -1)
-                known = (first - 1, ph.name) in self._reduced
-                self._before_known[q] = known
-                if known:
-                    value = self._reduced[(first - 1, ph.name)]
-                    self._before[q, :len(ph.operations)] = value if isinstance(value, tuple) else (value,)
+                prev = np.where(step >= 1, at[np.maximum(step - 1, 0), q], -1)  # step 0: from before the run
+                ctx_src[:, q] = np.where(phase > q, prev, ABSENT)  # earlier phases cannot rely on it yet
             else:
                 mine = np.where(phase == q, index, -1)
                 ctx_src[1:, q] = np.maximum.accumulate(mine)[:-1]
@@ -528,16 +492,7 @@ class NativeExecutor:
         phase = self.phases[seq.phase[last]]
         value = self._value(phase, sh.red[last, :len(phase.operations)])
         step = rel_step + self.first_step
-        again = bool(self.app.again(loop, step, it, value))
-        if again and it + 1 >= loop.max_iterations:
-            what = (f"step {step}: loop {loop.first}..{loop.last} reached its {loop.max_iterations} iterations "
-                    f"without converging (last value {value})")
-            if loop.required:
-                err = ShoalError(what)
-                err.step = step
-                raise err
-            logger.warning("%s; the step goes on", what)
-            again = False
+        again = loop_again(self.app, loop, step, it, value)  # raises if a required loop did not converge
         if not again:
             self._iterations[(step, loop.name)] = it + 1
         sh.left[rel_step] -= 1  # the decision is taken
@@ -565,8 +520,6 @@ class NativeExecutor:
         sh, g = self._shared, self._g
         task, kind = int(sh.control[ERROR_TASK]), int(sh.control[ERROR_KIND])
         instance, tile = divmod(task, self._T)
-        phase = self.phases[int(g.phase[instance])].name
-        step = int(g.step[instance]) + self.first_step
         if kind == ERROR_HALO:
             what = (f"halo staging overrun: the tile packed halos its reader had not read yet (staging depth "
                     f"{g.stamp_depth})")
@@ -574,11 +527,10 @@ class NativeExecutor:
             what = self._kernel_error(instance, tile)
         else:
             what = "failed"
-        err = ShoalError(f"step {step}, phase {phase}, tile {tile}: {what}")
-        err.step = step
-        return err
+        return task_error(what, int(g.step[instance]) + self.first_step, self.phases[int(g.phase[instance])].name,
+                          tile)
 
-    def _kernel_error(self, instance: int, tile: int) -> str:
+    def _kernel_error(self, instance: int, tile: int) -> Exception | str:
         """What a native kernel raised: compiled code keeps no message, so the kernel runs again
         from Python on a copy of the tile's memory, which raises it here."""
         g = self._g
@@ -591,7 +543,7 @@ class NativeExecutor:
                                               int(g.iteration[instance]), mem, ints, self._consts, reduced,
                                               np.zeros(max(self._width, 1)))
         except Exception as exc:  # noqa: BLE001
-            return str(exc) if isinstance(exc, ShoalError) else f"{type(exc).__name__}: {exc}"
+            return exc
         return "the compiled kernel raised an error"
 
     # ----- results -------------------------------------------------------------------------
