@@ -288,6 +288,13 @@ class SPH2DApp(App):
         self.pack_emigrants({**state, "outside": np.arange(len(state["id"]))}, tile, tiling)
         settle(take(state, slice(None)), self.cells, tiling, tile, [])
 
+    def native(self, tiling: Tiling):
+        """The three phases as compiled kernels on particles at a capacity, halos by compiled
+        packers (:mod:`.native2d`); a channel and lazy halos stay in Python."""
+        from .native2d import native_plan
+
+        return native_plan(self, tiling)
+
     # ----- phases ---------------------------------------------------------------------------
     def halo_wanted(self, phase: Phase, step: int) -> bool:
         """Lazy updates: halos every k-th step, migrants on the step before (held until then)."""

@@ -17,7 +17,11 @@ per graph (:class:`Graph`) and arrays every worker shares (:class:`Shared`):
   and releases the instance that reads them;
 - halos: a tile's memory is one float64 array; after its task a tile copies the blocks its
   readers need into their slot of a staging buffer (a copy plan), and a reader copies them
-  into its ghost cells before its task, so a writer never touches memory a reader is using;
+  into its ghost cells before its task, so a writer never touches memory a reader is using.
+  Halos of variable size (particles) are written into the slot by the phase's compiled packer
+  (:data:`PACKER`) and land, end to end, in the reader's inbox; a payload, an inbox or a
+  kernel's output that does not fit ends the segment with :data:`ERROR_CAPACITY`, and the
+  executor redoes the run with more room;
 - phases an app leaves in Python run through :func:`~shoal.runtime.native.trampoline.python_task`,
   the one place a worker takes the interpreter lock.
 
@@ -47,7 +51,8 @@ warnings.filterwarnings("ignore", message=".*object mode won't allow parallel ex
 RUNNING, DONE, DECIDE, FAILED = 0, 1, 2, 3
 # Slots of Shared.control.
 STATUS, LIMIT, STARTED, STEP_LOCK, ERROR_TASK, ERROR_KIND, STEPS_DONE = range(7)
-ERROR_KERNEL, ERROR_PYTHON, ERROR_HALO = 1, 2, 3  # Shared.control[ERROR_KIND]
+# Shared.control[ERROR_KIND]; ERROR_CAPACITY: a kernel, packer or inbox had no room (the run is redone bigger)
+ERROR_KERNEL, ERROR_PYTHON, ERROR_HALO, ERROR_CAPACITY = 1, 2, 3, 4
 SUM, MIN, MAX = 0, 1, 2  # reduction operations, as Graph.ops holds them
 BEFORE, ABSENT = -1, -2  # Graph.ctx_src: a value from before the run; no value (NaN) yet
 SPIN_NS = 50_000  # how long an idle worker spins on its queue before it sleeps
@@ -60,6 +65,15 @@ SPIN_NS = 50_000  # how long an idle worker spins on its queue before it sleeps
 KERNEL = types.int64(types.int64, types.int64, types.int64, types.float64[::1], types.int64[::1],
                      types.float64[::1], types.float64[:, ::1], types.float64[::1])
 
+#: The one signature of a compiled packer, for halos of variable size (particles):
+#: ``packer(source tile, reader tile, mem, ints, reader's ints, consts, slot) -> words``. It
+#: writes what ``reader`` reads of the source tile (``mem``, ``ints``) into ``slot`` and returns
+#: the words it wrote, or -1 when they do not fit. The engine hands the reader every payload it
+#: reads, by source tile id, end to end in its *inbox* (a field of its memory): word 0 the words
+#: that follow.
+PACKER = types.int64(types.int64, types.int64, types.float64[::1], types.int64[::1], types.int64[::1],
+                     types.float64[::1], types.float64[::1])
+
 Graph = namedtuple("Graph", [
     "T", "n", "first", "handle", "stamp_depth",
     # per instance
@@ -67,6 +81,10 @@ Graph = namedtuple("Graph", [
     "first_of_step", "ctx_src",
     # per links kind: readers of each tile (CSR, edges numbered by position), and each tile's incoming edges
     "rd_ptr", "rd", "in_ptr", "inc", "lk_base",
+    # per links kind: its packer (-1: a copy plan), and per tile where its inbox lies in its memory and its words
+    "packer", "ib_off", "ib_cap",
+    # per instance: its first message row (the rows of an instance: its edges, in order)
+    "msg_off",
     # per edge: its staging offset and size; its pack and unpack blocks
     "ed_off", "ed_size", "pk_ptr", "pk", "up_ptr", "up",
     # per tile: its memory and integer descriptor (offsets into mem and ints); its node
@@ -77,7 +95,7 @@ Shared = namedtuple("Shared", [
     "control", "need", "remaining", "vals", "red", "before", "left", "step_end",
     "r_start", "r_end", "r_ready", "r_node", "r_worker", "r_work", "r_kernel",
     "queue", "q_head", "q_tail", "q_lock", "sleepers", "words",
-    "staging", "written", "consumed",
+    "staging", "written", "consumed", "sent",
 ])
 
 
@@ -196,33 +214,47 @@ def _copy(src, src_base, dst, dst_base, blocks, first, last, to_flat):
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
-def _pack(g, s, mem, instance, tile):
-    """Copy ``tile``'s halos for ``instance`` into its readers' staging slots. False if a
-    slot still holds halos its reader has not read (the staging is too shallow)."""
+def _pack(g, s, mem, ints, consts, packers, instance, tile):
+    """Copy ``tile``'s halos for ``instance`` into its readers' staging slots (a copy plan, or
+    the phase's packer). 0, :data:`ERROR_HALO` if a slot still holds halos its reader has not
+    read (the staging is too shallow), :data:`ERROR_CAPACITY` if a payload did not fit."""
     L = g.links[instance]
     base = g.lk_base[L]
     nedges = g.ed_off.shape[0]
     slot = instance % g.stamp_depth
+    packer = g.packer[L]
     for e in range(base + g.rd_ptr[L, tile], base + g.rd_ptr[L, tile + 1]):
         at = slot * nedges + e
         if s.written[at] >= 0 and s.consumed[at] != s.written[at]:
-            return False
-        _copy(mem, g.mem_off[tile], s.staging, slot * s.staging.shape[0] // g.stamp_depth + g.ed_off[e],
-              g.pk, g.pk_ptr[e], g.pk_ptr[e + 1], True)
+            return ERROR_HALO
+        b = slot * s.staging.shape[0] // g.stamp_depth + g.ed_off[e]
+        if packer < 0:
+            _copy(mem, g.mem_off[tile], s.staging, b, g.pk, g.pk_ptr[e], g.pk_ptr[e + 1], True)
+        else:
+            reader = g.rd[e]
+            used = packers[packer](tile, reader, mem[g.mem_off[tile]:g.mem_off[tile + 1]],
+                                   ints[g.int_off[tile]:g.int_off[tile + 1]],
+                                   ints[g.int_off[reader]:g.int_off[reader + 1]], consts,
+                                   s.staging[b + 1:b + g.ed_size[e]])
+            if used < 0 or used > g.ed_size[e] - 1:
+                return ERROR_CAPACITY
+            s.staging[b] = used
+            s.sent[g.msg_off[instance] + e - base] = used
         s.written[at] = instance
-    return True
+    return 0
 
 
 @nb.njit(nogil=True, cache=True)
-def open_segment(g, s, mem, instance):
+def open_segment(g, s, mem, ints, consts, packers, instance):
     """Every tile is about to run ``instance``: copy its native halos (nobody packed them: the
-    run's start, or a loop's decision), then queue every tile's task, in tile order. False if
-    a staging slot overran."""
+    run's start, or a loop's decision), then queue every tile's task, in tile order. 0, or
+    what :func:`_pack` failed with."""
     T = g.T
     if g.links[instance] >= 0 and not g.pypack[instance]:
         for t in range(T):
-            if not _pack(g, s, mem, instance, t):
-                return False
+            status = _pack(g, s, mem, ints, consts, packers, instance, t)
+            if status != 0:
+                return status
     now = monotonic_ns()
     cap = s.queue.shape[1]
     for t in range(T):
@@ -232,21 +264,35 @@ def open_segment(g, s, mem, instance):
         node = g.owner[t]
         s.queue[node, s.q_tail[node] % cap] = task
         s.q_tail[node] += 1
-    return True
+    return 0
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
 def _unpack(g, s, mem, instance, tile):
-    """Copy the halos ``tile`` reads in ``instance`` from the staging into its ghost cells."""
+    """Copy the halos ``tile`` reads in ``instance`` from the staging into its ghost cells (a
+    copy plan) or its inbox (a packer's payloads, end to end). False if the inbox is too small."""
     L = g.links[instance]
     nedges = g.ed_off.shape[0]
     slot = instance % g.stamp_depth
+    inbox = g.mem_off[tile] + g.ib_off[L, tile]
+    total = 0
     for k in range(g.in_ptr[L, tile], g.in_ptr[L, tile + 1]):
         e = g.inc[g.lk_base[L] + k]
         at = slot * nedges + e
-        _copy(s.staging, slot * s.staging.shape[0] // g.stamp_depth + g.ed_off[e], mem, g.mem_off[tile],
-              g.up, g.up_ptr[e], g.up_ptr[e + 1], False)
+        b = slot * s.staging.shape[0] // g.stamp_depth + g.ed_off[e]
+        if g.packer[L] < 0:
+            _copy(s.staging, b, mem, g.mem_off[tile], g.up, g.up_ptr[e], g.up_ptr[e + 1], False)
+        else:
+            used = np.int64(s.staging[b])
+            if 1 + total + used > g.ib_cap[L, tile]:
+                return False
+            for i in range(used):
+                mem[inbox + 1 + total + i] = s.staging[b + 1 + i]
+            total += used
         s.consumed[at] = instance
+    if g.packer[L] >= 0:
+        mem[inbox] = total
+    return True
 
 
 @nb.njit(nogil=True, cache=True)
@@ -317,7 +363,7 @@ def _idle(s, node):
 
 
 @nb.njit(nogil=True, cache=True)
-def work(g, s, kernels, mem, ints, consts, node, worker, nphases, width):
+def work(g, s, kernels, packers, mem, ints, consts, node, worker, nphases, width):
     """One worker's share of the segment: run tasks of ``node`` until the segment ends; return
     the status it ended with."""
     T = g.T
@@ -336,8 +382,9 @@ def work(g, s, kernels, mem, ints, consts, node, worker, nphases, width):
         if g.first_of_step[instance] and not _enter_step(s, step):
             continue  # the run stops before this step
         t0 = monotonic_ns()
-        if g.links[instance] >= 0 and not g.pypack[instance]:
-            _unpack(g, s, mem, instance, tile)
+        if g.links[instance] >= 0 and not g.pypack[instance] and not _unpack(g, s, mem, instance, tile):
+            _fail(s, task, ERROR_CAPACITY)
+            return FAILED
         kernel = g.kernel[instance]
         nxt = instance + 1
         packs = nxt < g.n and g.links[nxt] >= 0
@@ -352,6 +399,9 @@ def work(g, s, kernels, mem, ints, consts, node, worker, nphases, width):
             except Exception:  # noqa: BLE001 (the executor finds what it was: see NativeExecutor)
                 _fail(s, task, ERROR_KERNEL)
                 return FAILED
+            if done < 0:  # no room for what the task made (particles that came in)
+                _fail(s, task, ERROR_CAPACITY)
+                return FAILED
             for k in range(g.nvals[instance]):
                 s.vals[task, k] = out[k]
             s.r_work[task] = done
@@ -363,9 +413,11 @@ def work(g, s, kernels, mem, ints, consts, node, worker, nphases, width):
             if kernel_ns < 0:
                 _fail(s, task, ERROR_PYTHON)
                 return FAILED
-        if packs and not g.pypack[nxt] and not _pack(g, s, mem, nxt, tile):
-            _fail(s, task, ERROR_HALO)
-            return FAILED
+        if packs and not g.pypack[nxt]:
+            status = _pack(g, s, mem, ints, consts, packers, nxt, tile)
+            if status != 0:
+                _fail(s, task, status)
+                return FAILED
         t1 = monotonic_ns()
         s.r_start[task], s.r_end[task], s.r_node[task], s.r_worker[task] = t0, t1, node, worker
         s.r_kernel[task] = t1 - t0 if kernel >= 0 else kernel_ns
@@ -392,7 +444,7 @@ def work(g, s, kernels, mem, ints, consts, node, worker, nphases, width):
 
 
 _SCALARS = ("T", "n", "first", "handle", "stamp_depth")
-_MATRICES = ("ops", "ctx_src", "rd_ptr", "in_ptr", "pk", "up", "vals", "red", "before", "queue")
+_MATRICES = ("ops", "ctx_src", "rd_ptr", "in_ptr", "pk", "up", "vals", "red", "before", "queue", "ib_off", "ib_cap")
 _FLOATS = ("vals", "red", "before", "staging")
 
 
@@ -404,7 +456,7 @@ def _placeholder(name: str):
     return np.zeros(shape, dtype)
 
 
-def warm(kernels, nphases: int, width: int) -> None:
+def warm(kernels, packers, nphases: int, width: int) -> None:
     """Compile (or load from the cache) :func:`work` for this kernel table before a timed run:
     a call on placeholder arrays of the run's types, with the segment already over."""
     g = Graph(*(_placeholder(name) for name in Graph._fields))
@@ -415,4 +467,4 @@ def warm(kernels, nphases: int, width: int) -> None:
         # block holds the lock only inside it (Numba warns for the whole function).
         warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
         warnings.filterwarnings("ignore", message=".*object mode won't allow parallel execution")
-        work(g, s, kernels, np.zeros(1), np.zeros(1, np.int64), np.zeros(1), 0, 0, nphases, width)
+        work(g, s, kernels, packers, np.zeros(1), np.zeros(1, np.int64), np.zeros(1), 0, 0, nphases, width)

@@ -50,6 +50,7 @@ from .engine import (
     ABSENT,
     BEFORE,
     DECIDE,
+    ERROR_CAPACITY,
     ERROR_HALO,
     ERROR_KERNEL,
     ERROR_KIND,
@@ -72,10 +73,18 @@ from .engine import (
     warm,
     work,
 )
-from .plan import NativeLayout, copy_plans, noop_kernel
+from .plan import NativeLayout, copy_plans, noop_kernel, noop_packer
 from .trampoline import RUNS
 
 OPS = {"sum": SUM, "min": MIN, "max": MAX}
+
+
+class _NoRoom(Exception):
+    """A run's halos or states outgrew their room: it is redone with more."""
+
+
+GROWTHS = 6  # times a run is redone with more room before its app's state is called too big
+VARIABLE = -2  # a message row whose size the engine records (a packer's payload)
 _handles = itertools.count(1)
 
 
@@ -118,25 +127,49 @@ class NativeExecutor(NodePools):
         kernels = self.layout.kernels if self.layout is not None else {}
         self._kernel_of = np.array([list(kernels).index(n) if n in kernels else -1 for n in names], np.int64)
         self._kernels = tuple(kernels.values()) or (noop_kernel,)
+        packers = self.layout.native.packers if self.layout is not None else {}
+        self._packers_c = tuple(packers.values()) or (noop_packer,)
         self._width = max([1] + [len(p.operations) for p in self.phases])
         self._handle = next(_handles)
         self._plan_cache = None  # (keys, layout fields, Plans) of the last graph: a restart reuses it
         self.first_step = 0
-        warm(self._kernels, len(self.phases), self._width)  # compiled before any timed run
+        warm(self._kernels, self._packers_c, len(self.phases), self._width)  # compiled before any timed run
         self._pools = {node: WorkerPool(cluster.cores[node], f"shoal-native{node}", configure_worker_thread)
                        for node in range(cluster.nodes)}
 
     # ----- public (and the nodes' pools: see NodePools) ----------------------------------
     def run(self, steps: int, states: dict[int, Any] | None = None, first_step: int = 0, on_step=None,
             reduced_before: dict | None = None, stop: threading.Event | None = None) -> ExecutionResult:
-        """Run ``steps`` steps, as :meth:`LocalExecutor.run <shoal.runtime.local.LocalExecutor.run>` does."""
+        """Run ``steps`` steps, as :meth:`LocalExecutor.run <shoal.runtime.local.LocalExecutor.run>` does.
+
+        An app whose state changes size (:attr:`Native.publish <shoal.runtime.native.Native>`)
+        runs from a copy of its memory: when something has no room, the run is redone from
+        it with every capacity grown (steps already reported are not reported again)."""
         if steps <= 0:
             raise ShoalError(f"steps must be positive, got {steps}")
+        if states is None:
+            states = {t: self.app.init_tile(t, self.tiling) for t in range(self.tiling.ntiles)}
+        native = self.layout.native if self.layout is not None else None
+        reported = [0]
+
+        def report(k):
+            if k >= reported[0]:
+                reported[0] = k + 1
+                on_step(k)
+
+        for _ in range(GROWTHS):
+            try:
+                return self._run(steps, states, first_step, report if on_step is not None else None, reduced_before,
+                                 stop)
+            except _NoRoom:
+                native.grow()
+        raise ShoalError(f"app {self.app.name!r}: no room for its state after growing every capacity "
+                         f"{GROWTHS} times")
+
+    def _run(self, steps, states, first_step, on_step, reduced_before, stop) -> ExecutionResult:
         T = self.tiling.ntiles
         before = dict(reduced_before or {})
         before.update(lagged_start(self.app, first_step, before))
-        if states is None:
-            states = {t: self.app.init_tile(t, self.tiling) for t in range(T)}
         self.states, self.first_step, self.steps = states, first_step, steps
         self._T = T
         self._seq = TaskSequence(self.phases, self.app.loops, steps)
@@ -145,6 +178,8 @@ class NativeExecutor(NodePools):
             self.layout.native.prepare(states, first_step, steps)
         self._mem, self._mem_off = (self.layout.memory(states) if self.layout is not None
                                     else (np.zeros(0), np.zeros(T + 1, np.int64)))
+        publish = self.layout.native.publish if self.layout is not None else None
+        self._start_mem = self._mem.copy() if publish is not None else None  # what a redo starts from
         self._ints, self._int_off, self._consts = (self.layout.descriptors(self.tiling) if self.layout is not None
                                                    else (np.zeros(0, np.int64), np.zeros(T + 1, np.int64),
                                                          np.zeros(0)))
@@ -174,7 +209,12 @@ class NativeExecutor(NodePools):
                 reported = self._segment(on_step, stop, reported)
                 status = int(self._shared.control[STATUS])
                 if status == FAILED or self._error is not None:
-                    raise self._failure()
+                    if self._error is None and self._shared.control[ERROR_KIND] == ERROR_CAPACITY:
+                        self._no_room()
+                    error = self._failure()
+                    if publish is not None:
+                        publish(states)
+                    raise error
                 if status != DECIDE or not self._decide():
                     break
         finally:
@@ -183,6 +223,8 @@ class NativeExecutor(NodePools):
             if collecting:
                 gc.enable()
         wall = time.perf_counter() - self._wall0
+        if publish is not None:
+            publish(states)
         done = int(self._shared.control[STEPS_DONE])
         if on_step is not None:
             for k in range(reported, done):
@@ -309,7 +351,7 @@ class NativeExecutor(NodePools):
             queue=np.zeros((nodes, T + 1), np.int64), q_head=np.zeros(nodes, np.int64),
             q_tail=np.zeros(nodes, np.int64), q_lock=np.zeros(nodes, np.int64), sleepers=np.zeros(nodes, np.int64),
             words=np.zeros(nodes, np.int32), staging=np.zeros(0), written=np.zeros(0, np.int64),
-            consumed=np.zeros(0, np.int64))
+            consumed=np.zeros(0, np.int64), sent=np.zeros(0, np.int64))
         if old is None:
             fresh.control[LIMIT] = self.steps
             fresh.control[STARTED] = -1
@@ -320,7 +362,7 @@ class NativeExecutor(NodePools):
             for name in ("remaining", "red"):
                 getattr(fresh, name)[:m] = getattr(old, name)
             for name in ("control", "left", "step_end", "queue", "q_head", "q_tail", "staging", "written",
-                         "consumed"):
+                         "consumed", "sent"):
                 fresh = fresh._replace(**{name: getattr(old, name)})
         self._shared = fresh
 
@@ -358,8 +400,12 @@ class NativeExecutor(NodePools):
             for k, (_, links) in enumerate(self._links):
                 self._fanin[k] = links.fanin
                 base = self._plans.lk_base[k]
-                self._sizes.append(8 * self._plans.ed_size[base:base + links.count] if self._plans.native[k]
-                                   else np.full(links.count, -1, np.int64))
+                if self._plans.packer[k] >= 0:
+                    self._sizes.append(np.full(links.count, VARIABLE, np.int64))
+                elif self._plans.native[k]:
+                    self._sizes.append(8 * self._plans.ed_size[base:base + links.count])
+                else:
+                    self._sizes.append(np.full(links.count, -1, np.int64))
         plans = self._plans
         has = link_ids >= 0
         pypack = (has & ~plans.native[np.maximum(link_ids, 0)]).astype(np.int64)
@@ -399,6 +445,9 @@ class NativeExecutor(NodePools):
             decide[n - 1] = 1  # its reduction waits for the app's decision
         first_of_step = np.zeros(n, np.int64)
         first_of_step[np.asarray(seq.step_first, np.int64)] = 1
+        # Message rows: per instance with links, (source, reader) order; native sizes known now.
+        counts = np.array([links.count if links is not None else 0 for links in links_of], np.int64)
+        self._msg_offset = np.concatenate([[0], np.cumsum(counts)])
         self._g = Graph(
             T=T, n=n, first=first, handle=self._handle, stamp_depth=plans.depth,
             phase=phase, step=step, iteration=np.asarray(seq.iteration, np.int64), kernel=self._kernel_of[phase],
@@ -406,15 +455,17 @@ class NativeExecutor(NodePools):
             gates=gates, decide=decide, first_of_step=first_of_step, ctx_src=ctx_src,
             rd_ptr=plans.rd_ptr, rd=plans.rd, in_ptr=plans.in_ptr, inc=plans.inc, lk_base=plans.lk_base,
             ed_off=plans.ed_off, ed_size=plans.ed_size, pk_ptr=plans.pk_ptr, pk=plans.pk, up_ptr=plans.up_ptr,
-            up=plans.up, mem_off=self._mem_off, int_off=self._int_off, owner=self.owner)
+            up=plans.up, packer=plans.packer, ib_off=plans.ib_off, ib_cap=plans.ib_cap,
+            msg_off=self._msg_offset[:-1], mem_off=self._mem_off, int_off=self._int_off, owner=self.owner)
         sh = self._shared
         if sh.staging.shape[0] != plans.depth * plans.staging or len(sh.written) != plans.depth * len(plans.ed_off):
             written = np.full(plans.depth * len(plans.ed_off), -1, np.int64)
             sh = self._shared = sh._replace(staging=np.zeros(plans.depth * plans.staging), written=written,
                                             consumed=written.copy())
-        # Message rows: per instance with links, (source, reader) order; native sizes known now.
-        counts = np.array([links.count if links is not None else 0 for links in links_of], np.int64)
-        self._msg_offset = np.concatenate([[0], np.cumsum(counts)])
+        if len(sh.sent) < self._msg_offset[-1]:  # words of the packers' payloads, per message row
+            sent = np.zeros(max(int(self._msg_offset[-1]), 2 * len(sh.sent)), np.int64)
+            sent[:len(sh.sent)] = sh.sent
+            sh = self._shared = sh._replace(sent=sent)
         new = [self._sizes[k] for k in link_ids[start:] if k >= 0]
         self._m_bytes = np.concatenate([self._m_bytes[:self._msg_offset[start]], *new]).astype(np.int64)
         # Counters: own previous task, halos, the gating reduction (one reduced before ``start``
@@ -436,7 +487,10 @@ class NativeExecutor(NodePools):
         if g.links[instance] >= 0 and g.pypack[instance]:
             for t in range(T):
                 self._pack(t, instance)
-        if not open_segment(g, sh, self._mem, instance):
+        status = open_segment(g, sh, self._mem, self._ints, self._consts, self._packers_c, instance)
+        if status == ERROR_CAPACITY:
+            self._no_room()
+        if status:
             raise ShoalError("halo staging overrun before the first task")
 
     def _segment(self, on_step, stop, reported: int) -> int:
@@ -449,8 +503,8 @@ class NativeExecutor(NodePools):
 
         def job(node, w):
             try:
-                work(self._g, self._shared, self._kernels, self._mem, self._ints, self._consts, node, w,
-                            len(self.phases), self._width)
+                work(self._g, self._shared, self._kernels, self._packers_c, self._mem, self._ints, self._consts,
+                     node, w, len(self.phases), self._width)
             except BaseException as exc:  # a fault of the engine itself: the run stops with it
                 if self._error is None:
                     self._error = ShoalError(f"executor: {type(exc).__name__}: {exc}")
@@ -513,6 +567,12 @@ class NativeExecutor(NodePools):
         self._start_segment(start)
         return True
 
+    def _no_room(self):
+        """Back to the run's start (the memory as it was, the states published): a redo follows."""
+        self._mem[:] = self._start_mem
+        self.layout.native.publish(self.states)
+        raise _NoRoom
+
     def _failure(self) -> ShoalError:
         """The error that stopped the run, as one line naming step, phase and tile."""
         if self._error is not None:
@@ -520,7 +580,9 @@ class NativeExecutor(NodePools):
         sh, g = self._shared, self._g
         task, kind = int(sh.control[ERROR_TASK]), int(sh.control[ERROR_KIND])
         instance, tile = divmod(task, self._T)
-        if kind == ERROR_HALO:
+        if kind == ERROR_CAPACITY:
+            what = "no room for a halo or a tile's state"
+        elif kind == ERROR_HALO:
             what = (f"halo staging overrun: the tile packed halos its reader had not read yet (staging depth "
                     f"{g.stamp_depth})")
         elif kind == ERROR_KERNEL:
@@ -531,9 +593,18 @@ class NativeExecutor(NodePools):
                           tile)
 
     def _kernel_error(self, instance: int, tile: int) -> Exception | str:
-        """What a native kernel raised: compiled code keeps no message, so the kernel runs again
-        from Python on a copy of the tile's memory, which raises it here."""
+        """What a native kernel raised: compiled code keeps no message, so the app explains it
+        from the tile's state, or the kernel runs again from Python on a copy of the tile's
+        memory, which raises it here."""
         g = self._g
+        native = self.layout.native
+        if native.explain is not None:
+            state = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in self.states[tile].items()}
+            try:
+                native.explain(self.phases[int(g.phase[instance])].name, tile, state)
+            except Exception as exc:  # noqa: BLE001
+                return exc
+            return "the compiled kernel raised an error"
         reduced = np.empty((len(self.phases), self._width))
         fill_context(g, self._shared, instance, reduced)
         mem = self._mem[self._mem_off[tile]:self._mem_off[tile + 1]].copy()
@@ -589,7 +660,8 @@ class NativeExecutor(NodePools):
         if edges:
             messages["src"][:] = np.concatenate([e[0] for e in edges])
             messages["dst"][:] = np.concatenate([e[1] for e in edges])
-        messages["bytes"][:] = self._m_bytes[:self._msg_offset[end]]
+        sizes = self._m_bytes[:self._msg_offset[end]]
+        messages["bytes"][:] = np.where(sizes == VARIABLE, 8 * self._shared.sent[:len(sizes)], sizes)
         step_end = (sh.step_end[:done] - self._t0) * 1e-9
         return ExecutionResult(
             states=self.states, first_step=self.first_step, steps=done,

@@ -23,7 +23,7 @@ import numba as nb
 import numpy as np
 
 from ...errors import ShoalError
-from .engine import KERNEL
+from .engine import KERNEL, PACKER
 
 Box = tuple[slice, ...]
 #: One copy of a plan: ``(source field, box of it, reader's field, box of it)``, the boxes of equal
@@ -34,6 +34,12 @@ Copy = tuple[str, Box, str, Box]
 @nb.njit(KERNEL, nogil=True, cache=True)
 def noop_kernel(tile, step, iteration, mem, ints, consts, reduced, out):
     """A kernel that does nothing (the engine's kernel table is never empty)."""
+    return 0
+
+
+@nb.njit(PACKER, nogil=True, cache=True)
+def noop_packer(src, reader, mem, ints, reader_ints, consts, slot):
+    """A packer that sends nothing (the engine's packer table is never empty)."""
     return 0
 
 
@@ -65,7 +71,31 @@ class Native:
     prepare : callable, optional
         ``prepare(states, first_step, steps)``: called at the start of every run, before the
         states are laid out, to size what the run's steps fill (room for samples recorded each
-        step) or make per-run tables. ``ints`` is called after it, on the same run.
+        step, room for particles) or make per-run tables. ``ints`` is called after it, on the
+        same run.
+    packers : mapping of str to compiled function, optional
+        Per native phase whose halos vary in size (particles), its packer
+        (:data:`~shoal.runtime.native.engine.PACKER`) instead of a copy plan; the reader finds
+        the payloads in the field ``inboxes[phase]`` of its memory.
+    inboxes : mapping of str to str, optional
+        Per phase of ``packers``, the float64 field its payloads land in (word 0: the words
+        that follow).
+    payload_words : callable, optional
+        ``payload_words(phase, source, reader) -> int``: room for one payload of a packer's
+        phase, read when a run's plans are made (after ``prepare``).
+    publish : callable, optional
+        ``publish(states)``: the states back in their Python form after a run (particle arrays
+        cut to their counts, scalars out of the memory). Given by apps whose state changes size:
+        every phase of such an app runs natively. Their run is redone with more room when a
+        payload, inbox or kernel output does not fit: ``grow()`` then raises every capacity,
+        and the next ``prepare`` sees it.
+    grow : callable, optional
+        See ``publish``.
+    explain : callable, optional
+        ``explain(phase, tile, state)``: called with a copy of a tile's state as its kernel left
+        it when the kernel raised; raises the error the app's Python phase would have raised
+        there (compiled code keeps no message). Without it, the kernel runs again from Python on
+        a copy of the memory.
     """
 
     kernels: Mapping[str, Any]
@@ -75,6 +105,12 @@ class Native:
     halos: Callable[[str, int, int], list[Copy]] | None = None
     scratch: Callable[[int], dict[str, np.ndarray]] | None = None
     prepare: Callable[[dict, int, int], None] | None = None
+    packers: Mapping[str, Any] = field(default_factory=dict)
+    inboxes: Mapping[str, str] = field(default_factory=dict)
+    payload_words: Callable[[str, int, int], int] | None = None
+    publish: Callable[[dict], None] | None = None
+    grow: Callable[[], None] | None = None
+    explain: Callable[[str, int, dict], None] | None = None
 
 
 def words(a: np.ndarray) -> int:
@@ -104,8 +140,13 @@ class NativeLayout:
         if unknown:
             raise ShoalError(f"app {app.name!r}: native kernels for phases it lacks: {', '.join(unknown)}")
         for p in app.phases:
-            if p.name in native.kernels and p.halo and native.halos is None:
+            if p.name in native.packers and (p.name not in native.inboxes or native.payload_words is None):
+                raise ShoalError(f"app {app.name!r}: native phase {p.name!r} has a packer, no inbox or payload size")
+            if p.name in native.kernels and p.halo and native.halos is None and p.name not in native.packers:
                 raise ShoalError(f"app {app.name!r}: native phase {p.name!r} reads halos, no copy plan given")
+        if native.publish is not None and names - set(native.kernels):
+            raise ShoalError(f"app {app.name!r}: a state that changes size needs every phase native, not "
+                             f"{', '.join(sorted(names - set(native.kernels)))}")
         return cls(native, tiling.ntiles)
 
     def memory(self, states: dict[int, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -206,7 +247,7 @@ class NativeLayout:
 
 
 Plans = namedtuple("Plans", ["native", "depth", "staging", "rd_ptr", "rd", "in_ptr", "inc", "lk_base", "ed_off",
-                             "ed_size", "pk_ptr", "pk", "up_ptr", "up"])
+                             "ed_size", "pk_ptr", "pk", "up_ptr", "up", "packer", "ib_off", "ib_cap"])
 
 
 def copy_plans(keys: list, layout: NativeLayout | None, phases, ntiles: int) -> Plans:
@@ -215,9 +256,14 @@ def copy_plans(keys: list, layout: NativeLayout | None, phases, ntiles: int) -> 
 
     Staging holds ``depth`` slots per edge (instance modulo depth): a writer may run that many
     instances ahead of a reader before it would overwrite halos not yet read (the engine checks).
+    A packer's edge has a slot of the app's ``payload_words`` plus its length word.
     """
     T = ntiles
     native = np.zeros(max(len(keys), 1), bool)
+    packer = np.full(max(len(keys), 1), -1, np.int64)
+    ib_off = np.zeros((max(len(keys), 1), T), np.int64)
+    ib_cap = np.zeros((max(len(keys), 1), T), np.int64)
+    packers = list(layout.native.packers) if layout is not None else []
     rd_ptr = np.zeros((max(len(keys), 1), T + 1), np.int64)
     in_ptr = np.zeros((max(len(keys), 1), T + 1), np.int64)
     rd, inc, lk_base, ed_size = [], [], [], []
@@ -229,6 +275,15 @@ def copy_plans(keys: list, layout: NativeLayout | None, phases, ntiles: int) -> 
         rd_ptr[k] = links.base
         is_native = layout is not None and phase.name in layout.kernels
         native[k] = is_native
+        variable = is_native and phase.name in packers
+        if variable:
+            packer[k] = packers.index(phase.name)
+            inbox = layout.native.inboxes[phase.name]
+            for t in range(T):
+                at, shape, dtype = layout.fields[t][inbox]
+                if dtype != np.float64:
+                    raise ShoalError(f"phase {phase.name!r}: its inbox {inbox!r} must be float64, got {dtype}")
+                ib_off[k, t], ib_cap[k, t] = at, math.prod(shape)
         edge_of = {}
         for src in range(T):
             for reader in links.readers[src]:
@@ -236,7 +291,9 @@ def copy_plans(keys: list, layout: NativeLayout | None, phases, ntiles: int) -> 
                 edge_of[(src, reader)] = e
                 rd.append(reader)
                 size = 0
-                if is_native:
+                if variable:
+                    size = 1 + int(layout.native.payload_words(phase.name, src, reader))
+                elif is_native:
                     for src_field, src_box, dst_field, dst_box in layout.native.halos(phase.name, src, reader):
                         a, na = layout.block(src, src_field, src_box)
                         b, nb_ = layout.block(reader, dst_field, dst_box)
@@ -261,4 +318,4 @@ def copy_plans(keys: list, layout: NativeLayout | None, phases, ntiles: int) -> 
                  rd=np.asarray(rd, np.int64), in_ptr=in_ptr, inc=np.asarray(inc, np.int64),
                  lk_base=np.asarray(lk_base or [0], np.int64), ed_off=ed_off, ed_size=ed_size,
                  pk_ptr=np.asarray(pk_ptr, np.int64), pk=blocks(pk), up_ptr=np.asarray(up_ptr, np.int64),
-                 up=blocks(up))
+                 up=blocks(up), packer=packer, ib_off=ib_off, ib_cap=ib_cap)
