@@ -346,3 +346,13 @@ def test_a_python_phase_reads_the_same_reductions_as_on_the_python_executor():
     b = _run(NativeExecutor, Reads(), tiling, 2, 1, steps=4)
     assert_same_state(Reads().gather(a.states, tiling), Reads().gather(b.states, tiling))
     assert a.reductions == b.reductions
+
+
+def test_numba_warnings_leave_sys_stdout_alone():
+    """Every call of the worker loop from Python makes (and ignores) a Numba warning; with
+    colorama installed, Numba built its text by swapping sys.stdout, and workers doing so at
+    once nested the swaps until printing recursed without end. shoal turns the highlighting off."""
+    import numba.core.errors as numba_errors
+
+    assert numba_errors.termcolor().highlight("text") == "text"
+    assert type(numba_errors.termcolor()).__name__ == "NOPColorScheme"

@@ -19,6 +19,10 @@ _cache = _cache_folder_override(_os.path.dirname(__file__),
                                 _os.environ.get("XDG_CACHE_HOME") or _os.path.expanduser("~/.cache"))
 if _cache is not None:
     _os.environ["NUMBA_CACHE_DIR"] = _cache
+# Numba builds a warning's text through colorama, which swaps sys.stdout in and out: the native
+# executor's worker threads, each calling compiled code with first-class functions (a warning
+# made, then ignored, at every call), nested those swaps until printing recursed without end.
+_os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
 
 from .errors import ShoalError  # noqa: E402
 from .version import __version__  # noqa: E402

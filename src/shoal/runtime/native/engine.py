@@ -11,7 +11,9 @@ per graph (:class:`Graph`) and arrays every worker shares (:class:`Shared`):
   decrement to zero) makes it ready: the tile's own next task runs at once on the same worker
   (no queue, no wake-up), any other goes to the back of its node's queue;
 - a node's queue is a ring of task indices under a spin lock held for a few instructions; an
-  idle worker spins on it for :data:`SPIN_NS`, then sleeps on a futex until a task is queued;
+  idle worker spins on it for :data:`SPIN_NS` (not at all when the node's workers outnumber
+  the cores: a spinning thread would take a core from a working one), then sleeps on a futex
+  until a task is queued;
 - a phase with a reduction writes its values; the last tile in reduces them in tile order
   (the same arithmetic, in the same order, as :func:`~shoal.runtime.app.reduce_in_order`)
   and releases the instance that reads them;
@@ -50,7 +52,7 @@ warnings.filterwarnings("ignore", message=".*object mode won't allow parallel ex
 # Why a worker returned (Shared.control[STATUS]; 0 while the segment runs).
 RUNNING, DONE, DECIDE, FAILED = 0, 1, 2, 3
 # Slots of Shared.control.
-STATUS, LIMIT, STARTED, STEP_LOCK, ERROR_TASK, ERROR_KIND, STEPS_DONE = range(7)
+STATUS, LIMIT, STARTED, STEP_LOCK, ERROR_TASK, ERROR_KIND, STEPS_DONE, SPIN = range(8)
 # Shared.control[ERROR_KIND]; ERROR_CAPACITY: a kernel, packer or inbox had no room (the run is redone bigger)
 ERROR_KERNEL, ERROR_PYTHON, ERROR_HALO, ERROR_CAPACITY = 1, 2, 3, 4
 SUM, MIN, MAX = 0, 1, 2  # reduction operations, as Graph.ops holds them
@@ -350,7 +352,7 @@ def _idle(s, node):
         task = _pop(s, node)
         if task >= 0:
             return task
-        if monotonic_ns() - t0 < SPIN_NS:
+        if monotonic_ns() - t0 < s.control[SPIN]:
             cpu_relax()
             continue
         atomic_add(s.sleepers, node, 1)

@@ -60,6 +60,8 @@ from .engine import (
     MAX,
     MIN,
     RUNNING,
+    SPIN,
+    SPIN_NS,
     STARTED,
     STATUS,
     STEPS_DONE,
@@ -354,6 +356,7 @@ class NativeExecutor(NodePools):
             consumed=np.zeros(0, np.int64), sent=np.zeros(0, np.int64))
         if old is None:
             fresh.control[LIMIT] = self.steps
+            fresh.control[SPIN] = 0 if self.cluster.total_cores > (os.cpu_count() or 1) else SPIN_NS
             fresh.control[STARTED] = -1
         else:
             m = old.red.shape[0]
