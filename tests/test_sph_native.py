@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shoal.apps import get_app
-from shoal.apps.sph import native2d
+from shoal.apps.sph import capacity
 from shoal.cluster import Cluster
 from shoal.errors import ShoalError
 from shoal.placement import get_policy
@@ -89,7 +89,7 @@ def test_a_run_that_outgrows_its_room_is_redone_bigger_and_loses_nothing(monkeyp
     tiles that had none, so runs overflow and are redone with more room, to the same bits."""
     made = []
 
-    class Tight(native2d.Room):
+    class Tight(capacity.Room):
         def __init__(self):
             super().__init__()
             made.append(self)
@@ -100,7 +100,7 @@ def test_a_run_that_outgrows_its_room_is_redone_bigger_and_loses_nothing(monkeyp
         def payload(self, near):
             return self.factor
 
-    monkeypatch.setattr(native2d, "Room", Tight)
+    monkeypatch.setattr(capacity, "Room", Tight)
     want, _ = _run(LocalExecutor, (4, 3), steps=(10, 10))
     got, results = _run(NativeExecutor, (4, 3), 1, 2, steps=(10, 10))
     _same_bits(want, got)
@@ -109,7 +109,7 @@ def test_a_run_that_outgrows_its_room_is_redone_bigger_and_loses_nothing(monkeyp
 
 
 def test_every_step_is_reported_once_even_when_the_run_is_redone(monkeypatch):
-    monkeypatch.setattr(native2d.Room, "payload", lambda self, near: self.factor)
+    monkeypatch.setattr(capacity.Room, "payload", lambda self, near: self.factor)
     app = SPH2D.build(SPH2D.params(**TINY), 10)
     tiling = Tiling.from_counts(app.grid, (3, 2))
     seen = []

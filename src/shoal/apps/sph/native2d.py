@@ -10,8 +10,7 @@ migration (every field of a particle, :data:`MIGRANT` columns). The kernels call
 phases' own compiled functions (``rates_tile``, ``move_tile``, ``box_order``), in the same
 order on the same values, so a run is bitwise the Python executor's.
 
-Room is made before each run from the tiles' counts then (:class:`Room`); when particles or
-payloads outgrow it, the executor redoes the run with every capacity doubled.
+The stores' capacities, clocks and inboxes are laid out by :class:`~shoal.apps.sph.capacity.CapacityPlan`.
 """
 
 from __future__ import annotations
@@ -24,12 +23,11 @@ import numpy as np
 from ...errors import ShoalError
 from ...runtime.native import KERNEL, Native
 from ...runtime.native.engine import PACKER
-from ...runtime.native.plan import words
+from .capacity import I_LO, CapacityPlan, descriptor_slots
 from .kernels2d import RING_COLUMNS, move_tile, rates_tile
-from .particles import FIELDS, _members, box_order, check_moves, neighbour_boxes, put_keys
+from .particles import FIELDS, box_order, check_moves, put_keys
 
 RATES_FIELDS = ("acc", "drho", "de")
-NATIVE_FIELDS = (*FIELDS, *RATES_FIELDS, "clock", "ring_in", "migrants_in")
 # Slots of the clock field: time, particles created and deleted so far, particles, rows of the
 # rates, and from the move to the migration the particles outside the box and whether they are
 # in (cell, id) order; the time step the move read (for its error message).
@@ -37,8 +35,7 @@ T_, CREATED, DELETED, N, NACC, OUTSIDE, ORDERED, DT = range(8)
 CLOCK = 8
 # An emigrant's row: id, kind, x, v, vh, rho, rhoh, e, m, cell.
 MIGRANT = 14
-# The integer descriptor: the tile's cell box, its capacity, then each field's offset in words.
-I_LO, I_HI, I_CAP, I_OFF = 0, 2, 4, 5
+I_HI, I_CAP, I_OFF = descriptor_slots(2)  # the descriptor (see .capacity)
 # The constants.
 (C_H, C_RHO0, C_C0, C_B, C_GAMMA, C_ALPHA, C_BETA, C_GX, C_GY, C_CFL, C_RAMP, C_OUTFLOW, C_ORIGIN, C_SIDE, C_COUNTS,
  C_REACH_LO, C_REACH_HI) = (*range(12), 12, 14, 16, 18, 20)
@@ -53,7 +50,7 @@ def _field(mem, ints, k):
 
 @nb.njit(nogil=True, cache=True)
 def particles(mem, ints):
-    """Views of a tile's particle fields at full capacity, in :data:`NATIVE_FIELDS` order."""
+    """Views of a tile's particle fields at full capacity, in the plan's order (particles, rates)."""
     cap = ints[I_CAP]
     ids = _field(mem, ints, 0).view(np.int64)
     kind = _field(mem, ints, 1).view(np.uint8)[:cap].view(np.int8)
@@ -255,27 +252,6 @@ def migrant_packer(src, reader, mem, ints, reader_ints, consts, slot):
     return k * MIGRANT
 
 
-class Room:
-    """How much room a run gives: particle rows per tile, rows per payload (grown on overflow).
-
-    A tile gets its particles and half again, plus ``factor`` times a tile's share of the
-    world's particles (water flows into empty tiles); a payload from a tile to a reader gets
-    twice the particles near the reader now, plus ``factor`` times 16 rows.
-    """
-
-    def __init__(self):
-        self.factor = 1
-
-    def grow(self) -> None:
-        self.factor *= 2
-
-    def particles(self, n: int, share: float) -> int:
-        return int(math.ceil(1.5 * n + self.factor * max(share, 16.0)))
-
-    def payload(self, near: int) -> int:
-        return 2 * near + 16 * self.factor
-
-
 def native_plan(app, tiling) -> Native | None:
     """The 2D SPH phases as native kernels, or ``None`` (the phases then run in Python) for
     what they do not cover: a channel (its inflow creates particles in Python) and lazy halos."""
@@ -291,59 +267,18 @@ def native_plan(app, tiling) -> Native | None:
     consts[C_ORIGIN:C_ORIGIN + 2], consts[C_SIDE:C_SIDE + 2] = grid.origin, grid.cell
     consts[C_COUNTS:C_COUNTS + 2] = grid.counts
     consts[C_REACH_LO:C_REACH_LO + 2], consts[C_REACH_HI:C_REACH_HI + 2] = lo_reach, hi_reach
-    room = Room()
-    payload: dict[tuple[int, int], int] = {}  # (source, reader) -> rows
-    descriptors: dict[int, np.ndarray] = {}
 
-    def prepare(states, first_step, steps):
-        """Every tile's fields at its capacity, its clock and inboxes, and its descriptor."""
-        T = tiling.ntiles
-        share = sum(len(s["id"]) for s in states.values()) / T
-        payload.clear()
-        for src in range(T):
-            state = states[src]
-            los, his, inner, nbrs = neighbour_boxes(tiling, src, 1)
-            starts, _ = _members(state["cell"], los, his, np.asarray(inner[0]), np.asarray(inner[1]))
-            for k, reader in enumerate(nbrs):
-                payload[(src, reader)] = room.payload(int(starts[k + 1] - starts[k]))
-        inbound = np.zeros(T, np.int64)
-        for (_, reader), rows in payload.items():
-            inbound[reader] += rows
-        for t in range(T):
-            state = states[t]
-            n = len(state["id"])
-            nacc = len(state["acc"])
-            cap = room.particles(max(n, nacc), share)
-            for name in (*FIELDS, *RATES_FIELDS):
-                old = state[name]
-                grown = np.zeros((cap, *old.shape[1:]), old.dtype)
-                grown[:len(old)] = old
-                state[name] = grown
-            clock = np.zeros(CLOCK)
-            clock[[T_, CREATED, DELETED, N, NACC, ORDERED]] = state["t"], state["created"], state["deleted"], n, nacc, 0
-            state["clock"] = clock
-            state["ring_in"] = np.zeros(1 + RING_COLUMNS * inbound[t])
-            state["migrants_in"] = np.zeros(1 + MIGRANT * inbound[t])
-            offsets = np.cumsum([0] + [words(state[name]) for name in NATIVE_FIELDS])
-            descriptors[t] = np.concatenate([tiling.lo[t], tiling.hi[t], [cap], offsets]).astype(np.int64)
+    def clock(state):
+        out = np.zeros(CLOCK)
+        out[[T_, CREATED, DELETED, N, NACC]] = (state["t"], state["created"], state["deleted"], len(state["id"]),
+                                                len(state["acc"]))
+        return out
 
-    def publish(states):
-        """The particles cut to their counts, the clock back to the state's scalars."""
-        for state in states.values():
-            clock = state.pop("clock", None)
-            if clock is None:
-                continue
-            n, nacc = int(clock[N]), int(clock[NACC])
-            for name in FIELDS:
-                state[name] = state[name][:n]
-            for name in RATES_FIELDS:
-                state[name] = state[name][:nacc]
-            state["t"], state["created"], state["deleted"] = float(clock[T_]), int(clock[CREATED]), int(clock[DELETED])
-            state.pop("ring_in", None)
-            state.pop("migrants_in", None)
+    def unclock(state, clock):
+        state["t"], state["created"], state["deleted"] = float(clock[T_]), int(clock[CREATED]), int(clock[DELETED])
 
-    def payload_words(phase, src, reader):
-        return payload[(src, reader)] * (RING_COLUMNS if phase == "rates" else MIGRANT)
+    plan = CapacityPlan(tiling, FIELDS, RATES_FIELDS, {"rates": ("ring_in", RING_COLUMNS),
+                                                       "migrate": ("migrants_in", MIGRANT)}, clock, unclock, N, NACC)
 
     def explain(phase, tile, state):
         """The Python phase's error, from a copy of the tile's state as its kernel left it."""
@@ -357,7 +292,7 @@ def native_plan(app, tiling) -> Native | None:
             raise ShoalError(f"time step {float(clock[DT])} is not positive and finite")
 
     return Native(kernels={"rates": rates_kernel, "move": move_kernel, "migrate": migrate_kernel},
-                  fields=NATIVE_FIELDS, ints=lambda tile: descriptors[tile], consts=consts, prepare=prepare,
+                  fields=plan.fields, ints=plan.ints, consts=consts, prepare=plan.prepare,
                   packers={"rates": ring_packer, "migrate": migrant_packer},
-                  inboxes={"rates": "ring_in", "migrate": "migrants_in"}, payload_words=payload_words,
-                  publish=publish, grow=room.grow, explain=explain)
+                  inboxes={name: field for name, (field, _) in plan.inboxes.items()},
+                  payload_words=plan.payload_words, publish=plan.publish, grow=plan.room.grow, explain=explain)
