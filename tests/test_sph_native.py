@@ -80,7 +80,7 @@ def test_the_compiled_phases_give_the_python_executors_bits_and_rows(counts, nod
 @given(st.integers(1, 6), st.integers(1, 4), st.integers(1, 2), st.integers(1, 3))
 def test_any_tiling_and_worker_count_gives_one_tiles_bits(nx, ny, nodes, workers):
     one, _ = _run(LocalExecutor, (1, 1), steps=(16,))
-    many, _ = _run(NativeExecutor, (nx, ny), nodes, workers, steps=(16,))
+    many, _ = _run(NativeExecutor, (nx, ny), min(nodes, nx * ny), workers, steps=(16,))
     _same_bits(one, many)
 
 
@@ -157,3 +157,59 @@ def test_a_channel_and_lazy_halos_stay_in_python_and_still_match():
     want, _ = _run(LocalExecutor, (3, 1), steps=(8,), params=channel)
     got, _ = _run(NativeExecutor, (3, 1), 1, 2, steps=(8,), params=channel)
     _same_bits(want, got)
+
+
+# ----- 3D (fluidanimate) ---------------------------------------------------------------------
+SPH3D = get_app("sph3d")
+TINY3D = dict(particles=1500)
+
+
+def _run3d(executor, counts, nodes=1, workers=1, steps=(12,), params=TINY3D, states=None):
+    app = SPH3D.build(SPH3D.params(**params), sum(steps))
+    tiling = Tiling.from_counts(app.grid, counts)
+    cluster = Cluster.uniform(nodes, workers)
+    owner = get_policy("birdshot").place(tiling, cluster, 5)
+    states = states(app, tiling) if states else {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
+    first, results = 0, []
+    with executor(app, tiling, cluster, owner) as ex:
+        for n in steps:
+            result = ex.run(n, states=states, first_step=first)
+            states, first = result.states, first + n
+            results.append(result)
+    return app.gather(states, tiling), results
+
+
+@pytest.mark.parametrize("counts, nodes, workers", [((1, 1, 1), 1, 1), ((2, 3, 2), 1, 2), ((4, 2, 3), 2, 2)])
+def test_3d_compiled_phases_give_the_python_executors_bits_and_work(counts, nodes, workers):
+    want, rows_py = _run3d(LocalExecutor, counts, nodes, workers, steps=(5, 9))
+    got, rows_nat = _run3d(NativeExecutor, counts, nodes, workers, steps=(5, 9))
+    _same_bits(want, got)
+    for a, b in zip(rows_py, rows_nat, strict=True):
+        for key in ("step", "phase", "tile", "work"):
+            assert np.array_equal(a.tasks[key], b.tasks[key]), key
+    assert got["time"] > 0
+
+
+def test_3d_a_run_that_outgrows_its_room_is_redone_and_loses_nothing(monkeypatch):
+    monkeypatch.setattr(capacity.Room, "payload", lambda self, near: self.factor * (near // 4 + 1))
+    grown = []
+    monkeypatch.setattr(capacity.Room, "grow", lambda self: grown.append(setattr(self, "factor", 2 * self.factor)))
+    want, _ = _run3d(LocalExecutor, (3, 3, 1), steps=(10,))
+    got, _ = _run3d(NativeExecutor, (3, 3, 1), 1, 2, steps=(10,))
+    _same_bits(want, got)
+    assert 1 <= len(grown) <= 3  # a quarter of the ring's room: doubled twice at most
+
+
+def test_3d_a_particle_thrown_out_of_the_world_stops_both_backends_with_one_line():
+    def throw(app, tiling):
+        states = {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
+        state = next(s for s in states.values() if len(s["id"]))
+        state["vh"][0] = (0.0, 50.0, 0.0)  # 5 cm in a 1 ms step: several cells
+        return states
+
+    errors = []
+    for executor in (LocalExecutor, NativeExecutor):
+        with pytest.raises(ShoalError, match=r"^step 0, phase forces, tile \d+: particle \d+ (moved|left)") as err:
+            _run3d(executor, (2, 2, 2), 1, 2, steps=(3,), states=throw)
+        errors.append(str(err.value))
+    assert errors[0] == errors[1]

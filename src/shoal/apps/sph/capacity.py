@@ -34,9 +34,9 @@ def descriptor_slots(ndim: int) -> tuple[int, int, int]:
 class Room:
     """How much room a run gives: particle rows per tile, rows per payload (grown on overflow).
 
-    A tile gets its particles and half again, plus ``factor`` times a tile's share of the
-    world's particles (water flows into empty tiles); a payload from a tile to a reader gets
-    twice the particles near the reader now, plus ``factor`` times 16 rows.
+    A tile gets its particles and half again plus a tile's share of the world's particles
+    (water flows into empty tiles); a payload from a tile to a reader gets twice the particles
+    near the reader now, plus 16 rows; both times ``factor``, doubled at every overflow.
     """
 
     def __init__(self):
@@ -47,10 +47,10 @@ class Room:
         self.factor *= 2
 
     def particles(self, n: int, share: float) -> int:
-        return int(math.ceil(1.5 * n + self.factor * max(share, 16.0)))
+        return int(math.ceil(self.factor * (1.5 * n + max(share, 16.0))))
 
     def payload(self, near: int) -> int:
-        return 2 * near + 16 * self.factor
+        return self.factor * (2 * near + 16)
 
 
 class CapacityPlan:

@@ -31,7 +31,23 @@ from ...runtime.app import App, Phase, StepContext
 from ...runtime.timing import lock_free
 from ...tiling import Tiling
 from .drawing import draw_particles
-from .kernels3d import MOTION_COLUMNS, POSITION_COLUMNS, density_tile, forces_tile, ring_rows
+from .kernels3d import (
+    DAMPING,
+    DOMAIN_MAX,
+    DOMAIN_MIN,
+    DOUBLE_REST_DENSITY,
+    GRAVITY,
+    KERNEL_RADIUS_MULTIPLIER,
+    MOTION_COLUMNS,
+    PAR_SIZE,
+    POSITION_COLUMNS,
+    STIFFNESS_COLLISIONS,
+    STIFFNESS_PRESSURE,
+    VISCOSITY,
+    density_tile,
+    forces_tile,
+    ring_rows,
+)
 from .particles import (
     FLUID,
     CellGrid,
@@ -49,18 +65,6 @@ from .particles import (
     sort_by_cell,
     take,
 )
-
-# fluidanimate's constants (fluid.hpp)
-DOMAIN_MIN = np.array([-0.065, -0.08, -0.065])
-DOMAIN_MAX = np.array([0.065, 0.1, 0.065])
-KERNEL_RADIUS_MULTIPLIER = 1.695
-DOUBLE_REST_DENSITY = 2000.0
-STIFFNESS_PRESSURE = 3.0
-STIFFNESS_COLLISIONS = 30000.0
-DAMPING = 128.0
-VISCOSITY = 0.4
-PAR_SIZE = 0.0002
-GRAVITY = np.array([0.0, -9.8, 0.0])
 
 # Refused above this many times the CFL estimate (cfl_time_step): far beyond any stable step,
 # yet every PARSEC input runs at fluidanimate's 1 ms (in_100K's estimate is 0.85 ms).
@@ -266,6 +270,13 @@ class FluidAnimate3DApp(App):
         self.migrate(tile, state, {}, StepContext(0), tiling)
         self.pack_emigrants({**state, "outside": np.arange(len(state["id"]))}, tile, tiling)
         settle(take(state, slice(None)), self.cells, tiling, tile, [])
+
+    def native(self, tiling: Tiling):
+        """The three phases as compiled kernels on particles at a capacity, halos by compiled
+        packers (:mod:`.native3d`)."""
+        from .native3d import native_plan
+
+        return native_plan(self, tiling)
 
     # ----- phases ---------------------------------------------------------------------------
     # What each phase reads of its neighbours' particles (id and cell order the merge).

@@ -22,6 +22,18 @@ import numpy as np
 
 from .particles import bad_move, cells_of, members, merge_order, neighbour_pairs, put_keys, ring_keys
 
+# fluidanimate's constants (fluid.hpp)
+DOMAIN_MIN = np.array([-0.065, -0.08, -0.065])
+DOMAIN_MAX = np.array([0.065, 0.1, 0.065])
+KERNEL_RADIUS_MULTIPLIER = 1.695
+DOUBLE_REST_DENSITY = 2000.0
+STIFFNESS_PRESSURE = 3.0
+STIFFNESS_COLLISIONS = 30000.0
+DAMPING = 128.0
+VISCOSITY = 0.4
+PAR_SIZE = 0.0002
+GRAVITY = np.array([0.0, -9.8, 0.0])
+
 # A ring halo's rows (particles.py): id and cell, then the position and, for the forces,
 # velocity and density.
 KEYS, POSITION_COLUMNS, MOTION_COLUMNS = 4, 7, 11
