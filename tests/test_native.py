@@ -5,6 +5,7 @@ placements, worker counts, loops, lagged reductions, resumes, stops, errors, tra
 plans, and idle workers that sleep instead of spinning.
 """
 
+import os
 import threading
 import time
 
@@ -265,6 +266,27 @@ def test_idle_workers_sleep_instead_of_spinning():
     busy_s = float((result.tasks["end"] - result.tasks["start"]).sum())
     assert busy_s > 0
     assert cpu < 1.5 * busy_s + 0.05, (cpu, busy_s, time.perf_counter() - t0)
+
+
+def test_task_costs_are_cpu_time_even_with_more_workers_than_cores():
+    """Six workers share this machine's cores: a task's wall time then counts the time its
+    thread waited for a core. The costs are scaled to the CPU time each node's workers used per
+    step (read per step, not per task), so they add up to no more than the process used, and
+    to most of it (the spinning)."""
+    from shoal.replay.calibrate import NativeSpinApp
+
+    tiling = Tiling.from_counts((12, 1), (12, 1))
+    workers = 2 * (os.cpu_count() or 1) + 2
+    with NativeExecutor(NativeSpinApp(1_000_000, halo=False), tiling, Cluster.uniform(1, workers),
+                        np.zeros(12, np.int64)) as ex:
+        ex.run(1)
+        cpu0 = time.process_time()
+        result = ex.run(4)
+        cpu = time.process_time() - cpu0
+    cost = float(result.tasks["cost"].sum())
+    wall = float((result.tasks["end"] - result.tasks["start"]).sum())
+    assert 0.5 * cpu < cost <= 1.02 * cpu + 0.005, (cost, cpu, wall)
+    assert np.all(result.tasks["kernel"] <= result.tasks["cost"] + 1e-12)
 
 
 @pytest.mark.parametrize("app", ["synthetic", "sph2d", "swe"])

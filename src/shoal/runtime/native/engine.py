@@ -28,6 +28,9 @@ per graph (:class:`Graph`) and arrays every worker shares (:class:`Shared`):
   the one place a worker takes the interpreter lock.
 
 Times are ``CLOCK_MONOTONIC`` nanoseconds, read where a task becomes ready, starts and ends.
+A worker also reads its CPU time when it turns from one step's tasks to another's, and adds
+what it used to the step's row of its node (``Shared.cpu``): what the executor scales the
+tasks' wall times to, where threads were kept from their cores.
 """
 
 from __future__ import annotations
@@ -40,7 +43,16 @@ import numpy as np
 from numba import types
 from numba.core.errors import NumbaExperimentalFeatureWarning
 
-from .primitives import atomic_add, atomic_cas, atomic_load, cpu_relax, futex_wait, futex_wake, monotonic_ns
+from .primitives import (
+    atomic_add,
+    atomic_cas,
+    atomic_load,
+    cpu_relax,
+    futex_wait,
+    futex_wake,
+    monotonic_ns,
+    thread_cpu_ns,
+)
 from .trampoline import python_pack, python_task
 
 # The engine calls kernels as first-class functions, which Numba calls "experimental" on every
@@ -97,7 +109,7 @@ Shared = namedtuple("Shared", [
     "control", "need", "remaining", "vals", "red", "before", "left", "step_end",
     "r_start", "r_end", "r_ready", "r_node", "r_worker", "r_work", "r_kernel",
     "queue", "q_head", "q_tail", "q_lock", "sleepers", "words",
-    "staging", "written", "consumed", "sent",
+    "staging", "written", "consumed", "sent", "cpu",
 ])
 
 
@@ -372,15 +384,24 @@ def work(g, s, kernels, packers, mem, ints, consts, node, worker, nphases, width
     reduced = np.empty((nphases, width))
     out = np.zeros(max(width, 1))
     own = -1
+    nodes = s.words.shape[0]
+    cpu_step, cpu0 = -1, thread_cpu_ns()  # the step this worker's CPU time goes to, since when
     while True:
         if own >= 0:
             task, own = own, -1
         else:
             task = _idle(s, node)
             if task < 0:
+                if cpu_step >= 0:
+                    atomic_add(s.cpu, cpu_step * nodes + node, thread_cpu_ns() - cpu0)
                 return atomic_load(s.control, STATUS)
         instance, tile = task // T, task % T
         step = g.step[instance]
+        if step != cpu_step:
+            now = thread_cpu_ns()
+            if cpu_step >= 0:
+                atomic_add(s.cpu, cpu_step * nodes + node, now - cpu0)
+            cpu_step, cpu0 = step, now
         if g.first_of_step[instance] and not _enter_step(s, step):
             continue  # the run stops before this step
         t0 = monotonic_ns()

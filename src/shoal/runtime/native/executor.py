@@ -353,7 +353,7 @@ class NativeExecutor(NodePools):
             queue=np.zeros((nodes, T + 1), np.int64), q_head=np.zeros(nodes, np.int64),
             q_tail=np.zeros(nodes, np.int64), q_lock=np.zeros(nodes, np.int64), sleepers=np.zeros(nodes, np.int64),
             words=np.zeros(nodes, np.int32), staging=np.zeros(0), written=np.zeros(0, np.int64),
-            consumed=np.zeros(0, np.int64), sent=np.zeros(0, np.int64))
+            consumed=np.zeros(0, np.int64), sent=np.zeros(0, np.int64), cpu=np.zeros(self.steps * nodes, np.int64))
         if old is None:
             fresh.control[LIMIT] = self.steps
             fresh.control[SPIN] = 0 if self.cluster.total_cores > (os.cpu_count() or 1) else SPIN_NS
@@ -365,7 +365,7 @@ class NativeExecutor(NodePools):
             for name in ("remaining", "red"):
                 getattr(fresh, name)[:m] = getattr(old, name)
             for name in ("control", "left", "step_end", "queue", "q_head", "q_tail", "staging", "written",
-                         "consumed", "sent"):
+                         "consumed", "sent", "cpu"):
                 fresh = fresh._replace(**{name: getattr(old, name)})
         self._shared = fresh
 
@@ -621,8 +621,11 @@ class NativeExecutor(NodePools):
         return "the compiled kernel raised an error"
 
     # ----- results -------------------------------------------------------------------------
-    def _task_rows(self, a: int, b: int) -> dict[str, np.ndarray]:
-        """Task rows ``a:b`` of the current run as a :data:`~shoal.records.TASKS` table."""
+    def _task_rows(self, a: int, b: int, cpu: bool = False) -> dict[str, np.ndarray]:
+        """Task rows ``a:b`` of the current run as a :data:`~shoal.records.TASKS` table. A task's
+        cost is its wall time; with ``cpu`` (the run is over, every worker's CPU time counted),
+        the costs of a node's tasks in a step are scaled down to the CPU time its workers used
+        in it, where that is less (threads kept from their cores: more of them than cores)."""
         T, sh, seq = self._T, self._shared, self._seq
         index = np.arange(a, b)
         instance = index // T
@@ -630,12 +633,24 @@ class NativeExecutor(NodePools):
         ns = 1e-9
         start = np.where(ran, (sh.r_start[a:b] - self._t0) * ns, NOT_RUN[2])
         end = np.where(ran, (sh.r_end[a:b] - self._t0) * ns, NOT_RUN[3])
-        table = {"step": np.asarray(seq.step, np.int64)[instance] + self.first_step,
+        step = np.asarray(seq.step, np.int64)[instance]
+        node = sh.r_node[a:b].copy()
+        cost = end - start
+        kernel = np.where(ran, sh.r_kernel[a:b] * ns, 0.0)
+        if cpu and ran.any():
+            nodes = self.cluster.nodes
+            at = step[ran] * nodes + node[ran]
+            wall = np.bincount(at, weights=cost[ran], minlength=len(sh.cpu))
+            used = sh.cpu[:len(wall)] * ns
+            scale = np.where(wall > used, used / np.maximum(wall, 1e-300), 1.0)
+            cost[ran] *= scale[at]
+            kernel[ran] *= scale[at]
+        table = {"step": step + self.first_step,
                  "phase": np.asarray(seq.phase, np.int64)[instance], "tile": index % T,
                  "iteration": np.asarray(seq.iteration, np.int64)[instance],
-                 "node": sh.r_node[a:b].copy(), "worker": sh.r_worker[a:b].copy(), "start": start, "end": end,
-                 "cost": end - start, "work": np.where(ran, sh.r_work[a:b], 0),
-                 "kernel": np.where(ran, sh.r_kernel[a:b] * ns, 0.0), "kernel_calls": ran.astype(np.int64),
+                 "node": node, "worker": sh.r_worker[a:b].copy(), "start": start, "end": end,
+                 "cost": cost, "work": np.where(ran, sh.r_work[a:b], 0),
+                 "kernel": kernel, "kernel_calls": ran.astype(np.int64),
                  "ready": np.where(ran, (sh.r_ready[a:b] - self._t0) * ns, 0.0)}
         return TASKS.table(table)
 
@@ -668,7 +683,7 @@ class NativeExecutor(NodePools):
         step_end = (sh.step_end[:done] - self._t0) * 1e-9
         return ExecutionResult(
             states=self.states, first_step=self.first_step, steps=done,
-            tasks=self._task_rows(0, end * T), messages=MESSAGES.select(messages, messages["bytes"] >= 0),
+            tasks=self._task_rows(0, end * T, cpu=True), messages=MESSAGES.select(messages, messages["bytes"] >= 0),
             reductions={k: v for k, v in reductions.items() if k[0] < self.first_step + done},
             wall_s=wall, step_end=step_end,
             oversubscribed=self.cluster.total_cores > (os.cpu_count() or 1),

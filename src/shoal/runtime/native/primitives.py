@@ -8,6 +8,7 @@ so a worker loop compiled with ``nogil=True`` uses them with no Python and no lo
   read-modify-writes on one element of an integer array (LLVM ``atomicrmw``, ``cmpxchg``);
 - :func:`monotonic_ns`: ``clock_gettime(CLOCK_MONOTONIC)``, answered by the vDSO without a
   system call (tens of nanoseconds, where ``time.thread_time()`` costs a system call);
+- :func:`thread_cpu_ns`: the thread's CPU time (a system call);
 - :func:`cpu_relax`: the x86 ``pause`` of a spin-wait (nothing elsewhere);
 - :func:`futex_wait`, :func:`futex_wake`: Linux's futex, so an idle worker sleeps in the kernel
   instead of spinning on a shared core, and a producer wakes exactly one.
@@ -27,6 +28,7 @@ X86 = platform.machine().lower() in ("x86_64", "amd64")
 # syscall numbers of futex; operations on a process-private word
 SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}.get(platform.machine().lower(), -1)
 FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
+CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID = 1, 3  # Linux's clock ids
 HAS_FUTEX = sys.platform.startswith("linux") and SYS_FUTEX >= 0
 
 
@@ -66,19 +68,33 @@ def atomic_load(typingctx, array, index):
     return array.dtype(array, index), codegen
 
 
+def _clock_gettime(builder, clock: int):
+    """``clock_gettime(clock)`` in nanoseconds."""
+    i64, i32 = ir.IntType(64), ir.IntType(32)
+    timespec = ir.LiteralStructType([i64, i64])
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [i32, timespec.as_pointer()]),
+                                        "clock_gettime")
+    ts = cgutils.alloca_once(builder, timespec)
+    builder.call(fn, [ir.Constant(i32, clock), ts])
+    seconds = builder.load(cgutils.gep_inbounds(builder, ts, 0, 0))
+    nanoseconds = builder.load(cgutils.gep_inbounds(builder, ts, 0, 1))
+    return builder.add(builder.mul(seconds, ir.Constant(i64, 1_000_000_000)), nanoseconds)
+
+
 @intrinsic
 def monotonic_ns(typingctx):
     """Nanoseconds of ``CLOCK_MONOTONIC`` (the clock of ``time.monotonic_ns``)."""
     def codegen(context, builder, sig, args):
-        i64, i32 = ir.IntType(64), ir.IntType(32)
-        timespec = ir.LiteralStructType([i64, i64])
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [i32, timespec.as_pointer()]),
-                                            "clock_gettime")
-        ts = cgutils.alloca_once(builder, timespec)
-        builder.call(fn, [ir.Constant(i32, 1), ts])
-        seconds = builder.load(cgutils.gep_inbounds(builder, ts, 0, 0))
-        nanoseconds = builder.load(cgutils.gep_inbounds(builder, ts, 0, 1))
-        return builder.add(builder.mul(seconds, ir.Constant(i64, 1_000_000_000)), nanoseconds)
+        return _clock_gettime(builder, CLOCK_MONOTONIC)
+    return types.int64(), codegen
+
+
+@intrinsic
+def thread_cpu_ns(typingctx):
+    """Nanoseconds of the calling thread's CPU time (``CLOCK_THREAD_CPUTIME_ID``, the clock of
+    ``time.thread_time_ns``: a system call, so read per step, not per task)."""
+    def codegen(context, builder, sig, args):
+        return _clock_gettime(builder, CLOCK_THREAD_CPUTIME_ID)
     return types.int64(), codegen
 
 
