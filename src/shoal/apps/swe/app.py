@@ -207,6 +207,13 @@ class SWEApp(App):
         for phase in stages:
             getattr(self, phase.method)(0, state, halos, ctx, tiling)
 
+    def native(self, tiling: Tiling):
+        """The phases as compiled kernels when blocks never change level (:mod:`.native`);
+        an adaptive run's stay in Python."""
+        from .native import native_plan
+
+        return native_plan(self, tiling)
+
     def halo_wanted(self, phase: Phase, step: int) -> bool:
         """Target levels travel on regrid steps only."""
         return not phase.name.startswith("balance") or self.regrid_step(step)

@@ -1,0 +1,112 @@
+"""Shallow water on the native executor: for blocks that keep their level, compiled cfl and
+stage phases and strips packed by a compiled packer give the Python executor's bits (pools,
+levels, time), work and ring of messages on any tiling, worker and node count, at order 1 and
+2, both solvers and every kind of side; errors are the Python stages' one line; an adaptive
+run's phases stay in Python."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shoal.apps import get_app
+from shoal.cluster import Cluster
+from shoal.errors import ShoalError
+from shoal.placement import get_policy
+from shoal.runtime import LocalExecutor
+from shoal.runtime.native import NativeExecutor
+from shoal.tiling import Tiling
+
+SWE = get_app("swe")
+UNIFORM = dict(SWE.tiny, max_level=SWE.tiny.get("min_level", 0), min_level=SWE.tiny.get("min_level", 0))
+SIDES = dict(UNIFORM, order=1, solver="rusanov", boundary=["inflow", "outflow", "depth", "reflect"],
+             discharge=[0.5, 0.0, 0.0, 0.0], side_depth=[0.0, 0.0, 1.5, 0.0])
+
+
+def _run(executor, params, tiles, nodes=1, workers=1, steps=(6,), states=None):
+    app = SWE.build(SWE.params(**params), sum(steps))
+    tiling = Tiling.from_count(app.grid, tiles)
+    cluster = Cluster.uniform(nodes, workers)
+    owner = get_policy("birdshot").place(tiling, cluster, 2)
+    states = states(app, tiling) if states else {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
+    first, results = 0, []
+    with executor(app, tiling, cluster, owner) as ex:
+        for n in steps:
+            result = ex.run(n, states=states, first_step=first)
+            states, first = result.states, first + n
+            results.append(result)
+    return app.gather(states, tiling), results
+
+
+def _same_bits(a, b):
+    assert a.keys() == b.keys()
+    for name in a:
+        x, y = np.atleast_1d(a[name]), np.atleast_1d(b[name])
+        assert x.shape == y.shape and np.array_equal(x.view(np.uint8), y.view(np.uint8)), name
+
+
+def test_an_adaptive_run_keeps_its_phases_in_python():
+    app = SWE.build(SWE.params(**dict(SWE.tiny, min_level=0, max_level=1)), 1)
+    assert app.native(Tiling.from_count(app.grid, 4)) is None
+    uniform = SWE.build(SWE.params(**UNIFORM), 1)
+    assert set(uniform.native(Tiling.from_count(uniform.grid, 4)).kernels) == {p.name for p in uniform.phases}
+
+
+@pytest.mark.parametrize("params, tiles, nodes, workers", [
+    (UNIFORM, 1, 1, 1),
+    (UNIFORM, 6, 1, 2),
+    (dict(UNIFORM, order=1), 9, 2, 2),
+    (SIDES, 12, 2, 1),
+    (dict(SIDES, order=2, solver="fwave", limiter="vanleer"), 5, 1, 3),
+])
+def test_the_compiled_phases_give_the_python_executors_bits_work_and_messages(params, tiles, nodes, workers):
+    want, py = _run(LocalExecutor, params, tiles, nodes, workers, steps=(3, 5))
+    got, nat = _run(NativeExecutor, params, tiles, nodes, workers, steps=(3, 5))
+    _same_bits(want, got)
+    for a, b in zip(py, nat, strict=True):
+        for key in ("step", "phase", "tile", "work"):
+            assert np.array_equal(a.tasks[key], b.tasks[key]), key
+        assert np.array_equal(a.messages["src"], b.messages["src"]) and np.array_equal(a.messages["dst"],
+                                                                                        b.messages["dst"])
+        # the same strips; the Python payload also carries the blocks' levels, 8 bytes a strip
+        assert np.all(a.messages["bytes"] >= b.messages["bytes"]) and np.all(b.messages["bytes"] > 0)
+    assert float(got["time"]) > 0
+
+
+@settings(max_examples=5, deadline=None)
+@given(st.sampled_from([2, 3, 4, 6, 9, 12, 18, 27, 54]), st.integers(1, 3))
+def test_any_tiling_gives_one_tiles_bits(tiles, workers):
+    one, _ = _run(LocalExecutor, UNIFORM, 1, steps=(5,))
+    many, _ = _run(NativeExecutor, UNIFORM, tiles, 1, workers, steps=(5,))
+    _same_bits(one, many)
+
+
+def test_a_nan_depth_and_a_courant_number_above_one_are_the_python_stages_lines():
+    def poisoned(app, tiling):
+        states = {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
+        states[2]["h"][3 * 8 + 3] = np.nan  # cell (1, 1) of the tile's first block (4 cells, 2 ghosts a side)
+        return states
+
+    errors = []
+    for executor in (LocalExecutor, NativeExecutor):
+        with pytest.raises(ShoalError, match=r"^step 0, phase stage1, tile 2: depth negative or not finite at cell") \
+                as err:
+            _run(executor, UNIFORM, 6, 1, 2, steps=(3,), states=poisoned)
+        errors.append(str(err.value))
+    assert errors[0] == errors[1]
+
+    def slow(app, tiling):  # blocks that say their water is 10x slower than it is: 10x the time step
+        states = {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
+        for state in states.values():
+            state["speed"] = state["speed"] / 10
+        return states
+
+    errors = []
+    for executor in (LocalExecutor, NativeExecutor):
+        with pytest.raises(ShoalError, match=r"^step 0, phase stage1, tile 0: Courant number .* > 1 .* fastest now "
+                                             r"at cell") as err:
+            _run(executor, UNIFORM, 1, steps=(3,), states=slow)  # one tile: which fails first is certain
+        errors.append(str(err.value))
+    assert errors[0] == errors[1]
