@@ -11,7 +11,8 @@ and pthreads) with the environment variables ``FLUIDANIMATE_SERIAL`` and
 Every figure is the median of ``--repeats`` rounds (default 5) with its spread; the ratios to
 fluidanimate are taken within each round.
 
-Run: ``python bench/sph.py [--frames 100] [--repeats 5] [--tiles 4 8 16] [--data DIR] [--json FILE]``.
+Run: ``python bench/sph.py [--frames 100] [--repeats 5] [--tiles 4 8 16] [--tiles-2d 16] [--executor native]
+[--data DIR] [--json FILE]``.
 """
 
 from __future__ import annotations
@@ -30,18 +31,20 @@ from common import Benchmark, add_arguments, repeat
 from shoal.apps import get_app
 from shoal.cluster import Cluster
 from shoal.runtime import LocalExecutor
+from shoal.runtime.native import NativeExecutor
 from shoal.tiling import Tiling
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "fluidanimate"
 
 
-def shoal_rate(app, ntiles: int, workers: int, frames: int) -> tuple[float, dict[str, float]]:
+def shoal_rate(app, ntiles: int, workers: int, frames: int, executor: str = "python") -> tuple[float, dict[str, float]]:
     """Particle-steps per second over steps 2..frames+1, and CPU seconds per phase."""
     tiling = Tiling.from_count(app.grid, ntiles)
     app.prepare(tiling)
     states = {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
     n = sum(len(s["id"]) for s in states.values())
-    with LocalExecutor(app, tiling, Cluster.uniform(1, workers), np.zeros(tiling.ntiles, int)) as ex:
+    backend = NativeExecutor if executor == "native" else LocalExecutor
+    with backend(app, tiling, Cluster.uniform(1, workers), np.zeros(tiling.ntiles, int)) as ex:
         res = ex.run(frames + 1, states=states)
     seconds = res.step_end[-1] - res.step_end[0]
     t = res.tasks
@@ -61,14 +64,14 @@ def fluidanimate_rate(binary: str, threads: int, input_file: Path, frames: int, 
     return particles * frames / (full - one)
 
 
-def round_3d(app3, ntiles: int, frames: int, peers: dict, fluid: Path, k: int) -> dict:
+def round_3d(app3, ntiles: int, frames: int, peers: dict, fluid: Path, k: int, executor: str) -> dict:
     """Round ``k``: shoal on 1 and 2 workers, each paired with fluidanimate right after it."""
     # This host's speed drifts by tens of percent over minutes: each shoal run is paired with
     # the fluidanimate run right after it, and the ratios are taken per pair.
     n3 = app3.initial_count()
     out = {}
     for w in (1, 2):
-        rate, phases = shoal_rate(app3, ntiles, w, frames)
+        rate, phases = shoal_rate(app3, ntiles, w, frames, executor)
         out[f"shoal_{w}"] = rate
         split = ", ".join(f"{name} {v:.2f}s" for name, v in phases.items())
         line = f"round {k}: shoal 3D ({n3} particles), {w} worker(s): {rate / 1e6:.2f} M  [{split}]"
@@ -84,14 +87,14 @@ def round_3d(app3, ntiles: int, frames: int, peers: dict, fluid: Path, k: int) -
     return out
 
 
-def compare_3d(app3, ntiles: int, repeats: int, frames: int, peers: dict, fluid: Path) -> dict:
+def compare_3d(app3, ntiles: int, repeats: int, frames: int, peers: dict, fluid: Path, executor: str) -> dict:
     """``repeats`` rounds of :func:`round_3d`; their medians and spreads, printed."""
     tiling = Tiling.from_count(app3.grid, ntiles)
     app3.prepare(tiling)
     busy = sum(len(app3.init_tile(t, tiling)["id"]) > 0 for t in range(tiling.ntiles))
     print(f"-- {ntiles} tiles {tiling.counts}, {busy} holding particles at the start")
     rounds = itertools.count(1)
-    st = repeat(lambda: round_3d(app3, ntiles, frames, peers, fluid, next(rounds)), repeats)
+    st = repeat(lambda: round_3d(app3, ntiles, frames, peers, fluid, next(rounds), executor), repeats)
     print(f"shoal 3D on 1 and 2 workers: {st['shoal_1'].show(1e-6, unit=' M')}, {st['shoal_2'].show(1e-6, unit=' M')}; "
           f"parallel efficiency on 2 workers {st['efficiency'].show()}")
     if "fluidanimate_efficiency" in st:
@@ -103,12 +106,12 @@ def compare_3d(app3, ntiles: int, repeats: int, frames: int, peers: dict, fluid:
     return st
 
 
-def round_2d(apps: dict, ntiles: int, frames: int, k: int) -> dict:
+def round_2d(apps: dict, ntiles: int, frames: int, k: int, executor: str) -> dict:
     """Round ``k``: each 2D variant on 1 and 2 workers; rates and 2-worker efficiencies."""
     out = {}
     for label, app in apps.items():
         for w in (1, 2):
-            out[f"{label}, {w}"], phases = shoal_rate(app, ntiles, w, frames)
+            out[f"{label}, {w}"], phases = shoal_rate(app, ntiles, w, frames, executor)
             split = ", ".join(f"{name} {v:.2f}s" for name, v in phases.items())
             print(f"round {k}: shoal 2D, {label}, {w} worker(s): {out[f'{label}, {w}'] / 1e6:.2f} M  [{split}]",
                   flush=True)
@@ -122,7 +125,8 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--tiles", type=int, nargs="+", default=[4, 8, 16],
                     help="3D tile counts to compare")
-    ap.add_argument("--tiles-2d", type=int, default=16)
+    ap.add_argument("--tiles-2d", type=int, default=16, help="2D tiles (0: no 2D runs)")
+    ap.add_argument("--executor", choices=("python", "native"), default="python", help="shoal's executor backend")
     add_arguments(ap)  # --repeats: rounds of shoal and fluidanimate, interleaved
     args = ap.parse_args()
     fluid = args.data / "in_100K.fluid"
@@ -130,8 +134,8 @@ def main() -> None:
     peers = {1: (serial, 1), 2: (pthreads, 2)}
 
     with Benchmark("sph", args) as bench:
-        print(f"frames 2-{args.frames + 1}; shoal in one node; M = million particle-steps/s; "
-              f"medians ± spread of {args.repeats} rounds")
+        print(f"frames 2-{args.frames + 1}; shoal's {args.executor} executor in one node; "
+              f"M = million particle-steps/s; medians ± spread of {args.repeats} rounds")
         if not serial:
             print("fluidanimate: set FLUIDANIMATE_SERIAL (and FLUIDANIMATE_PTHREADS) to compare in this run")
         spec3 = get_app("sph3d")
@@ -140,7 +144,10 @@ def main() -> None:
         # them too) and for gathering its halo: fewer, larger tiles are cheaper per step, more
         # tiles give the balancer and the idle cores more to choose from.
         for ntiles in args.tiles:
-            bench.add(app="sph3d", tiles=ntiles, **compare_3d(app3, ntiles, args.repeats, args.frames, peers, fluid))
+            bench.add(app="sph3d", tiles=ntiles, **compare_3d(app3, ntiles, args.repeats, args.frames, peers, fluid,
+                                                              args.executor))
+        if not args.tiles_2d:
+            return
 
         spec2 = get_app("sph2d")
         app2 = spec2.build(spec2.params(dx=0.0045, tank=[4.0, 2.4], fluid=[[0.0, 0.0, 1.0, 2.0]], alpha=0.3),
@@ -152,7 +159,7 @@ def main() -> None:
         apps = {"lagged time step": app2, "time step as a barrier": barrier}
         print(f"-- 2D dam break ({app2.initial_count()} particles), {args.tiles_2d} tiles")
         rounds = itertools.count(1)
-        st = repeat(lambda: round_2d(apps, args.tiles_2d, args.frames, next(rounds)), args.repeats)
+        st = repeat(lambda: round_2d(apps, args.tiles_2d, args.frames, next(rounds), args.executor), args.repeats)
         for label in apps:
             print(f"shoal 2D, {label}: 1 worker {st[f'{label}, 1'].show(1e-6, unit=' M')}, 2 workers "
                   f"{st[f'{label}, 2'].show(1e-6, unit=' M')}, 2-worker efficiency {st[f'{label}, efficiency'].show()}")

@@ -46,8 +46,8 @@ Every figure is the median of ``--repeats`` rounds (default 5) with its spread. 
 TUM SWE on one rank, then shoal on one worker for every tile count, then TUM SWE on two ranks,
 then shoal on two workers; the ratios to TUM SWE are taken within the round.
 
-Run: ``python bench/swe.py [--cells 1000] [--block 100] [--steps 100] [--tiles 4 16 64] [--repeats 5]
-[--json FILE]``.
+Run: ``python bench/swe.py [--cells 1000] [--block 100] [--steps 100] [--tiles 4 16 64] [--executor native]
+[--repeats 5] [--json FILE]``.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ from shoal.cluster import Cluster
 from shoal.errors import ShoalError
 from shoal.runtime import LocalExecutor
 from shoal.runtime.launch import ONE_HOST_OPEN_MPI
+from shoal.runtime.native import NativeExecutor
 from shoal.tiling import Tiling
 
 EXTENT = 1000.0  # metres per side, as TUM SWE's scenario
@@ -88,13 +89,15 @@ def shoal_app(cells: int, block: int, steps: int):
     return spec.build(spec.params(**SCENARIO, blocks=[cells // block] * 2, block=block), steps)
 
 
-def shoal_rate(app, cells: int, ntiles: int, workers: int, steps: int) -> tuple[float, float, dict[str, float]]:
+def shoal_rate(app, cells: int, ntiles: int, workers: int, steps: int,
+               executor: str = "python") -> tuple[float, float, dict[str, float]]:
     """Cell-updates per second over steps 2..steps+1, the mean time step (s) and the CPU
     seconds per phase over those steps."""
     tiling = Tiling.from_count(app.grid, ntiles)
     app.prepare(tiling)
     states = {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
-    with LocalExecutor(app, tiling, Cluster.uniform(1, workers), np.zeros(tiling.ntiles, int)) as ex:
+    backend = NativeExecutor if executor == "native" else LocalExecutor
+    with backend(app, tiling, Cluster.uniform(1, workers), np.zeros(tiling.ntiles, int)) as ex:
         res = ex.run(steps + 1, states=states)
     seconds = res.step_end[-1] - res.step_end[0]
     t = res.tasks
@@ -139,7 +142,7 @@ def one_round(app, args, binary: str | None, k: int) -> dict:
             out[f"tum_{w}"], dt = tum_rate(binary, w, args.cells, args.steps)
             print(f"round {k}: TUM SWE, {w} rank(s): {out[f'tum_{w}'] / 1e6:.2f} M  [dt {dt * 1e3:.2f} ms]", flush=True)
         for ntiles in args.tiles:
-            rate, dt, phases = shoal_rate(app, args.cells, ntiles, w, args.steps)
+            rate, dt, phases = shoal_rate(app, args.cells, ntiles, w, args.steps, args.executor)
             out[f"shoal_{ntiles}_{w}"] = rate
             split = ", ".join(f"{name} {v:.2f}s" for name, v in phases.items())
             line = (f"round {k}: shoal, {ntiles} tiles, {w} worker(s): {rate / 1e6:.2f} M  "
@@ -161,6 +164,7 @@ def main() -> None:
     ap.add_argument("--block", type=int, default=100, help="shoal's root blocks: cells per side (default 100)")
     ap.add_argument("--steps", type=int, default=100, help="steps timed, after a first one left out (default 100)")
     ap.add_argument("--tiles", type=int, nargs="+", default=[4, 16, 64], help="shoal's tile counts")
+    ap.add_argument("--executor", choices=("python", "native"), default="python", help="shoal's executor backend")
     add_arguments(ap)  # --repeats: rounds of shoal and TUM SWE, interleaved
     args = ap.parse_args()
     if args.cells % args.block:
@@ -169,7 +173,8 @@ def main() -> None:
 
     with Benchmark("swe", args) as bench:
         print(f"radial dam break, {args.cells} x {args.cells} cells, f-wave, first order; steps 2-{args.steps + 1}; "
-              f"shoal in one node, root blocks of {args.block}^2 cells; M = million cell-updates/s; "
+              f"shoal's {args.executor} executor in one node, root blocks of {args.block}^2 cells; "
+              f"M = million cell-updates/s; "
               f"medians ± spread of {args.repeats} rounds")
         if not binary:
             print("TUM SWE: set TUM_SWE to its SWE-MPI-Runner (see this file's docstring) to compare in this run")
