@@ -73,16 +73,21 @@ class CapacityPlan:
         ``unclock(state, clock)``: the scalars back into the state.
     count, rows_count : int
         The clock's slots of ``n`` and of the rows of ``rows_fields``.
+    work : dict of str to callable, optional
+        Work arrays a phase leaves for a later one or for a packer: ``words(tile, capacity,
+        inbox rows)`` sizes each; they start filled with -1 (nothing known yet).
     """
 
     def __init__(self, tiling, particle_fields: tuple[str, ...], rows_fields: tuple[str, ...],
                  inboxes: dict[str, tuple[str, int]], clock: Callable, unclock: Callable, count: int,
-                 rows_count: int | None = None):
+                 rows_count: int | None = None, work: dict[str, Callable[[int, int, int], int]] | None = None):
         self.tiling = tiling
         self.particle_fields, self.rows_fields = particle_fields, rows_fields
         self.inboxes, self.clock, self.unclock = inboxes, clock, unclock
         self.count, self.rows_count = count, rows_count
-        self.fields = (*particle_fields, *rows_fields, "clock", *(name for name, _ in inboxes.values()))
+        self.work = dict(work or {})
+        self.fields = (*particle_fields, *rows_fields, "clock", *dict.fromkeys(name for name, _ in inboxes.values()),
+                       *self.work)
         self.room = Room()
         self._payload: dict[tuple[int, int], int] = {}
         self._descriptors: dict[int, np.ndarray] = {}
@@ -113,6 +118,8 @@ class CapacityPlan:
             state["clock"] = clock
             for name, columns in self.inboxes.values():
                 state[name] = np.zeros(1 + columns * inbound[t])
+            for name, words_of in self.work.items():
+                state[name] = np.full(words_of(t, cap, int(inbound[t])), -1.0)
             offsets = np.cumsum([0] + [words(state[name]) for name in self.fields])
             self._descriptors[t] = np.concatenate([tiling.lo[t], tiling.hi[t], [cap], offsets]).astype(np.int64)
 
@@ -128,7 +135,7 @@ class CapacityPlan:
             for name in self.rows_fields:
                 state[name] = state[name][:int(clock[self.rows_count])]
             self.unclock(state, clock)
-            for name, _ in self.inboxes.values():
+            for name in (*(name for name, _ in self.inboxes.values()), *self.work):
                 state.pop(name, None)
 
     def payload_words(self, phase: str, src: int, reader: int) -> int:

@@ -25,7 +25,7 @@ from ...runtime.native import KERNEL, Native
 from ...runtime.native.engine import PACKER
 from .capacity import I_LO, CapacityPlan, descriptor_slots
 from .kernels2d import RING_COLUMNS, move_tile, rates_tile
-from .particles import FIELDS, box_order, check_moves, put_keys
+from .particles import FIELDS, box_order, check_moves, put_keys, rows_outside
 
 RATES_FIELDS = ("acc", "drho", "de")
 # Slots of the clock field: time, particles created and deleted so far, particles, rows of the
@@ -67,6 +67,13 @@ def particles(mem, ints):
 @nb.njit(nogil=True, cache=True, inline="always")
 def _clock(mem, ints):
     return _field(mem, ints, 13)
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _rows(mem, ints, k):
+    """A list of rows (16: the particles near the box's edge, -1 until known; 17: those
+    outside it after the move): its length, then the rows."""
+    return _field(mem, ints, k).view(np.int64)
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
@@ -115,6 +122,8 @@ def move_kernel(tile, step, iteration, mem, ints, consts, reduced, out):
     t0 = clock[T_]
     n = np.int64(clock[N])
     clock[OUTSIDE], clock[ORDERED] = 0.0, 1.0
+    leaving = _rows(mem, ints, 17)
+    leaving[0] = 0
     if n == 0:
         clock[T_] = t0 + dt
         return 0
@@ -147,6 +156,8 @@ def move_kernel(tile, step, iteration, mem, ints, consts, reduced, out):
             cell[j, 0], cell[j, 1] = new[i, 0], new[i, 1]
             j += 1
     clock[OUTSIDE], clock[ORDERED] = outside.shape[0], 1.0 if ordered else 0.0
+    leaving[0] = outside.shape[0]
+    leaving[1:1 + outside.shape[0]] = outside
     return n
 
 
@@ -156,6 +167,7 @@ def migrate_kernel(tile, step, iteration, mem, ints, consts, reduced, out):
     the own particles still in the box and the immigrants, in (cell, id) order. A particle moves
     at most a cell a step (the move checks), so every emigrant lands in a neighbour's box."""
     clock = _clock(mem, ints)
+    _rows(mem, ints, 16)[0] = -1  # the particles near the edge are to be found again
     n = np.int64(clock[N])
     rows = _inbox(mem, ints, 15, MIGRANT)
     if rows.shape[0] == 0 and clock[OUTSIDE] == 0 and clock[ORDERED] == 1.0:
@@ -212,11 +224,15 @@ def ring_packer(src, reader, mem, ints, reader_ints, consts, slot):
     the particles in the ring of cells around its box, in their order."""
     n = np.int64(_clock(mem, ints)[N])
     ids, kind, x, v, vh, rho, rhoh, e, m, cell, acc, drho, de = particles(mem, ints)
+    edge = _rows(mem, ints, 16)
+    if edge[0] < 0:  # once per tile and step, for all its readers: who is not in its inner box
+        edge[0] = rows_outside(cell, n, ints[I_LO:I_LO + 2] + 1, ints[I_HI:I_HI + 2] - 1, edge[1:])
     lo, hi = reader_ints[I_LO:I_LO + 2], reader_ints[I_HI:I_HI + 2]
     rows = slot.shape[0] // RING_COLUMNS
     table = slot[:rows * RING_COLUMNS].reshape((rows, RING_COLUMNS))
     k = 0
-    for i in range(n):
+    for q in range(edge[0]):
+        i = edge[1 + q]
         if _near(cell, i, lo, hi, 1):
             if k == rows:
                 return -1
@@ -231,15 +247,13 @@ def ring_packer(src, reader, mem, ints, reader_ints, consts, slot):
 def migrant_packer(src, reader, mem, ints, reader_ints, consts, slot):
     """:meth:`SPH2DApp.pack_emigrants <shoal.apps.sph.wcsph2d.SPH2DApp.pack_emigrants>` for one
     reader: the particles that moved into its cells, whole, in their order."""
-    clock = _clock(mem, ints)
-    if clock[OUTSIDE] == 0:
-        return 0
-    n = np.int64(clock[N])
+    leaving = _rows(mem, ints, 17)
     ids, kind, x, v, vh, rho, rhoh, e, m, cell, acc, drho, de = particles(mem, ints)
     lo, hi = reader_ints[I_LO:I_LO + 2], reader_ints[I_HI:I_HI + 2]
     rows = slot.shape[0] // MIGRANT
     k = 0
-    for i in range(n):
+    for q in range(leaving[0]):
+        i = leaving[1 + q]
         if _near(cell, i, lo, hi, 0):
             if k == rows:
                 return -1
@@ -278,7 +292,8 @@ def native_plan(app, tiling) -> Native | None:
         state["t"], state["created"], state["deleted"] = float(clock[T_]), int(clock[CREATED]), int(clock[DELETED])
 
     plan = CapacityPlan(tiling, FIELDS, RATES_FIELDS, {"rates": ("ring_in", RING_COLUMNS),
-                                                       "migrate": ("migrants_in", MIGRANT)}, clock, unclock, N, NACC)
+                                                       "migrate": ("migrants_in", MIGRANT)}, clock, unclock, N, NACC,
+                        work={"edge": lambda tile, cap, inbox: cap + 1, "outside": lambda tile, cap, inbox: cap + 1})
 
     def explain(phase, tile, state):
         """The Python phase's error, from a copy of the tile's state as its kernel left it."""

@@ -5,10 +5,10 @@ a clock (:data:`CLOCK` slots: the step, the particle count, the candidate pairs 
 phase weighed and, from the forces to the migration, the particles outside the box and whether
 they are in (cell, id) order) and three inboxes: ring positions for the density, ring motion
 for the forces (:func:`~shoal.apps.sph.kernels3d.ring_rows`' columns) and emigrants for the
-migration (:data:`MIGRANT` columns). The kernels call the Python phases' compiled functions
-(``density_tile``, ``forces_tile``, ``box_order``) on the same values in the same order, so a
-run is bitwise the Python executor's. The forces phase merges its ring again rather than
-keeping the density phase's merge: the same particles, so the same order.
+migration (:data:`MIGRANT` columns); and the density phase's merge of own and ring particles,
+which the forces phase reuses (:func:`keep_merge`). The kernels call the Python phases'
+compiled functions (``density_tile``, ``forces_tile``, ``box_order``) on the same values in the
+same order, so a run is bitwise the Python executor's.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from .kernels3d import (
     density_tile,
     forces_tile,
 )
-from .particles import box_order, check_moves, merge_order, put_keys, ring_keys
+from .particles import box_order, check_moves, put_keys, rows_outside
 
 PARTICLES = ("id", "x", "v", "vh", "rho", "cell")  # the fields a 3D tile carries
 STEP, N, PAIRS, OUTSIDE, ORDERED = range(5)  # clock slots
@@ -71,6 +71,13 @@ def _clock(mem, ints):
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
+def _rows(mem, ints, k):
+    """A list of rows (11: the particles near the box's edge, -1 until known; 12: those
+    outside it after the forces): its length, then the rows."""
+    return _field(mem, ints, k).view(np.int64)
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
 def _inbox(mem, ints, k, columns):
     """The rows inbox ``k`` (0: positions, 1: motion, 2: migrants) holds."""
     box = _field(mem, ints, 7 + k)
@@ -81,6 +88,48 @@ def _inbox(mem, ints, k, columns):
 @nb.njit(nogil=True, cache=True, inline="always")
 def _vector(consts, at):
     return consts[at:at + 3]
+
+
+def merge_words(box: np.ndarray, rows: int) -> int:
+    """Room for a merge of ``rows`` particles over a tile whose cell box has sides ``box``
+    (widened by two cells: the local grid reaches a cell past particles a cell outside)."""
+    return 6 + 3 * rows + int(np.prod(box + 4)) + 1 + rows // 8 + 1
+
+
+@nb.njit(nogil=True, cache=True)
+def keep_merge(mem, ints, index, start, own, own_index, shape):
+    """Store a merge (:func:`~shoal.apps.sph.particles.merge_order`) in the tile's ``merge``
+    field: its lengths and shape, then index, start and own rows as integers, own as bytes.
+    False when it does not fit."""
+    box = _field(mem, ints, 10)
+    ni, ns, no = index.shape[0], start.shape[0], own_index.shape[0]
+    need = 6 + ni + ns + no + (ni + 7) // 8
+    if need > box.shape[0]:
+        return False
+    box[0], box[1], box[2] = ni, ns, no
+    for a in range(3):
+        box[3 + a] = shape[a]
+    words = box.view(np.int64)
+    words[6:6 + ni] = index
+    words[6 + ni:6 + ni + ns] = start
+    words[6 + ni + ns:6 + ni + ns + no] = own_index
+    flags = box[6 + ni + ns + no:].view(np.uint8)
+    for i in range(ni):
+        flags[i] = own[i]
+    return True
+
+
+@nb.njit(nogil=True, cache=True)
+def kept_merge(mem, ints):
+    """The merge :func:`keep_merge` stored: index, start, own, own rows, shape."""
+    box = _field(mem, ints, 10)
+    ni, ns, no = np.int64(box[0]), np.int64(box[1]), np.int64(box[2])
+    shape = np.empty(3, np.int64)
+    for a in range(3):
+        shape[a] = np.int64(box[3 + a])
+    words = box.view(np.int64)
+    own = box[6 + ni + ns + no:].view(np.uint8)[:ni].view(np.bool_)
+    return words[6:6 + ni], words[6 + ni:6 + ni + ns], own, words[6 + ni + ns:6 + ni + ns + no], shape
 
 
 @nb.njit(KERNEL, nogil=True, cache=True, error_model="numpy")
@@ -95,6 +144,8 @@ def density_kernel(tile, step, iteration, mem, ints, consts, reduced, out):
     ring = _inbox(mem, ints, 0, POSITION_COLUMNS)
     got = density_tile(cell[:n], ids[:n], x[:n], ring, ints[I_LO:I_LO + 3], ints[I_HI:I_HI + 3], consts[C_H],
                        consts[C_SELF], consts[C_DENSITY])
+    if not keep_merge(mem, ints, got[1], got[2], got[3], got[4], got[5]):
+        return -1
     rho[:n] = got[0]
     clock[PAIRS] = got[6]
     return got[6]
@@ -106,13 +157,14 @@ def forces_kernel(tile, step, iteration, mem, ints, consts, reduced, out):
     clock = _clock(mem, ints)
     n = np.int64(clock[N])
     clock[OUTSIDE], clock[ORDERED] = 0.0, 1.0
+    leaving = _rows(mem, ints, 12)
+    leaving[0] = 0
     if n == 0:
         return 0
     ids, x, v, vh, rho, cell = particles(mem, ints)
     ring = _inbox(mem, ints, 1, MOTION_COLUMNS)
     lo, hi = ints[I_LO:I_LO + 3], ints[I_HI:I_HI + 3]
-    ring_ids, ring_cell = ring_keys(ring, 3)
-    index, start, own, own_index, shape = merge_order(cell[:n], ids[:n], ring_cell, ring_ids, lo, hi)
+    index, start, own, own_index, shape = kept_merge(mem, ints)  # the same particles as the density phase's
     counts = np.empty(3, np.int64)
     for a in range(3):
         counts[a] = np.int64(consts[C_COUNTS + a])
@@ -126,6 +178,8 @@ def forces_kernel(tile, step, iteration, mem, ints, consts, reduced, out):
         raise ValueError("the particles left the world")  # explained by the app (cells still the old ones)
     cell[:n] = new
     clock[OUTSIDE], clock[ORDERED] = outside.shape[0], 1.0 if ordered else 0.0
+    leaving[0] = outside.shape[0]
+    leaving[1:1 + outside.shape[0]] = outside
     return np.int64(clock[PAIRS])  # counted by the density phase, on the same neighbourhood
 
 
@@ -136,6 +190,7 @@ def migrate_kernel(tile, step, iteration, mem, ints, consts, reduced, out):
     at most a cell a step (the forces check), so every emigrant lands in a neighbour's box."""
     clock = _clock(mem, ints)
     clock[STEP] = step + 1
+    _rows(mem, ints, 11)[0] = -1  # the particles near the edge are to be found again
     n = np.int64(clock[N])
     rows = _inbox(mem, ints, 2, MIGRANT)
     if rows.shape[0] == 0 and clock[OUTSIDE] == 0 and clock[ORDERED] == 1.0:
@@ -191,12 +246,16 @@ def _ring(mem, ints, reader_ints, slot, motion):
     ``motion`` velocity and density (:func:`~shoal.apps.sph.kernels3d.ring_rows`)."""
     n = np.int64(_clock(mem, ints)[N])
     ids, x, v, vh, rho, cell = particles(mem, ints)
+    edge = _rows(mem, ints, 11)
+    if edge[0] < 0:  # once per tile and step, for all its readers: who is not in its inner box
+        edge[0] = rows_outside(cell, n, ints[I_LO:I_LO + 3] + 1, ints[I_HI:I_HI + 3] - 1, edge[1:])
     lo, hi = reader_ints[I_LO:I_LO + 3], reader_ints[I_HI:I_HI + 3]
     columns = MOTION_COLUMNS if motion else POSITION_COLUMNS
     rows = slot.shape[0] // columns
     table = slot[:rows * columns].reshape((rows, columns))
     k = 0
-    for i in range(n):
+    for q in range(edge[0]):
+        i = edge[1 + q]
         if _near(cell, i, lo, hi, 1):
             if k == rows:
                 return -1
@@ -227,15 +286,13 @@ def motion_packer(src, reader, mem, ints, reader_ints, consts, slot):
 def migrant_packer(src, reader, mem, ints, reader_ints, consts, slot):
     """:meth:`FluidAnimate3DApp.pack_emigrants <shoal.apps.sph.fluidanimate3d.FluidAnimate3DApp.pack_emigrants>`
     for one reader: the particles that moved into its cells, whole, in their order."""
-    clock = _clock(mem, ints)
-    if clock[OUTSIDE] == 0:
-        return 0
-    n = np.int64(clock[N])
+    leaving = _rows(mem, ints, 12)
     ids, x, v, vh, rho, cell = particles(mem, ints)
     lo, hi = reader_ints[I_LO:I_LO + 3], reader_ints[I_HI:I_HI + 3]
     rows = slot.shape[0] // MIGRANT
     k = 0
-    for i in range(n):
+    for q in range(leaving[0]):
+        i = leaving[1 + q]
         if _near(cell, i, lo, hi, 0):
             if k == rows:
                 return -1
@@ -269,7 +326,9 @@ def native_plan(app, tiling) -> Native:
 
     plan = CapacityPlan(tiling, PARTICLES, (), {"density": ("positions_in", POSITION_COLUMNS),
                                                 "forces": ("motion_in", MOTION_COLUMNS),
-                                                "migrate": ("migrants_in", MIGRANT)}, clock, unclock, N)
+                                                "migrate": ("migrants_in", MIGRANT)}, clock, unclock, N,
+                        work={"merge": lambda t, cap, inbox: merge_words(tiling.hi[t] - tiling.lo[t], cap + inbox),
+                              "edge": lambda t, cap, inbox: cap + 1, "outside": lambda t, cap, inbox: cap + 1})
     remedy = app._remedy
 
     def explain(phase, tile, state):

@@ -286,6 +286,18 @@ def _box_mask(cell, lo, hi):
 
 
 @nb.njit(cache=True, nogil=True)
+def rows_outside(cell, n, lo, hi, out):
+    """The rows ``i < n`` whose cell lies outside the box [lo, hi), in order, into ``out``
+    (int64); how many."""
+    k = 0
+    for i in range(n):
+        if not _in(cell, i, lo, hi):
+            out[k] = i
+            k += 1
+    return k
+
+
+@nb.njit(cache=True, nogil=True)
 def members(cell, los, his, skip_lo, skip_hi):
     """For each box k, the indices of the particles whose cell lies in [los[k], his[k]).
 
