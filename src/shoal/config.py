@@ -44,7 +44,9 @@ def _check_period(value: int | str) -> None:
     _period(value)
 
 
-EXECUTORS = ("python", "native")  # run.executor: the reference backend, and the compiled one
+# run.executor: the compiled backend where the app compiles its phases in one process, else the
+# reference one; the reference backend; the compiled one
+EXECUTORS = ("auto", "python", "native")
 
 
 def _check_executor(name: str) -> str | None:
@@ -96,8 +98,9 @@ class RunParams:
     frame_every: int = option(0, "steps between the app's frames in frames/, the last step's too (0: none; the final "
                                  "state is always state/final.npz)", flag=False,
                               check=at_least(0))
-    executor: str = option("python", "the executor backend: python (the reference) or native (compiled workers; "
-                                     "phases an app leaves in Python run through its trampoline)",
+    executor: str = option("auto", "the executor backend: native (compiled workers; phases an app leaves in Python "
+                                   "run through its trampoline), python (the reference), or auto: native where the "
+                                   "app compiles its phases for the run in one process, python elsewhere",
                            check=_check_executor, unset=SCENARIOS)
     overlap: bool = option(True, "MPI: send halos the moment they are packed (false: once the rank ends the phase)",
                            flag=False)

@@ -244,6 +244,8 @@ class LocalExecutor(NodePools):
     keep the process alive).
     """
 
+    backend = "python"
+
     def __init__(self, app: App, tiling: Tiling, cluster: Cluster, owner: np.ndarray, job_policy: str = "locality"):
         self.app = app
         self.job_policy = job_policy  # where a job phase's jobs run (shoal.placement.job_policies)

@@ -250,8 +250,10 @@ class MPITeam(Team):
     def barrier(self) -> None:
         wait_quietly(self.comm.Ibarrier())
 
-    def executor(self, app, tiling, cluster, owner, overlap: bool = True, backend: str = "python"):
-        if backend != "python":
+    def executor(self, app, tiling, cluster, owner, overlap: bool = True, backend: str = "auto"):
+        """The Python executor of this rank's tiles (``"auto"`` picks it: the native one does
+        not run on MPI ranks yet)."""
+        if backend == "native":
             raise ShoalError(f"the {backend} executor does not run on MPI ranks yet; run with --executor python")
         return MPIExecutor(app, tiling, cluster, owner, self, overlap)
 

@@ -139,13 +139,14 @@ class Simulation:
         Where :meth:`write_checkpoint` (and a stop) writes checkpoints.
     overlap : bool
         MPI: send halos the moment they are packed.
-    executor : {"python", "native"}
-        The executor backend (:mod:`shoal.runtime.local`, :mod:`shoal.runtime.native`).
+    executor : {"auto", "python", "native"}
+        The executor backend (:mod:`shoal.runtime.local`, :mod:`shoal.runtime.native`); ``auto``
+        is the native one where the app compiles its phases for the run in one process.
     """
 
     def __init__(self, app: App, tiling: Tiling, cluster: Cluster, owner: np.ndarray, *, team: Team | None = None,
                  states: dict[int, Any] | None = None, step: int = 0, reduced: dict | None = None,
-                 balancer=None, checkpoints: Path | None = None, overlap: bool = True, executor: str = "python"):
+                 balancer=None, checkpoints: Path | None = None, overlap: bool = True, executor: str = "auto"):
         self.app, self.tiling = app, tiling
         self.team = team if team is not None else Team()
         owner = np.asarray(owner, dtype=np.int64)

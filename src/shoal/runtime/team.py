@@ -27,12 +27,14 @@ class Team:
     def __init__(self):
         self.step = 0  # where the run is: named in error messages
 
-    def executor(self, app, tiling, cluster, owner, overlap: bool = True, backend: str = "python"):
+    def executor(self, app, tiling, cluster, owner, overlap: bool = True, backend: str = "auto"):
         """The executor of this process's tiles (in one process, halos never wait for a network):
-        the Python one, or the native one (``backend="native"``)."""
-        if backend == "native":
-            from .native import NativeExecutor
+        the Python one (``backend="python"``), the native one (``"native"``), or the native one
+        where the app compiles its phases for this run and the Python one where it does not
+        (``"auto"``: a phase left in Python runs faster on the executor made for it)."""
+        from .native import NativeExecutor, compiles
 
+        if backend == "native" or (backend == "auto" and compiles(app, tiling)):
             return NativeExecutor(app, tiling, cluster, owner)
         from .local import LocalExecutor
 

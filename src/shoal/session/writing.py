@@ -69,7 +69,7 @@ def write(plan: Resolved, built: Built, team: Team, stages: Stages | None = None
     if measured["busy_after"]:
         logger.warning(busy_warning(measured), extra=FILE_ONLY)
     summary = {"app": sc.app, "scenario": sc.name, "placement": sc.run.placement, "period": sc.run.period,
-               "workers": sc.run.workers, "executor": sc.run.executor, "seed": sc.run.seed, "predicted": False,
+               "workers": sc.run.workers, "executor": sim.executor.backend, "seed": sc.run.seed, "predicted": False,
                "ranks": team.size,
                "resumed_from_step": plan.checkpoint.step if plan.checkpoint else None,
                **summarize(trace, built.trace.clock, basis), "provenance": measured,

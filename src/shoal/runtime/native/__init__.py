@@ -11,4 +11,13 @@ from .engine import KERNEL
 from .executor import NativeExecutor
 from .plan import Native
 
-__all__ = ["KERNEL", "Native", "NativeExecutor"]
+
+def compiles(app, tiling) -> bool:
+    """Whether the native executor runs some of ``app``'s phases compiled on ``tiling`` (and no
+    job phase, which it does not run yet): what ``--executor auto`` picks it for."""
+    if any(p.jobs or p.emits_jobs for p in app.phases):
+        return False
+    return app.native(tiling) is not None
+
+
+__all__ = ["KERNEL", "Native", "NativeExecutor", "compiles"]

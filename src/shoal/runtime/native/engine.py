@@ -28,9 +28,9 @@ per graph (:class:`Graph`) and arrays every worker shares (:class:`Shared`):
   the one place a worker takes the interpreter lock.
 
 Times are ``CLOCK_MONOTONIC`` nanoseconds, read where a task becomes ready, starts and ends.
-A worker also reads its CPU time when it turns from one step's tasks to another's, and adds
-what it used to the step's row of its node (``Shared.cpu``): what the executor scales the
-tasks' wall times to, where threads were kept from their cores.
+A worker also reads its CPU time when it turns from one step's tasks to another's and before
+it sleeps, and adds what it used to the step's row of its node (``Shared.cpu``): what the
+executor scales the tasks' wall times to, where threads were kept from their cores.
 """
 
 from __future__ import annotations
@@ -354,9 +354,19 @@ def _fail(s, task, kind):
     finish_segment(s, FAILED)
 
 
+@nb.njit(nogil=True, cache=True, inline="always")
+def _count_cpu(s, node, clock):
+    """Add the CPU time since ``clock[1]`` to step ``clock[0]``'s row of ``node`` (if any)."""
+    now = thread_cpu_ns()
+    if clock[0] >= 0:
+        atomic_add(s.cpu, clock[0] * s.words.shape[0] + node, now - clock[1])
+    clock[1] = now
+
+
 @nb.njit(nogil=True, cache=True)
-def _idle(s, node):
-    """Wait for a task on ``node``'s queue: spin a while, then sleep. -1 once the segment ends."""
+def _idle(s, node, clock):
+    """Wait for a task on ``node``'s queue: spin a while, then sleep (the CPU time used so far
+    counted first). -1 once the segment ends."""
     t0 = monotonic_ns()
     while True:
         if atomic_load(s.control, STATUS) != RUNNING:
@@ -367,6 +377,7 @@ def _idle(s, node):
         if monotonic_ns() - t0 < s.control[SPIN]:
             cpu_relax()
             continue
+        _count_cpu(s, node, clock)
         atomic_add(s.sleepers, node, 1)
         word = atomic_load(s.words, node)
         if (atomic_load(s.control, STATUS) == RUNNING
@@ -384,24 +395,21 @@ def work(g, s, kernels, packers, mem, ints, consts, node, worker, nphases, width
     reduced = np.empty((nphases, width))
     out = np.zeros(max(width, 1))
     own = -1
-    nodes = s.words.shape[0]
-    cpu_step, cpu0 = -1, thread_cpu_ns()  # the step this worker's CPU time goes to, since when
+    clock = np.empty(2, np.int64)  # the step this worker's CPU time goes to, and since when
+    clock[0], clock[1] = -1, thread_cpu_ns()
     while True:
         if own >= 0:
             task, own = own, -1
         else:
-            task = _idle(s, node)
+            task = _idle(s, node, clock)
             if task < 0:
-                if cpu_step >= 0:
-                    atomic_add(s.cpu, cpu_step * nodes + node, thread_cpu_ns() - cpu0)
+                _count_cpu(s, node, clock)
                 return atomic_load(s.control, STATUS)
         instance, tile = task // T, task % T
         step = g.step[instance]
-        if step != cpu_step:
-            now = thread_cpu_ns()
-            if cpu_step >= 0:
-                atomic_add(s.cpu, cpu_step * nodes + node, now - cpu0)
-            cpu_step, cpu0 = step, now
+        if step != clock[0]:
+            _count_cpu(s, node, clock)
+            clock[0] = step
         if g.first_of_step[instance] and not _enter_step(s, step):
             continue  # the run stops before this step
         t0 = monotonic_ns()

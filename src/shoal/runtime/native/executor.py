@@ -193,6 +193,7 @@ class NativeExecutor(NodePools):
         self._links: list = []  # distinct (phase, Links), in the order first met
         self._key_of: dict = {}  # (phase, id(links)) -> index in _links
         self._shared, self._planned = None, -1  # nothing carries over from a run before
+        self._scales: dict[int, np.ndarray] = {}  # per step of the run, its nodes' CPU scales once taken
         self._m_bytes = np.zeros(0, np.int64)  # per message row its size (-1: not packed)
         self._edges: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per distinct Links, its (src, dst)
         self._grow(len(self._seq))
@@ -213,10 +214,7 @@ class NativeExecutor(NodePools):
                 if status == FAILED or self._error is not None:
                     if self._error is None and self._shared.control[ERROR_KIND] == ERROR_CAPACITY:
                         self._no_room()
-                    error = self._failure()
-                    if publish is not None:
-                        publish(states)
-                    raise error
+                    raise self._failure()
                 if status != DECIDE or not self._decide():
                     break
         finally:
@@ -224,9 +222,9 @@ class NativeExecutor(NodePools):
             sys.setswitchinterval(switch)
             if collecting:
                 gc.enable()
+            if publish is not None:  # however the run ended (a callback's error too); once is enough
+                publish(states)
         wall = time.perf_counter() - self._wall0
-        if publish is not None:
-            publish(states)
         done = int(self._shared.control[STEPS_DONE])
         if on_step is not None:
             for k in range(reported, done):
@@ -238,7 +236,7 @@ class NativeExecutor(NodePools):
         once the step is reported finished."""
         first = self._seq.step_first
         end = first[k + 1] if k + 1 < len(first) else len(self._seq)
-        rows = self._task_rows(first[k] * self._T, end * self._T)
+        rows = self._task_rows(first[k] * self._T, end * self._T, cpu=True)
         return TASKS.select(rows, rows["node"] >= 0)
 
     # ----- the trampoline's side (called by workers, holding the interpreter lock) -----------
@@ -623,9 +621,10 @@ class NativeExecutor(NodePools):
     # ----- results -------------------------------------------------------------------------
     def _task_rows(self, a: int, b: int, cpu: bool = False) -> dict[str, np.ndarray]:
         """Task rows ``a:b`` of the current run as a :data:`~shoal.records.TASKS` table. A task's
-        cost is its wall time; with ``cpu`` (the run is over, every worker's CPU time counted),
-        the costs of a node's tasks in a step are scaled down to the CPU time its workers used
-        in it, where that is less (threads kept from their cores: more of them than cores)."""
+        cost is its wall time; with ``cpu``, the costs of a node's tasks in a step are scaled
+        down to the CPU time its workers used in it, where that is less (threads kept from their
+        cores: more of them than cores). A step's scale is taken once, when its rows are first
+        asked for (a step reported during the run): its rows in the result are the same."""
         T, sh, seq = self._T, self._shared, self._seq
         index = np.arange(a, b)
         instance = index // T
@@ -642,9 +641,11 @@ class NativeExecutor(NodePools):
             at = step[ran] * nodes + node[ran]
             wall = np.bincount(at, weights=cost[ran], minlength=len(sh.cpu))
             used = sh.cpu[:len(wall)] * ns
-            scale = np.where(wall > used, used / np.maximum(wall, 1e-300), 1.0)
-            cost[ran] *= scale[at]
-            kernel[ran] *= scale[at]
+            scale = np.where(wall > used, used / np.maximum(wall, 1e-300), 1.0).reshape(-1, nodes)
+            for k in np.unique(step[ran]).tolist():
+                scale[k] = self._scales.setdefault(k, scale[k])
+            cost[ran] *= scale.ravel()[at]
+            kernel[ran] *= scale.ravel()[at]
         table = {"step": step + self.first_step,
                  "phase": np.asarray(seq.phase, np.int64)[instance], "tile": index % T,
                  "iteration": np.asarray(seq.iteration, np.int64)[instance],
