@@ -5,8 +5,9 @@ first test of every app needs, often the same ones at the same time: about five 
 cold run on two busy cores went to compiling. Run first (``make test`` does), this script
 compiles every app's kernels once, an app per process (each app's kernels in one process: never
 twice), by running every built-in scenario for two steps as ``tests/test_scenarios.py`` does and
-one replay, on both executors (the native one's worker loop compiles per kernel table, and an
-app's native kernels per variant); the workers then load them from Numba's cache.
+one replay, on both executors where the native one meets a new table of compiled kernels (its
+worker loop compiles once per table, an app's kernels per variant); the workers then load them
+from Numba's cache.
 
     python tests/warm_kernels.py [--jobs N]
 """
@@ -25,13 +26,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # test_scenarios' shrunk worlds
 
 
-def compiled_phases(scenario: str) -> bool:
-    """Whether the scenario's app gives the native executor compiled phases (``App.native``)."""
+def compiled_kernels(scenario: str) -> tuple | None:
+    """The compiled phase kernels and packers the native executor runs the scenario with (what
+    its worker loop is compiled for), or ``None`` when its phases stay in Python."""
     from shoal.apps import get_app
     from shoal.config import load_scenario
-    from shoal.runtime import App
+    from shoal.tiling import Tiling
+    from test_scenarios import SHRINK
 
-    return get_app(load_scenario(scenario).app).build.native is not App.native
+    sc = load_scenario(scenario)
+    sc.override(SHRINK.get(scenario, []))
+    app = get_app(sc.app).build(sc.params, 2)
+    native = app.native(Tiling.from_count(app.grid, 1))
+    return None if native is None else (*native.kernels.values(), *native.packers.values())
 
 
 def warm(scenarios: list[str]) -> float:
@@ -40,11 +47,14 @@ def warm(scenarios: list[str]) -> float:
     from test_scenarios import SHRINK
 
     start = time.perf_counter()
+    seen = set()  # the kernel tables compiled so far
     with tempfile.TemporaryDirectory(prefix="shoal-warm-") as folder:
         for k, name in enumerate(scenarios):
-            # Natively too: every scenario of an app with compiled phases (its kernels' variants),
-            # the first of the others (the worker loop with no compiled phase).
-            native = k == 0 or compiled_phases(name)
+            # Natively too: the first scenario of each kernel table (the worker loop compiles once
+            # per table, an app's kernels per variant), and the first of all (no compiled phase).
+            table = compiled_kernels(name)
+            native = k == 0 or (table is not None and table not in seen)
+            seen.add(table)
             for executor in ("python", "native") if native else ("python",):
                 run_scenario(name, steps=2, nodes=2, workers=1, tiles=8, out=Path(folder) / f"{name}-{executor}",
                              set=SHRINK.get(name, []) + ["run.frame_every=0"], executor=executor)
