@@ -6,6 +6,8 @@ errors in one line; and what stays in Python (a channel, lazy halos) still runs.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -213,3 +215,29 @@ def test_3d_a_particle_thrown_out_of_the_world_stops_both_backends_with_one_line
             _run3d(executor, (2, 2, 2), 1, 2, steps=(3,), states=throw)
         errors.append(str(err.value))
     assert errors[0] == errors[1]
+
+
+def test_a_stop_asked_before_a_redo_ends_after_every_step_already_reported(monkeypatch):
+    """A stop is asked as a run overflows (the emigrants have no room): the redo still runs as
+    far as the steps already reported, so each step is reported once and every one reported is
+    in the result."""
+    words = capacity.CapacityPlan.payload_words
+    monkeypatch.setattr(capacity.CapacityPlan, "payload_words",  # room for as many emigrants as growths
+                        lambda self, phase, src, reader: words(self, phase, src, reader) if phase == "rates"
+                        else self.inboxes[phase][1] * (self.room.factor - 1))
+    stop, seen, grown = threading.Event(), [], []
+    grow = capacity.Room.grow
+
+    def grow_and_stop(room):
+        grown.append(len(seen))
+        stop.set()
+        grow(room)
+
+    monkeypatch.setattr(capacity.Room, "grow", grow_and_stop)
+    app = SPH2D.build(SPH2D.params(**TINY), 300)
+    tiling = Tiling.from_counts(app.grid, (4, 3))
+    with NativeExecutor(app, tiling, Cluster.uniform(1, 2), np.zeros(12, np.int64)) as ex:
+        before = {(-1, "rates"): app.initial_reductions()["rates"]}
+        result = ex.run(300, on_step=seen.append, stop=stop, reduced_before=before)
+    assert grown and grown[0] > 0  # steps were reported before the overflow
+    assert seen == list(range(result.steps)) and result.steps >= grown[0]

@@ -75,7 +75,8 @@ class CapacityPlan:
         The clock's slots of ``n`` and of the rows of ``rows_fields``.
     work : dict of str to callable, optional
         Work arrays a phase leaves for a later one or for a packer: ``words(tile, capacity,
-        inbox rows)`` sizes each; they start filled with -1 (nothing known yet).
+        inbox rows)`` sizes each; they start filled with -1.0 (read as int64: negative, nothing
+        known yet).
     """
 
     def __init__(self, tiling, particle_fields: tuple[str, ...], rows_fields: tuple[str, ...],

@@ -77,7 +77,8 @@ class SWEApp(App):
 
     name = "swe"
     phases = _phases(2, 2)  # every method a run may name; each run picks its own below
-    transient = ("h0", "hu0", "hv0", "target")
+    # (report and strips_in: what the native kernels keep, see .native)
+    transient = ("h0", "hu0", "hv0", "target", "report", "strips_in")
 
     def __init__(self, params: SWEParams, steps: int):
         params.validate()

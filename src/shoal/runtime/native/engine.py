@@ -28,9 +28,10 @@ per graph (:class:`Graph`) and arrays every worker shares (:class:`Shared`):
   the one place a worker takes the interpreter lock.
 
 Times are ``CLOCK_MONOTONIC`` nanoseconds, read where a task becomes ready, starts and ends.
-A worker also reads its CPU time when it turns from one step's tasks to another's and before
-it sleeps, and adds what it used to the step's row of its node (``Shared.cpu``): what the
-executor scales the tasks' wall times to, where threads were kept from their cores.
+A worker also reads its CPU time when it turns from one step's tasks to another's, when it
+runs out of tasks, before it sleeps and when it ends a step, and adds what it used to the
+step's row of its node (``Shared.cpu``): what the executor scales the tasks' wall times to,
+where threads were kept from their cores.
 """
 
 from __future__ import annotations
@@ -366,7 +367,8 @@ def _count_cpu(s, node, clock):
 @nb.njit(nogil=True, cache=True)
 def _idle(s, node, clock):
     """Wait for a task on ``node``'s queue: spin a while, then sleep (the CPU time used so far
-    counted first). -1 once the segment ends."""
+    counted on the way in and before sleeping). -1 once the segment ends."""
+    _count_cpu(s, node, clock)
     t0 = monotonic_ns()
     while True:
         if atomic_load(s.control, STATUS) != RUNNING:
@@ -467,6 +469,7 @@ def work(g, s, kernels, packers, mem, ints, consts, node, worker, nphases, width
             elif g.gates[instance] >= 0 and g.gates[instance] < g.n:
                 _release(g, s, g.gates[instance], t1)
         if atomic_add(s.left, step, -1) == 1:
+            _count_cpu(s, node, clock)  # the step's CPU counted before anyone reads it as done
             s.step_end[step] = t1
             if atomic_add(s.control, STEPS_DONE, 1) + 1 >= atomic_load(s.control, LIMIT):
                 finish_segment(s, DONE)

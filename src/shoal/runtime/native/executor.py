@@ -162,13 +162,15 @@ class NativeExecutor(NodePools):
         for _ in range(GROWTHS):
             try:
                 return self._run(steps, states, first_step, report if on_step is not None else None, reduced_before,
-                                 stop)
+                                 stop, reported)
             except _NoRoom:
                 native.grow()
         raise ShoalError(f"app {self.app.name!r}: no room for its state after growing every capacity "
                          f"{GROWTHS} times")
 
-    def _run(self, steps, states, first_step, on_step, reduced_before, stop) -> ExecutionResult:
+    def _run(self, steps, states, first_step, on_step, reduced_before, stop, reported_before) -> ExecutionResult:
+        """One attempt of :meth:`run`; a stop is not asked before the steps an earlier attempt
+        reported (``reported_before[0]``) are done again."""
         T = self.tiling.ntiles
         before = dict(reduced_before or {})
         before.update(lagged_start(self.app, first_step, before))
@@ -206,13 +208,15 @@ class NativeExecutor(NodePools):
         self._t0 = time.monotonic_ns()
         self._wall0 = time.perf_counter()
         reported = 0
+        self._stop_from = reported_before[0]
         try:
             self._start_segment(0)
             while True:
                 reported = self._segment(on_step, stop, reported)
                 status = int(self._shared.control[STATUS])
                 if status == FAILED or self._error is not None:
-                    if self._error is None and self._shared.control[ERROR_KIND] == ERROR_CAPACITY:
+                    if (self._error is None and self._shared.control[ERROR_KIND] == ERROR_CAPACITY
+                            and publish is not None):
                         self._no_room()
                     raise self._failure()
                 if status != DECIDE or not self._decide():
@@ -489,7 +493,7 @@ class NativeExecutor(NodePools):
             for t in range(T):
                 self._pack(t, instance)
         status = open_segment(g, sh, self._mem, self._ints, self._consts, self._packers_c, instance)
-        if status == ERROR_CAPACITY:
+        if status == ERROR_CAPACITY and self._start_mem is not None:
             self._no_room()
         if status:
             raise ShoalError("halo staging overrun before the first task")
@@ -526,7 +530,7 @@ class NativeExecutor(NodePools):
                     for k in range(reported, done):
                         on_step(k)
                     reported = done
-                if stop is not None and stop.is_set() and not stopping:
+                if stop is not None and stop.is_set() and not stopping and done >= self._stop_from:
                     stopping = True
                     self._seq.limit(int(request_stop(sh)))
         except BaseException:
@@ -581,8 +585,8 @@ class NativeExecutor(NodePools):
         sh, g = self._shared, self._g
         task, kind = int(sh.control[ERROR_TASK]), int(sh.control[ERROR_KIND])
         instance, tile = divmod(task, self._T)
-        if kind == ERROR_CAPACITY:
-            what = "no room for a halo or a tile's state"
+        if kind == ERROR_CAPACITY:  # an app that cannot grow its room (no publish)
+            what = "no room for a halo or a tile's state, and the app cannot make more"
         elif kind == ERROR_HALO:
             what = (f"halo staging overrun: the tile packed halos its reader had not read yet (staging depth "
                     f"{g.stamp_depth})")
@@ -621,9 +625,9 @@ class NativeExecutor(NodePools):
     # ----- results -------------------------------------------------------------------------
     def _task_rows(self, a: int, b: int, cpu: bool = False) -> dict[str, np.ndarray]:
         """Task rows ``a:b`` of the current run as a :data:`~shoal.records.TASKS` table. A task's
-        cost is its wall time; with ``cpu``, the costs of a node's tasks in a step are scaled
-        down to the CPU time its workers used in it, where that is less (threads kept from their
-        cores: more of them than cores). A step's scale is taken once, when its rows are first
+        cost is its wall time; with ``cpu``, when the process's threads outnumber its cores, the
+        costs of a node's tasks in a step are scaled down to the CPU time its workers used in
+        it, where that is less (threads kept from their cores). A step's scale is taken once, when its rows are first
         asked for (a step reported during the run): its rows in the result are the same."""
         T, sh, seq = self._T, self._shared, self._seq
         index = np.arange(a, b)
@@ -636,7 +640,10 @@ class NativeExecutor(NodePools):
         node = sh.r_node[a:b].copy()
         cost = end - start
         kernel = np.where(ran, sh.r_kernel[a:b] * ns, 0.0)
-        if cpu and ran.any():
+        compiled = self._g.kernel[instance] >= 0  # a Python phase's kernel time is CPU time already
+        # Only where the threads outnumber the cores: elsewhere a task's wall time is its CPU time,
+        # and a step's CPU may not all be counted yet when it is first reported.
+        if cpu and ran.any() and self.cluster.total_cores > (os.cpu_count() or 1):
             nodes = self.cluster.nodes
             at = step[ran] * nodes + node[ran]
             wall = np.bincount(at, weights=cost[ran], minlength=len(sh.cpu))
@@ -645,7 +652,7 @@ class NativeExecutor(NodePools):
             for k in np.unique(step[ran]).tolist():
                 scale[k] = self._scales.setdefault(k, scale[k])
             cost[ran] *= scale.ravel()[at]
-            kernel[ran] *= scale.ravel()[at]
+            kernel[ran & compiled] *= scale.ravel()[step[ran & compiled] * nodes + node[ran & compiled]]
         table = {"step": step + self.first_step,
                  "phase": np.asarray(seq.phase, np.int64)[instance], "tile": index % T,
                  "iteration": np.asarray(seq.iteration, np.int64)[instance],
