@@ -191,8 +191,9 @@ def test_ctrl_c_stops_a_run_that_resumes_to_the_same_end(tmp_path):
 
 
 def test_a_resized_run_records_its_threads_and_the_replay_uses_them(tmp_path):
-    # tasks heavy enough that a node's cores, not the messages' latency, set its modeled step
-    base = dict(steps=12, tiles=16, nodes=2, workers=2, set=["app.grid=[48,48]", "app.work_per_cell=1200.0"])
+    # every tile heavy (not only the hot spot's), so that each node's cores, not the messages'
+    # latency, set its modeled step
+    base = dict(steps=12, tiles=16, nodes=2, workers=2, set=["app.grid=[48,48]", "app.base_work=400.0"])
     plain = run_scenario("synthetic-hotspot", out=tmp_path / "plain", **base)
     resized = run_scenario("synthetic-hotspot", out=tmp_path / "resized",
                            **{**base, "set": base["set"] + ["run.resize=[[4,0,1],[8,0,3],[8,1,1]]"]})
