@@ -391,7 +391,8 @@ class NativeExecutor(NodePools):
         if len(self._links) != self._planned:
             keys = list(self._links)  # (phase, Links) pairs, the Links compared by identity (kept alive here)
             fields = self.layout.fields if self.layout is not None else None
-            cached = self._plan_cache
+            # (an app with packers sizes its payloads afresh each run: its plans are made afresh)
+            cached = self._plan_cache if self.layout is None or not self.layout.native.packers else None
             if (cached is not None and len(cached[0]) == len(keys) and cached[1] == fields
                     and all(p == q and a is b for (p, a), (q, b) in zip(cached[0], keys, strict=True))):
                 self._plans = cached[2]
