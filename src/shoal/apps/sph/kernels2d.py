@@ -198,6 +198,14 @@ def own_rates(own_index, acc, drho, de, mu, c, v, kind, h, cfl):
     return a, r, e, finite, dt
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def put_ring_row(table, k, ids, cell, x, v, rho, m, kind, i):
+    """Row ``k`` of a ring table: particle ``i``'s id, cell, x, v, rho, m and kind."""
+    put_keys(table, k, ids, cell, i)
+    table[k, 3], table[k, 4], table[k, 5], table[k, 6] = x[i, 0], x[i, 1], v[i, 0], v[i, 1]
+    table[k, 7], table[k, 8], table[k, 9] = rho[i], m[i], kind[i]
+
+
 @nb.njit(cache=True, nogil=True)
 def ring_rows(cell, ids, x, v, rho, m, kind, los, his, skip_lo, skip_hi):
     """What ``rates_tile`` reads of the particles in each box k (a neighbour's ring of cells):
@@ -206,10 +214,7 @@ def ring_rows(cell, ids, x, v, rho, m, kind, los, his, skip_lo, skip_hi):
     starts, idx = members(cell, los, his, skip_lo, skip_hi)
     table = np.empty((idx.shape[0], RING_COLUMNS))
     for k in range(idx.shape[0]):
-        i = idx[k]
-        put_keys(table, k, ids, cell, i)
-        table[k, 3], table[k, 4], table[k, 5], table[k, 6] = x[i, 0], x[i, 1], v[i, 0], v[i, 1]
-        table[k, 7], table[k, 8], table[k, 9] = rho[i], m[i], kind[i]
+        put_ring_row(table, k, ids, cell, x, v, rho, m, kind, idx[k])
     return starts, table
 
 

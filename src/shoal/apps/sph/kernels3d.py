@@ -208,6 +208,19 @@ def advance(x, v, vh, a, rows, dt, lo, hi, par_size, stiffness, damping):
     return finite
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def put_ring_row(table, k, ids, cell, x, v, rho, i, motion):
+    """Row ``k`` of a ring table: particle ``i``'s id, cell, position and, with ``motion``,
+    velocity and density."""
+    put_keys(table, k, ids, cell, i)
+    for d in range(3):
+        table[k, KEYS + d] = x[i, d]
+    if motion:
+        for d in range(3):
+            table[k, KEYS + 3 + d] = v[i, d]
+        table[k, KEYS + 6] = rho[i]
+
+
 @nb.njit(cache=True, nogil=True)
 def ring_rows(cell, ids, x, v, rho, motion, los, his, skip_lo, skip_hi):
     """What the density (``motion`` false: positions) or the forces (positions, velocities,
@@ -217,14 +230,7 @@ def ring_rows(cell, ids, x, v, rho, motion, los, his, skip_lo, skip_hi):
     starts, idx = members(cell, los, his, skip_lo, skip_hi)
     table = np.empty((idx.shape[0], MOTION_COLUMNS if motion else POSITION_COLUMNS))
     for k in range(idx.shape[0]):
-        i = idx[k]
-        put_keys(table, k, ids, cell, i)
-        for d in range(3):
-            table[k, KEYS + d] = x[i, d]
-        if motion:
-            for d in range(3):
-                table[k, KEYS + 3 + d] = v[i, d]
-            table[k, KEYS + 6] = rho[i]
+        put_ring_row(table, k, ids, cell, x, v, rho, idx[k], motion)
     return starts, table
 
 

@@ -24,8 +24,8 @@ from ...errors import ShoalError
 from ...runtime.native import KERNEL, Native
 from ...runtime.native.engine import PACKER
 from .capacity import I_LO, CapacityPlan, descriptor_slots
-from .kernels2d import RING_COLUMNS, move_tile, rates_tile
-from .particles import FIELDS, box_order, check_moves, put_keys, rows_outside
+from .kernels2d import RING_COLUMNS, move_tile, put_ring_row, rates_tile
+from .particles import FIELDS, _in, box_order, check_moves, rows_outside
 
 RATES_FIELDS = ("acc", "drho", "de")
 # Slots of the clock field: time, particles created and deleted so far, particles, rows of the
@@ -212,12 +212,6 @@ def migrate_kernel(tile, step, iteration, mem, ints, consts, reduced, out):
     return total
 
 
-@nb.njit(nogil=True, cache=True, inline="always")
-def _near(cell, i, lo, hi, width):
-    """Whether particle ``i``'s cell lies in the box [lo - width, hi + width)."""
-    return (lo[0] - width <= cell[i, 0] < hi[0] + width) and (lo[1] - width <= cell[i, 1] < hi[1] + width)
-
-
 @nb.njit(PACKER, nogil=True, cache=True)
 def ring_packer(src, reader, mem, ints, reader_ints, consts, slot):
     """:meth:`SPH2DApp.pack_ring <shoal.apps.sph.wcsph2d.SPH2DApp.pack_ring>` for one reader:
@@ -227,18 +221,16 @@ def ring_packer(src, reader, mem, ints, reader_ints, consts, slot):
     edge = _rows(mem, ints, 16)
     if edge[0] < 0:  # once per tile and step, for all its readers: who is not in its inner box
         edge[0] = rows_outside(cell, n, ints[I_LO:I_LO + 2] + 1, ints[I_HI:I_HI + 2] - 1, edge[1:])
-    lo, hi = reader_ints[I_LO:I_LO + 2], reader_ints[I_HI:I_HI + 2]
+    lo, hi = reader_ints[I_LO:I_LO + 2] - 1, reader_ints[I_HI:I_HI + 2] + 1  # the ring around its box
     rows = slot.shape[0] // RING_COLUMNS
     table = slot[:rows * RING_COLUMNS].reshape((rows, RING_COLUMNS))
     k = 0
     for q in range(edge[0]):
         i = edge[1 + q]
-        if _near(cell, i, lo, hi, 1):
+        if _in(cell, i, lo, hi):
             if k == rows:
                 return -1
-            put_keys(table, k, ids, cell, i)
-            table[k, 3], table[k, 4], table[k, 5], table[k, 6] = x[i, 0], x[i, 1], v[i, 0], v[i, 1]
-            table[k, 7], table[k, 8], table[k, 9] = rho[i], m[i], kind[i]
+            put_ring_row(table, k, ids, cell, x, v, rho, m, kind, i)
             k += 1
     return k * RING_COLUMNS
 
@@ -254,7 +246,7 @@ def migrant_packer(src, reader, mem, ints, reader_ints, consts, slot):
     k = 0
     for q in range(leaving[0]):
         i = leaving[1 + q]
-        if _near(cell, i, lo, hi, 0):
+        if _in(cell, i, lo, hi):
             if k == rows:
                 return -1
             row = slot[k * MIGRANT:(k + 1) * MIGRANT]

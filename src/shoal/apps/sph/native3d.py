@@ -26,15 +26,15 @@ from .kernels3d import (
     DOMAIN_MIN,
     DOUBLE_REST_DENSITY,
     GRAVITY,
-    KEYS,
     MOTION_COLUMNS,
     PAR_SIZE,
     POSITION_COLUMNS,
     STIFFNESS_COLLISIONS,
     density_tile,
     forces_tile,
+    put_ring_row,
 )
-from .particles import box_order, check_moves, put_keys, rows_outside
+from .particles import _in, box_order, check_moves, rows_outside
 
 PARTICLES = ("id", "x", "v", "vh", "rho", "cell")  # the fields a 3D tile carries
 STEP, N, PAIRS, OUTSIDE, ORDERED = range(5)  # clock slots
@@ -232,15 +232,6 @@ def migrate_kernel(tile, step, iteration, mem, ints, consts, reduced, out):
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
-def _near(cell, i, lo, hi, width):
-    """Whether particle ``i``'s cell lies in the box [lo - width, hi + width)."""
-    for a in range(3):
-        if cell[i, a] < lo[a] - width or cell[i, a] >= hi[a] + width:
-            return False
-    return True
-
-
-@nb.njit(nogil=True, cache=True, inline="always")
 def _ring(mem, ints, reader_ints, slot, motion):
     """The particles in the ring of cells around the reader's box: id, cell, position, and with
     ``motion`` velocity and density (:func:`~shoal.apps.sph.kernels3d.ring_rows`)."""
@@ -249,23 +240,17 @@ def _ring(mem, ints, reader_ints, slot, motion):
     edge = _rows(mem, ints, 11)
     if edge[0] < 0:  # once per tile and step, for all its readers: who is not in its inner box
         edge[0] = rows_outside(cell, n, ints[I_LO:I_LO + 3] + 1, ints[I_HI:I_HI + 3] - 1, edge[1:])
-    lo, hi = reader_ints[I_LO:I_LO + 3], reader_ints[I_HI:I_HI + 3]
+    lo, hi = reader_ints[I_LO:I_LO + 3] - 1, reader_ints[I_HI:I_HI + 3] + 1  # the ring around its box
     columns = MOTION_COLUMNS if motion else POSITION_COLUMNS
     rows = slot.shape[0] // columns
     table = slot[:rows * columns].reshape((rows, columns))
     k = 0
     for q in range(edge[0]):
         i = edge[1 + q]
-        if _near(cell, i, lo, hi, 1):
+        if _in(cell, i, lo, hi):
             if k == rows:
                 return -1
-            put_keys(table, k, ids, cell, i)
-            for d in range(3):
-                table[k, KEYS + d] = x[i, d]
-            if motion:
-                for d in range(3):
-                    table[k, KEYS + 3 + d] = v[i, d]
-                table[k, KEYS + 6] = rho[i]
+            put_ring_row(table, k, ids, cell, x, v, rho, i, motion)
             k += 1
     return k * columns
 
@@ -293,7 +278,7 @@ def migrant_packer(src, reader, mem, ints, reader_ints, consts, slot):
     k = 0
     for q in range(leaving[0]):
         i = leaving[1 + q]
-        if _near(cell, i, lo, hi, 0):
+        if _in(cell, i, lo, hi):
             if k == rows:
                 return -1
             row = slot[k * MIGRANT:(k + 1) * MIGRANT]
