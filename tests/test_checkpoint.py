@@ -24,6 +24,28 @@ from shoal.trace import Trace, TraceWriter
 SPH = ["app.dx=0.05", "app.tank=[2.0, 1.2]", "app.fluid=[[0.0, 0.0, 0.5, 1.0]]", "run.frame_every=0"]
 
 
+def test_a_run_stopped_before_its_first_step_resumes_from_step_0(tmp_path, monkeypatch):
+    """A stop that arrives before the first step ends (a viewer's, on a busy host) leaves a
+    checkpoint at step 0 and a trace of no step; resumed, the run ends as one never stopped."""
+    import shoal.session as session
+
+    simulate = session.simulate
+
+    def stop_at_once(sim, steps):
+        sim.request_stop()
+        simulate(sim, steps)
+
+    args = dict(steps=6, tiles=8, nodes=2, set=["app.grid=[32,32]"])
+    monkeypatch.setattr(session, "simulate", stop_at_once)
+    stopped = run_scenario("synthetic-hotspot", **args, out=tmp_path / "stopped")
+    assert stopped.stopped_at == 0 and (stopped.path / "state" / "checkpoint-000000.h5").exists()
+    monkeypatch.setattr(session, "simulate", simulate)
+    resumed = run_scenario(None, resume=stopped.path)
+    full = run_scenario("synthetic-hotspot", **args, out=tmp_path / "full")
+    assert resumed.summary["steps"] == 6 and Trace.read(resumed.path).steps.tolist() == list(range(6))
+    assert compare_runs(full.path, resumed.path).identical
+
+
 @pytest.mark.parametrize("scenario, overrides, resume_as", [
     ("synthetic-hotspot", ["app.grid=[64,64]"], dict(nodes=3, workers=1, placement="birdshot")),
     ("sph-dam-break", SPH, dict(nodes=1, workers=2, placement="geometric")),

@@ -146,6 +146,18 @@ def test_a_split_folder_s_older_part_is_left_aside_once_trace_h5_holds_every_ste
     assert again.tasks["end"].tobytes() == whole.tasks["end"].tobytes()
 
 
+def test_a_run_resumed_at_its_first_step_joins_the_empty_part_before_it(run):
+    """A run stopped before its first step ends resumes from step 0: the part before holds no
+    step, no placement and no worker row, and the joined trace is the part after."""
+    t = run.trace
+    before = t.truncated(0)
+    assert len(before.steps) == 0 and before.worker_cores.shape == (0, t.cluster.nodes)
+    whole = joined([before, t])
+    assert whole.steps.tolist() == t.steps.tolist()
+    assert whole.worker_cores.tolist() == t.worker_cores.tolist()
+    assert whole.tasks["end"].tobytes() == t.tasks["end"].tobytes()
+
+
 def test_parts_that_are_not_one_run_are_not_joined(run):
     t = run.trace
     with pytest.raises(ShoalError, match="starts at step 0, not after step 3"):

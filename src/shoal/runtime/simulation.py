@@ -253,6 +253,11 @@ class Simulation:
             raise ShoalError(f"steps must be >= 0, got {steps}")
         if self.stopped_at is not None:
             return 0
+        if self.team.max(float(self._stop.is_set())) > 0:  # asked before this run: every tile is at a boundary now
+            self._stopped()
+            self._stop.clear()
+            self._halt.clear()
+            return 0
         target, start = self.step_count + steps, self.step_count
         with _ctrl_c_stops(self):
             while self.step_count < target:
@@ -276,7 +281,7 @@ class Simulation:
         first = self.step_count
         on_step = self._report if self._measurements else None
         self._halt.clear()
-        if self._stop.is_set():  # asked while the last run ended
+        if self._stop.is_set():  # asked while the callbacks between two cuts ran
             self._halt.set()
         part = self.executor.run(steps, states=self.states, first_step=first, on_step=on_step,
                                  reduced_before=self.reduced, stop=self._halt)

@@ -55,7 +55,8 @@ def joined(parts: list[Trace]) -> Trace:
             raise ShoalError("the parts of a run differ in their phases or tiling: they are not one run")
 
     def widen(rows: np.ndarray) -> np.ndarray:
-        rows = np.asarray(rows, np.int64).reshape(len(rows), -1)
+        rows = np.asarray(rows, np.int64)
+        rows = rows.reshape(len(rows), rows.size // len(rows) if len(rows) else nodes)  # a part may hold no row
         return np.pad(rows, ((0, 0), (0, nodes - rows.shape[1])))
 
     tasks, messages, step_end, jobs = [], [], [], []
