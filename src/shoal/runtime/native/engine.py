@@ -65,7 +65,8 @@ warnings.filterwarnings("ignore", message=".*object mode won't allow parallel ex
 # Why a worker returned (Shared.control[STATUS]; 0 while the segment runs).
 RUNNING, DONE, DECIDE, FAILED = 0, 1, 2, 3
 # Slots of Shared.control.
-STATUS, LIMIT, STARTED, STEP_LOCK, ERROR_TASK, ERROR_KIND, STEPS_DONE, SPIN = range(8)
+STATUS, LIMIT, STARTED, STEP_LOCK, ERROR_TASK, ERROR_KIND, STEPS_DONE, SPIN, FROZEN, PARKED, OUT_LOCK = range(11)
+CONTROL_SLOTS = 11
 # Shared.control[ERROR_KIND]; ERROR_CAPACITY: a kernel, packer or inbox had no room (the run is redone bigger)
 ERROR_KERNEL, ERROR_PYTHON, ERROR_HALO, ERROR_CAPACITY = 1, 2, 3, 4
 SUM, MIN, MAX = 0, 1, 2  # reduction operations, as Graph.ops holds them
@@ -104,6 +105,11 @@ Graph = namedtuple("Graph", [
     "ed_off", "ed_size", "pk_ptr", "pk", "up_ptr", "up",
     # per tile: its memory and integer descriptor (offsets into mem and ints); its node
     "mem_off", "int_off", "owner",
+    # across processes (MPI ranks; one process: ranks 1, every tile here): the ranks, this
+    # process's tiles; per links kind and tile, whether it has readers on each rank, and the
+    # ranks its sources are on; per links kind and rank, the edges to it and from it (in edge
+    # order: a batch's payloads) and the tiles here that read from it
+    "ranks", "here", "to_rank", "rin", "bo_ptr", "bo", "bi_ptr", "bi", "bir_ptr", "bir",
 ])
 
 Shared = namedtuple("Shared", [
@@ -111,6 +117,10 @@ Shared = namedtuple("Shared", [
     "r_start", "r_end", "r_ready", "r_node", "r_worker", "r_work", "r_kernel",
     "queue", "q_head", "q_tail", "q_lock", "sleepers", "words",
     "staging", "written", "consumed", "sent", "cpu",
+    # across processes: per (instance, rank) the tiles here still to pack its batch; per instance
+    # the tiles here still to give their reduced values; the batches ready to leave (a ring:
+    # instance x (ranks + 1) + rank, rank = ranks for the values); tasks held by a stop's freeze
+    "out_left", "mine_left", "outbox", "o_ends", "parked",
 ])
 
 
@@ -153,6 +163,40 @@ def _pop(s, node):
     return task
 
 
+@nb.njit(nogil=True, cache=True, inline="always")
+def _post(s, code):
+    """A batch is ready to leave this process: ``code`` on the outbox ring (the thread that
+    moves messages takes it from there)."""
+    cap = s.outbox.shape[0]
+    _lock(s.control, OUT_LOCK)
+    s.outbox[s.o_ends[1] % cap] = code
+    s.o_ends[1] += 1
+    _unlock(s.control, OUT_LOCK)
+
+
+@nb.njit(nogil=True, cache=True)
+def next_batch(s):
+    """The next batch ready to leave (see :func:`_post`), or -1."""
+    code = -1
+    _lock(s.control, OUT_LOCK)
+    if s.o_ends[0] < s.o_ends[1]:
+        code = s.outbox[s.o_ends[0] % s.outbox.shape[0]]
+        s.o_ends[0] += 1
+    _unlock(s.control, OUT_LOCK)
+    return code
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _packed_for_ranks(g, s, instance, tile):
+    """``tile`` has packed its halos of ``instance``: count it off every rank it sends to; a
+    rank whose tiles here have all packed gets its batch."""
+    R = g.ranks
+    L = g.links[instance]
+    for r in range(R):
+        if g.to_rank[L, tile, r] and atomic_add(s.out_left, instance * R + r, -1) == 1:
+            _post(s, instance * (R + 1) + r)
+
+
 @nb.njit(nogil=True, cache=True)
 def wake_all(s):
     """Wake every sleeping worker (the segment's status changed)."""
@@ -178,12 +222,17 @@ def _ready(s, task, now):
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
-def _enter_step(s, step):
-    """Whether a tile may start ``step`` (a stop lowers the limit; see :func:`request_stop`)."""
+def _enter_step(s, step, task):
+    """Whether a tile may start ``step`` (a stop lowers the limit; see :func:`request_stop`).
+    While a stop is negotiated between processes (:func:`freeze`) a task past the limit is
+    held, not dropped: the limit agreed may be higher."""
     _lock(s.control, STEP_LOCK)
     ok = step < s.control[LIMIT]
     if ok and step > s.control[STARTED]:
         s.control[STARTED] = step
+    elif not ok and s.control[FROZEN]:
+        s.parked[s.control[PARKED]] = task
+        s.control[PARKED] += 1
     _unlock(s.control, STEP_LOCK)
     return ok
 
@@ -199,6 +248,37 @@ def request_stop(s):
     if atomic_load(s.control, STEPS_DONE) >= limit:
         finish_segment(s, DONE)
     return limit
+
+
+@nb.njit(nogil=True, cache=True)
+def freeze(s):
+    """A stop negotiated between processes, here: no tile starts a step after the latest one
+    some tile has started, and tasks that would are held (:func:`thaw` settles them). Returns
+    this process's frontier (the steps it would run)."""
+    _lock(s.control, STEP_LOCK)
+    s.control[FROZEN] = 1
+    limit = min(s.control[LIMIT], s.control[STARTED] + 1)
+    s.control[LIMIT] = limit
+    _unlock(s.control, STEP_LOCK)
+    return limit
+
+
+@nb.njit(nogil=True, cache=True)
+def thaw(g, s, limit):
+    """The stop agreed: run ``limit`` steps (at least this process's frontier); the tasks held
+    before it go on, those at or after it are dropped."""
+    _lock(s.control, STEP_LOCK)
+    s.control[LIMIT] = limit
+    s.control[FROZEN] = 0
+    held = s.control[PARKED]
+    s.control[PARKED] = 0
+    _unlock(s.control, STEP_LOCK)
+    for k in range(held):
+        task = s.parked[k]
+        if g.step[task // g.T] < limit:
+            _push(s, g.owner[task % g.T], task)
+    if atomic_load(s.control, STEPS_DONE) >= limit:
+        finish_segment(s, DONE)
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
@@ -265,20 +345,27 @@ def open_segment(g, s, mem, ints, consts, packers, instance):
     run's start, or a loop's decision), then queue every tile's task, in tile order. 0, or
     what :func:`_pack` failed with."""
     T = g.T
-    if g.links[instance] >= 0 and not g.pypack[instance]:
+    L = g.links[instance]
+    if L >= 0 and not g.pypack[instance]:
         for t in range(T):
-            status = _pack(g, s, mem, ints, consts, packers, instance, t)
-            if status != 0:
-                return status
+            if g.here[t]:
+                status = _pack(g, s, mem, ints, consts, packers, instance, t)
+                if status != 0:
+                    return status
+                if g.ranks > 1:
+                    _packed_for_ranks(g, s, instance, t)
     now = monotonic_ns()
     cap = s.queue.shape[1]
     for t in range(T):
+        if not g.here[t]:
+            continue
         task = instance * T + t
-        s.need[task] = 0
+        s.need[task] = g.rin[L, t] if L >= 0 else 0  # halos from other processes still to come
         s.r_ready[task] = now
-        node = g.owner[t]
-        s.queue[node, s.q_tail[node] % cap] = task
-        s.q_tail[node] += 1
+        if s.need[task] == 0:
+            node = g.owner[t]
+            s.queue[node, s.q_tail[node] % cap] = task
+            s.q_tail[node] += 1
     return 0
 
 
@@ -344,8 +431,19 @@ def _release(g, s, instance, now):
     T = g.T
     for t in range(T):
         task = instance * T + t
-        if _ready(s, task, now):
+        if g.here[t] and _ready(s, task, now):
             _push(s, g.owner[t], task)
+
+
+@nb.njit(nogil=True, cache=True)
+def _gathered(g, s, instance, now):
+    """Every tile's values of ``instance`` are in: reduce them, then let the app decide on its
+    loop, or release the instance the reduction gates."""
+    _reduce(g, s, instance)
+    if g.decide[instance]:
+        finish_segment(s, DECIDE)  # the app decides whether the loop goes on (the sequence grows)
+    elif g.gates[instance] >= 0 and g.gates[instance] < g.n:
+        _release(g, s, g.gates[instance], now)
 
 
 @nb.njit(nogil=True, cache=True)
@@ -412,8 +510,8 @@ def work(g, s, kernels, packers, mem, ints, consts, node, worker, nphases, width
         if step != clock[0]:
             _count_cpu(s, node, clock)
             clock[0] = step
-        if g.first_of_step[instance] and not _enter_step(s, step):
-            continue  # the run stops before this step
+        if g.first_of_step[instance] and not _enter_step(s, step, task):
+            continue  # the run stops before this step (or waits for the stop agreed: see freeze)
         t0 = monotonic_ns()
         if g.links[instance] >= 0 and not g.pypack[instance] and not _unpack(g, s, mem, instance, tile):
             _fail(s, task, ERROR_CAPACITY)
@@ -454,38 +552,134 @@ def work(g, s, kernels, packers, mem, ints, consts, node, worker, nphases, width
         t1 = monotonic_ns()
         s.r_start[task], s.r_end[task], s.r_node[task], s.r_worker[task] = t0, t1, node, worker
         s.r_kernel[task] = t1 - t0 if kernel >= 0 else kernel_ns
-        # Readers of the halos just packed: each may now be ready.
+        # Readers of the halos just packed: each may now be ready (those on other processes
+        # once their batch has left).
         if packs:
             L = g.links[nxt]
             base = g.lk_base[L]
             for e in range(base + g.rd_ptr[L, tile], base + g.rd_ptr[L, tile + 1]):
                 reader = g.rd[e]
-                if _ready(s, nxt * T + reader, t1):
+                if g.here[reader] and _ready(s, nxt * T + reader, t1):
                     _push(s, g.owner[reader], nxt * T + reader)
-        if g.nvals[instance] > 0 and atomic_add(s.remaining, instance, -1) == 1:
-            _reduce(g, s, instance)  # the last tile in: every value is there
-            if g.decide[instance]:
-                finish_segment(s, DECIDE)  # the app decides whether the loop goes on (the sequence grows)
-            elif g.gates[instance] >= 0 and g.gates[instance] < g.n:
-                _release(g, s, g.gates[instance], t1)
+            if g.ranks > 1:
+                _packed_for_ranks(g, s, nxt, tile)
+        if g.nvals[instance] > 0:
+            if g.ranks > 1 and atomic_add(s.mine_left, instance, -1) == 1:
+                _post(s, instance * (g.ranks + 1) + g.ranks)  # this process's values, to every other
+            if atomic_add(s.remaining, instance, -1) == 1:
+                _gathered(g, s, instance, t1)  # the last value in
         if atomic_add(s.left, step, -1) == 1:
             _count_cpu(s, node, clock)  # the step's CPU counted before anyone reads it as done
             s.step_end[step] = t1
-            if atomic_add(s.control, STEPS_DONE, 1) + 1 >= atomic_load(s.control, LIMIT):
+            if (atomic_add(s.control, STEPS_DONE, 1) + 1 >= atomic_load(s.control, LIMIT)
+                    and not atomic_load(s.control, FROZEN)):
                 finish_segment(s, DONE)
         if nxt < g.n and _ready(s, nxt * T + tile, t1):
             own = nxt * T + tile
 
 
-_SCALARS = ("T", "n", "first", "handle", "stamp_depth")
-_MATRICES = ("ops", "ctx_src", "rd_ptr", "in_ptr", "pk", "up", "vals", "red", "before", "queue", "ib_off", "ib_cap")
+# ----- across processes: what the thread that moves messages calls ----------------------------
+HEAD = 2  # words before a batch's payloads: the run's number and the instance
+
+
+@nb.njit(nogil=True, cache=True)
+def batch_words(g, instance, rank, incoming):
+    """Room for the batch of ``instance``'s halos to (from, with ``incoming``) ``rank``."""
+    L = g.links[instance]
+    ptr, edges = (g.bi_ptr, g.bi) if incoming else (g.bo_ptr, g.bo)
+    total = HEAD
+    for k in range(ptr[L, rank], ptr[L, rank + 1]):
+        total += g.ed_size[edges[k]]
+    return total
+
+
+@nb.njit(nogil=True, cache=True)
+def gather_batch(g, s, instance, rank, buf):
+    """Copy the halos of ``instance`` that tiles here packed for tiles on ``rank`` into
+    ``buf`` after its head, edge by edge (a packer's payload: its length word and its words);
+    returns the words written."""
+    L = g.links[instance]
+    nedges = g.ed_off.shape[0]
+    slot = instance % g.stamp_depth
+    k = HEAD
+    for i in range(g.bo_ptr[L, rank], g.bo_ptr[L, rank + 1]):
+        e = g.bo[i]
+        b = slot * s.staging.shape[0] // g.stamp_depth + g.ed_off[e]
+        w = g.ed_size[e] if g.packer[L] < 0 else 1 + np.int64(s.staging[b])
+        for j in range(w):
+            buf[k + j] = s.staging[b + j]
+        k += w
+        s.consumed[slot * nedges + e] = instance
+    return k
+
+
+@nb.njit(nogil=True, cache=True)
+def deliver_batch(g, s, instance, rank, buf):
+    """Hand the tiles here the halos of ``instance`` that ``rank`` sent in ``buf``: into their
+    staging slots, then count them in (tasks made ready are queued). False, and nothing
+    done, while a slot still holds halos its reader has not read (try again later)."""
+    L = g.links[instance]
+    nedges = g.ed_off.shape[0]
+    slot = instance % g.stamp_depth
+    for i in range(g.bi_ptr[L, rank], g.bi_ptr[L, rank + 1]):
+        at = slot * nedges + g.bi[i]
+        if s.written[at] >= 0 and s.consumed[at] != s.written[at]:
+            return False
+    k = HEAD
+    for i in range(g.bi_ptr[L, rank], g.bi_ptr[L, rank + 1]):
+        e = g.bi[i]
+        b = slot * s.staging.shape[0] // g.stamp_depth + g.ed_off[e]
+        w = g.ed_size[e] if g.packer[L] < 0 else 1 + np.int64(buf[k])
+        for j in range(w):
+            s.staging[b + j] = buf[k + j]
+        k += w
+        s.written[slot * nedges + e] = instance
+    now = monotonic_ns()
+    T = g.T
+    for i in range(g.bir_ptr[L, rank], g.bir_ptr[L, rank + 1]):
+        reader = g.bir[i]
+        if _ready(s, instance * T + reader, now):
+            _push(s, g.owner[reader], instance * T + reader)
+    return True
+
+
+@nb.njit(nogil=True, cache=True)
+def gather_values(g, s, instance, buf):
+    """The values of ``instance`` the tiles here gave, in tile order, after the head; returns
+    the words written."""
+    T, k = g.T, HEAD
+    for t in range(T):
+        if g.here[t]:
+            for j in range(g.nvals[instance]):
+                buf[k] = s.vals[instance * T + t, j]
+                k += 1
+    return k
+
+
+@nb.njit(nogil=True, cache=True)
+def deliver_values(g, s, instance, rank, buf):
+    """The values of ``instance`` from ``rank``'s tiles; the last ones in reduce them."""
+    T, k = g.T, HEAD
+    for t in range(T):
+        if g.owner[t] == rank:
+            for j in range(g.nvals[instance]):
+                s.vals[instance * T + t, j] = buf[k]
+                k += 1
+    if atomic_add(s.remaining, instance, -1) == 1:
+        _gathered(g, s, instance, monotonic_ns())
+
+
+_SCALARS = ("T", "n", "first", "handle", "stamp_depth", "ranks")
+_MATRICES = ("ops", "ctx_src", "rd_ptr", "in_ptr", "pk", "up", "vals", "red", "before", "queue", "ib_off", "ib_cap",
+             "rin", "bo_ptr", "bi_ptr", "bir_ptr")
+_CUBES = ("to_rank",)
 _FLOATS = ("vals", "red", "before", "staging")
 
 
 def _placeholder(name: str):
     if name in _SCALARS:
         return 0
-    shape = (1, 1) if name in _MATRICES else (1,)
+    shape = (1, 1, 1) if name in _CUBES else (1, 1) if name in _MATRICES else (1,)
     dtype = np.float64 if name in _FLOATS else np.int32 if name == "words" else np.int64
     return np.zeros(shape, dtype)
 
@@ -495,7 +689,7 @@ def warm(kernels, packers, nphases: int, width: int) -> None:
     a call on placeholder arrays of the run's types, with the segment already over."""
     g = Graph(*(_placeholder(name) for name in Graph._fields))
     s = Shared(*(_placeholder(name) for name in Shared._fields))
-    s = s._replace(control=np.array([DONE, 0, 0, 0, 0, 0, 0, 0], np.int64))
+    s = s._replace(control=np.array([DONE] + [0] * (CONTROL_SLOTS - 1), np.int64))
     with warnings.catch_warnings():
         # First-class kernels are an "experimental" Numba feature; the trampoline's objmode
         # block holds the lock only inside it (Numba warns for the whole function).

@@ -66,6 +66,7 @@ from .engine import (
     STATUS,
     STEPS_DONE,
     SUM,
+    CONTROL_SLOTS,
     Graph,
     Shared,
     fill_context,
@@ -137,7 +138,15 @@ class NativeExecutor(NodePools):
         self.first_step = 0
         warm(self._kernels, self._packers_c, len(self.phases), self._width)  # compiled before any timed run
         self._pools = {node: WorkerPool(cluster.cores[node], f"shoal-native{node}", configure_worker_thread)
-                       for node in range(cluster.nodes)}
+                       for node in self._nodes_here()}
+
+    def _nodes_here(self) -> list[int]:
+        """The nodes whose workers this process runs."""
+        return list(range(self.cluster.nodes))
+
+    def _rank_of(self) -> tuple[int, int, np.ndarray]:
+        """The processes of the run, this one's number, and each tile's process (here: one)."""
+        return 1, 0, np.zeros(self.tiling.ntiles, np.int64)
 
     # ----- public (and the nodes' pools: see NodePools) ----------------------------------
     def run(self, steps: int, states: dict[int, Any] | None = None, first_step: int = 0, on_step=None,
@@ -176,6 +185,8 @@ class NativeExecutor(NodePools):
         before.update(lagged_start(self.app, first_step, before))
         self.states, self.first_step, self.steps = states, first_step, steps
         self._T = T
+        self._ranks, self._rank, self._process_of = self._rank_of()
+        self._here = self._process_of == self._rank
         self._seq = TaskSequence(self.phases, self.app.loops, steps)
         self._seq.extend()
         if self.layout is not None and self.layout.native.prepare is not None:
@@ -344,8 +355,9 @@ class NativeExecutor(NodePools):
             return
         cap = max(n, 2 * (old.red.shape[0] if old is not None else 0))
         nodes = self.cluster.nodes
+        R = self._ranks
         fresh = Shared(
-            control=np.zeros(8, np.int64), need=np.zeros(cap * T, np.int64), remaining=np.zeros(cap, np.int64),
+            control=np.zeros(CONTROL_SLOTS, np.int64), need=np.zeros(cap * T, np.int64), remaining=np.zeros(cap, np.int64),
             vals=np.zeros((cap * T, K)), red=np.full((cap, K), np.nan), before=self._before,
             left=np.zeros(self.steps, np.int64), step_end=np.zeros(self.steps, np.int64),
             r_start=np.zeros(cap * T, np.int64), r_end=np.zeros(cap * T, np.int64),
@@ -355,7 +367,9 @@ class NativeExecutor(NodePools):
             queue=np.zeros((nodes, T + 1), np.int64), q_head=np.zeros(nodes, np.int64),
             q_tail=np.zeros(nodes, np.int64), q_lock=np.zeros(nodes, np.int64), sleepers=np.zeros(nodes, np.int64),
             words=np.zeros(nodes, np.int32), staging=np.zeros(0), written=np.zeros(0, np.int64),
-            consumed=np.zeros(0, np.int64), sent=np.zeros(0, np.int64), cpu=np.zeros(self.steps * nodes, np.int64))
+            consumed=np.zeros(0, np.int64), sent=np.zeros(0, np.int64), cpu=np.zeros(self.steps * nodes, np.int64),
+            out_left=np.zeros(cap * R, np.int64), mine_left=np.zeros(cap, np.int64),
+            outbox=np.zeros(cap * (R + 1), np.int64), o_ends=np.zeros(2, np.int64), parked=np.zeros(T, np.int64))
         if old is None:
             fresh.control[LIMIT] = self.steps
             fresh.control[SPIN] = 0 if self.cluster.total_cores > (os.cpu_count() or 1) else SPIN_NS
@@ -364,10 +378,12 @@ class NativeExecutor(NodePools):
             m = old.red.shape[0]
             for name in ("need", "vals", "r_start", "r_end", "r_ready", "r_node", "r_worker", "r_work", "r_kernel"):
                 getattr(fresh, name)[:m * T] = getattr(old, name)
-            for name in ("remaining", "red"):
+            for name in ("remaining", "red", "mine_left"):
                 getattr(fresh, name)[:m] = getattr(old, name)
+            fresh.out_left[:m * R] = old.out_left
+            fresh.outbox[:len(old.outbox)] = old.outbox  # (the ring is never wrapped: room for every batch)
             for name in ("control", "left", "step_end", "queue", "q_head", "q_tail", "staging", "written",
-                         "consumed", "sent", "cpu"):
+                         "consumed", "sent", "cpu", "o_ends", "parked"):
                 fresh = fresh._replace(**{name: getattr(old, name)})
         self._shared = fresh
 
@@ -403,8 +419,8 @@ class NativeExecutor(NodePools):
             # per key (and a last row for none): fan-in per tile, and its message sizes (-1: Python's)
             self._fanin = np.zeros((len(self._links) + 1, T), np.int64)
             self._sizes = []
+            self._across = self._between_processes()
             for k, (_, links) in enumerate(self._links):
-                self._fanin[k] = links.fanin
                 base = self._plans.lk_base[k]
                 if self._plans.packer[k] >= 0:
                     self._sizes.append(np.full(links.count, VARIABLE, np.int64))
@@ -462,7 +478,8 @@ class NativeExecutor(NodePools):
             rd_ptr=plans.rd_ptr, rd=plans.rd, in_ptr=plans.in_ptr, inc=plans.inc, lk_base=plans.lk_base,
             ed_off=plans.ed_off, ed_size=plans.ed_size, pk_ptr=plans.pk_ptr, pk=plans.pk, up_ptr=plans.up_ptr,
             up=plans.up, packer=plans.packer, ib_off=plans.ib_off, ib_cap=plans.ib_cap,
-            msg_off=self._msg_offset[:-1], mem_off=self._mem_off, int_off=self._int_off, owner=self.owner)
+            msg_off=self._msg_offset[:-1], mem_off=self._mem_off, int_off=self._int_off, owner=self.owner,
+            ranks=self._ranks, here=self._here.astype(np.int64), **self._across)
         sh = self._shared
         if sh.staging.shape[0] != plans.depth * plans.staging or len(sh.written) != plans.depth * len(plans.ed_off):
             written = np.full(plans.depth * len(plans.ed_off), -1, np.int64)
@@ -479,11 +496,47 @@ class NativeExecutor(NodePools):
         new_ = slice(start, n)
         later = (index[new_] > start).astype(np.int64)
         token = later * (gated[new_] >= start)
+        R, mine = self._ranks, int(self._here.sum())
         sh.need[start * T:n * T] = (self._fanin[link_ids[new_]] + (later + token)[:, None]).ravel()
-        sh.remaining[start:n] = np.where(gathers[new_], T, 0)
-        np.add.at(sh.left, step[new_], T)
+        sh.remaining[start:n] = np.where(gathers[new_], mine + R - 1, 0)  # the tiles here, the other processes
+        sh.mine_left[start:n] = np.where(gathers[new_], mine, 0)
+        if R > 1:  # per (instance, rank): the tiles here that send it halos
+            sh.out_left[start * R:n * R] = self._across["to_rank"].sum(axis=1)[link_ids[new_]].ravel()
+        np.add.at(sh.left, step[new_], mine)
         if seq.pending is not None:
             sh.left[seq.pending[1]] += 1  # the step also waits for the loop's decision
+
+    def _between_processes(self) -> dict[str, Any]:
+        """Per distinct links of the run: each tile's fan-in from tiles here (into ``_fanin``),
+        and the graph's tables of halos between processes (see :class:`Graph`): in one process,
+        none."""
+        T, R, rank = self._T, self._ranks, self._rank
+        where, here = self._process_of, self._here
+        K = len(self._links) + 1  # a last row for instances without links
+        to_rank, rin = np.zeros((K, T, R), np.int64), np.zeros((K, T), np.int64)
+        tables = {name: ([], np.zeros((K, R + 1), np.int64)) for name in ("bo", "bi", "bir")}
+        for k, (_, links) in enumerate(self._links):
+            src, dst = self._edges_of(links)
+            edge = self._plans.lk_base[k] + np.arange(len(src))
+            self._fanin[k] = np.bincount(dst[here[src] & here[dst]], minlength=T)
+            if R == 1:
+                continue
+            out, inc = here[src] & ~here[dst], ~here[src] & here[dst]
+            to_rank[k, src[out], where[dst[out]]] = 1
+            pairs = np.unique(np.stack([dst[inc], where[src[inc]]]), axis=1)  # (reader here, its sources' rank)
+            rin[k] = np.bincount(pairs[0], minlength=T)
+            for r in range(R):
+                for name, rows in (("bo", edge[out & (where[dst] == r)]), ("bi", edge[inc & (where[src] == r)]),
+                                   ("bir", pairs[0][pairs[1] == r])):
+                    items, ptr = tables[name]
+                    ptr[k, r] = len(items)
+                    items.extend(rows.tolist())
+                    ptr[k, r + 1] = len(items)
+        across = {"to_rank": to_rank, "rin": rin}
+        for name, (items, ptr) in tables.items():
+            across[name + "_ptr"] = ptr
+            across[name] = np.asarray(items or [0], np.int64)
+        return across
 
     # ----- running -------------------------------------------------------------------------
     def _start_segment(self, instance: int) -> None:
