@@ -251,10 +251,16 @@ class MPITeam(Team):
         wait_quietly(self.comm.Ibarrier())
 
     def executor(self, app, tiling, cluster, owner, overlap: bool = True, backend: str = "auto"):
-        """The Python executor of this rank's tiles (``"auto"`` picks it: the native one does
-        not run on MPI ranks yet)."""
-        if backend == "native":
-            raise ShoalError(f"the {backend} executor does not run on MPI ranks yet; run with --executor python")
+        """The executor of this rank's tiles: the Python one (``backend="python"``), or the
+        native one (``"native"``: :mod:`shoal.runtime.native.ranks`, which always overlaps
+        halos with work). ``"auto"`` picks the native one where it runs the app on ranks."""
+        from .native.ranks import NativeRanksExecutor, runs_on_ranks
+
+        if backend == "native" or (backend == "auto" and overlap and runs_on_ranks(app, tiling) is None):
+            if not overlap:
+                raise ShoalError("the native executor always overlaps halos with work (run.overlap = false "
+                                 "needs --executor python)")
+            return NativeRanksExecutor(app, tiling, cluster, owner, self)
         return MPIExecutor(app, tiling, cluster, owner, self, overlap)
 
     def local_tiles(self, owner: np.ndarray) -> np.ndarray:

@@ -50,6 +50,7 @@ from .primitives import (
     atomic_load,
     cpu_relax,
     futex_wait,
+    futex_wait_for,
     futex_wake,
     monotonic_ns,
     thread_cpu_ns,
@@ -121,6 +122,8 @@ Shared = namedtuple("Shared", [
     # the tiles here still to give their reduced values; the batches ready to leave (a ring:
     # instance x (ranks + 1) + rank, rank = ranks for the values); tasks held by a stop's freeze
     "out_left", "mine_left", "outbox", "o_ends", "parked",
+    # the int32 word the thread that moves messages sleeps on (a batch posted bumps it)
+    "o_word",
 ])
 
 
@@ -172,6 +175,19 @@ def _post(s, code):
     s.outbox[s.o_ends[1] % cap] = code
     s.o_ends[1] += 1
     _unlock(s.control, OUT_LOCK)
+    atomic_add(s.o_word, 0, 1)
+    futex_wake(s.o_word, 0, 1)
+
+
+@nb.njit(nogil=True, cache=True)
+def wait_for_batches(s, ns):
+    """Sleep until a batch is posted, at most ``ns`` nanoseconds (the thread that moves
+    messages, when it has nothing to do)."""
+    word = atomic_load(s.o_word, 0)
+    if atomic_load(s.o_ends, 0) < atomic_load(s.o_ends, 1):
+        return
+    if futex_wait_for(s.o_word, 0, word, ns) < 0 and word == atomic_load(s.o_word, 0):
+        cpu_relax()
 
 
 @nb.njit(nogil=True, cache=True)
@@ -680,7 +696,7 @@ def _placeholder(name: str):
     if name in _SCALARS:
         return 0
     shape = (1, 1, 1) if name in _CUBES else (1, 1) if name in _MATRICES else (1,)
-    dtype = np.float64 if name in _FLOATS else np.int32 if name == "words" else np.int64
+    dtype = np.float64 if name in _FLOATS else np.int32 if name in ("words", "o_word") else np.int64
     return np.zeros(shape, dtype)
 
 

@@ -49,6 +49,7 @@ from ..workers import WorkerPool
 from .engine import (
     ABSENT,
     BEFORE,
+    CONTROL_SLOTS,
     DECIDE,
     ERROR_CAPACITY,
     ERROR_HALO,
@@ -66,7 +67,6 @@ from .engine import (
     STATUS,
     STEPS_DONE,
     SUM,
-    CONTROL_SLOTS,
     Graph,
     Shared,
     fill_context,
@@ -357,7 +357,8 @@ class NativeExecutor(NodePools):
         nodes = self.cluster.nodes
         R = self._ranks
         fresh = Shared(
-            control=np.zeros(CONTROL_SLOTS, np.int64), need=np.zeros(cap * T, np.int64), remaining=np.zeros(cap, np.int64),
+            control=np.zeros(CONTROL_SLOTS, np.int64), need=np.zeros(cap * T, np.int64),
+            remaining=np.zeros(cap, np.int64),
             vals=np.zeros((cap * T, K)), red=np.full((cap, K), np.nan), before=self._before,
             left=np.zeros(self.steps, np.int64), step_end=np.zeros(self.steps, np.int64),
             r_start=np.zeros(cap * T, np.int64), r_end=np.zeros(cap * T, np.int64),
@@ -369,7 +370,8 @@ class NativeExecutor(NodePools):
             words=np.zeros(nodes, np.int32), staging=np.zeros(0), written=np.zeros(0, np.int64),
             consumed=np.zeros(0, np.int64), sent=np.zeros(0, np.int64), cpu=np.zeros(self.steps * nodes, np.int64),
             out_left=np.zeros(cap * R, np.int64), mine_left=np.zeros(cap, np.int64),
-            outbox=np.zeros(cap * (R + 1), np.int64), o_ends=np.zeros(2, np.int64), parked=np.zeros(T, np.int64))
+            outbox=np.zeros(cap * (R + 1), np.int64), o_ends=np.zeros(2, np.int64), parked=np.zeros(T, np.int64),
+            o_word=np.zeros(1, np.int32))
         if old is None:
             fresh.control[LIMIT] = self.steps
             fresh.control[SPIN] = 0 if self.cluster.total_cores > (os.cpu_count() or 1) else SPIN_NS
@@ -383,7 +385,7 @@ class NativeExecutor(NodePools):
             fresh.out_left[:m * R] = old.out_left
             fresh.outbox[:len(old.outbox)] = old.outbox  # (the ring is never wrapped: room for every batch)
             for name in ("control", "left", "step_end", "queue", "q_head", "q_tail", "staging", "written",
-                         "consumed", "sent", "cpu", "o_ends", "parked"):
+                         "consumed", "sent", "cpu", "o_ends", "parked", "o_word"):
                 fresh = fresh._replace(**{name: getattr(old, name)})
         self._shared = fresh
 
@@ -510,7 +512,7 @@ class NativeExecutor(NodePools):
         """Per distinct links of the run: each tile's fan-in from tiles here (into ``_fanin``),
         and the graph's tables of halos between processes (see :class:`Graph`): in one process,
         none."""
-        T, R, rank = self._T, self._ranks, self._rank
+        T, R = self._T, self._ranks
         where, here = self._process_of, self._here
         K = len(self._links) + 1  # a last row for instances without links
         to_rank, rin = np.zeros((K, T, R), np.int64), np.zeros((K, T), np.int64)
@@ -525,6 +527,7 @@ class NativeExecutor(NodePools):
             to_rank[k, src[out], where[dst[out]]] = 1
             pairs = np.unique(np.stack([dst[inc], where[src[inc]]]), axis=1)  # (reader here, its sources' rank)
             rin[k] = np.bincount(pairs[0], minlength=T)
+            self._fanin[k] += rin[k]  # a batch from another process is one more input
             for r in range(R):
                 for name, rows in (("bo", edge[out & (where[dst] == r)]), ("bi", edge[inc & (where[src] == r)]),
                                    ("bir", pairs[0][pairs[1] == r])):
@@ -556,6 +559,26 @@ class NativeExecutor(NodePools):
         """Run the workers until the segment ends; report finished steps meanwhile."""
         sh = self._shared
         sh.control[STATUS] = RUNNING
+        ended = self._start_workers()
+        stopping = False
+        try:
+            while not ended.wait(0.002 if on_step is not None else 0.02):
+                done = int(sh.control[STEPS_DONE])
+                if on_step is not None:
+                    for k in range(reported, done):
+                        on_step(k)
+                    reported = done
+                if stop is not None and stop.is_set() and not stopping and done >= self._stop_from:
+                    stopping = True
+                    self._seq.limit(int(request_stop(sh)))
+        except BaseException:
+            self._stop_workers()
+            raise
+        self._join_workers()
+        return reported
+
+    def _start_workers(self) -> threading.Event:
+        """Every worker of this process on the segment; the event is set once all have returned."""
         left = [sum(pool.size for pool in self._pools.values())]
         ended = threading.Event()
         lock = threading.Lock()
@@ -576,25 +599,16 @@ class NativeExecutor(NodePools):
 
         for node, pool in self._pools.items():
             pool.start(lambda w, node=node: job(node, w))
-        stopping = False
-        try:
-            while not ended.wait(0.002 if on_step is not None else 0.02):
-                done = int(sh.control[STEPS_DONE])
-                if on_step is not None:
-                    for k in range(reported, done):
-                        on_step(k)
-                    reported = done
-                if stop is not None and stop.is_set() and not stopping and done >= self._stop_from:
-                    stopping = True
-                    self._seq.limit(int(request_stop(sh)))
-        except BaseException:
-            finish_segment(sh, FAILED)
-            for pool in self._pools.values():
-                pool.wait()
-            raise
+        return ended
+
+    def _stop_workers(self) -> None:
+        """End the segment (an error on the main thread) and wait for the workers."""
+        finish_segment(self._shared, FAILED)
+        self._join_workers()
+
+    def _join_workers(self) -> None:
         for pool in self._pools.values():
             pool.wait()
-        return reported
 
     def _decide(self) -> bool:
         """A loop's iteration has ended: ask the app whether another follows, grow the

@@ -152,12 +152,17 @@ class NativeLayout:
     def memory(self, states: dict[int, Any]) -> tuple[np.ndarray, np.ndarray]:
         """Every tile's fields end to end, and each tile's start (``T + 1`` offsets); the
         states then hold views of it. States that already do (the run before's, not moved nor
-        resized since) keep their memory: nothing is copied."""
+        resized since) keep their memory: nothing is copied. A tile whose state another process
+        holds (an MPI rank's) takes no memory here."""
         if self._in_place(states):
             return self._memory
         sizes, self.fields = [], []
         for t in range(self.ntiles):
             at, where = 0, {}
+            if t not in states:
+                self.fields.append(where)
+                sizes.append(at)
+                continue
             missing = [name for name in self.native.fields if name not in states[t]]
             if missing and self.native.scratch is not None:
                 made = self.native.scratch(t)
@@ -177,7 +182,7 @@ class NativeLayout:
         np.cumsum(sizes, out=offsets[1:])
         mem = np.empty(int(offsets[-1]))
         for t in range(self.ntiles):
-            state = states[t]
+            state = states.get(t)
             for name, (at, shape, dtype) in self.fields[t].items():
                 n = math.prod(shape)
                 if dtype == np.float64:
@@ -198,7 +203,7 @@ class NativeLayout:
         start = mem.ctypes.data
         for t in range(self.ntiles):
             state = states.get(t)
-            if state is None:
+            if (state is None) != (not self.fields[t]):  # a tile that came or left
                 return False
             for name, (at, shape, dtype) in self.fields[t].items():
                 a = state.get(name)  # the memory is alive (held here): a view at its address is one of it
@@ -209,8 +214,8 @@ class NativeLayout:
 
     def descriptors(self, tiling) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every tile's integer descriptor end to end, their offsets, and the constants."""
-        rows = [np.asarray(self.native.ints(t), np.int64) if self.native.ints else np.zeros(0, np.int64)
-                for t in range(self.ntiles)]
+        rows = [np.asarray(self.native.ints(t), np.int64) if self.native.ints and self.fields[t]
+                else np.zeros(0, np.int64) for t in range(self.ntiles)]
         offsets = np.zeros(self.ntiles + 1, np.int64)
         np.cumsum([len(r) for r in rows], out=offsets[1:])
         ints = np.concatenate(rows) if rows else np.zeros(0, np.int64)
@@ -246,6 +251,7 @@ class NativeLayout:
         return [at + offset, *counts, *strides], math.prod(counts)
 
 
+NO_BLOCK = [0, 0, 0, 0, 0, 0, 0]  # a box of no cells: the side of a copy whose tile another process holds
 Plans = namedtuple("Plans", ["native", "depth", "staging", "rd_ptr", "rd", "in_ptr", "inc", "lk_base", "ed_off",
                              "ed_size", "pk_ptr", "pk", "up_ptr", "up", "packer", "ib_off", "ib_cap"])
 
@@ -280,6 +286,8 @@ def copy_plans(keys: list, layout: NativeLayout | None, phases, ntiles: int) -> 
             packer[k] = packers.index(phase.name)
             inbox = layout.native.inboxes[phase.name]
             for t in range(T):
+                if not layout.fields[t]:
+                    continue  # held by another process
                 at, shape, dtype = layout.fields[t][inbox]
                 if dtype != np.float64:
                     raise ShoalError(f"phase {phase.name!r}: its inbox {inbox!r} must be float64, got {dtype}")
@@ -295,14 +303,15 @@ def copy_plans(keys: list, layout: NativeLayout | None, phases, ntiles: int) -> 
                     size = 1 + int(layout.native.payload_words(phase.name, src, reader))
                 elif is_native:
                     for src_field, src_box, dst_field, dst_box in layout.native.halos(phase.name, src, reader):
-                        a, na = layout.block(src, src_field, src_box)
-                        b, nb_ = layout.block(reader, dst_field, dst_box)
-                        if na != nb_:
+                        # each side's blocks where its tile is here (an MPI rank holds some tiles)
+                        a, na = layout.block(src, src_field, src_box) if layout.fields[src] else (NO_BLOCK, -1)
+                        b, nb_ = layout.block(reader, dst_field, dst_box) if layout.fields[reader] else (NO_BLOCK, -1)
+                        if min(na, nb_) >= 0 and na != nb_:
                             raise ShoalError(f"copy plan of phase {phase.name!r}, tile {src} -> {reader}: boxes of "
                                              f"{na} and {nb_} cells")
                         pk.append([a[0], size, *a[1:]])
                         up.append([b[0], size, *b[1:]])
-                        size += na
+                        size += max(na, nb_, 0)
                 pk_ptr.append(len(pk))
                 up_ptr.append(len(up))
                 ed_size.append(size)

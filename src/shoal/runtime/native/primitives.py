@@ -10,8 +10,9 @@ so a worker loop compiled with ``nogil=True`` uses them with no Python and no lo
   system call (tens of nanoseconds, where ``time.thread_time()`` costs a system call);
 - :func:`thread_cpu_ns`: the thread's CPU time (a system call);
 - :func:`cpu_relax`: the x86 ``pause`` of a spin-wait (nothing elsewhere);
-- :func:`futex_wait`, :func:`futex_wake`: Linux's futex, so an idle worker sleeps in the kernel
-  instead of spinning on a shared core, and a producer wakes exactly one.
+- :func:`futex_wait`, :func:`futex_wait_for`, :func:`futex_wake`: Linux's futex, so an idle
+  worker sleeps in the kernel instead of spinning on a shared core, and a producer wakes
+  exactly one.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def cpu_relax(typingctx):
     return types.void(), codegen
 
 
-def _futex(builder, context, sig, args, op):
+def _futex(builder, context, sig, args, op, timeout=None):
     i64, i32, i8p = ir.IntType(64), ir.IntType(32), ir.IntType(8).as_pointer()
     if not HAS_FUTEX:
         return ir.Constant(i64, -1)
@@ -118,8 +119,15 @@ def _futex(builder, context, sig, args, op):
     fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64], var_arg=True), "syscall")
     value = builder.trunc(context.cast(builder, args[2], sig.args[2], types.int64), i32)
     null = ir.Constant(i8p, None)
+    when = null
+    if timeout is not None:  # a relative timespec of ``timeout`` nanoseconds
+        billion = ir.Constant(i64, 1_000_000_000)
+        ts = cgutils.alloca_once(builder, ir.LiteralStructType([i64, i64]))
+        builder.store(builder.sdiv(timeout, billion), cgutils.gep_inbounds(builder, ts, 0, 0))
+        builder.store(builder.srem(timeout, billion), cgutils.gep_inbounds(builder, ts, 0, 1))
+        when = builder.bitcast(ts, i8p)
     return builder.call(fn, [ir.Constant(i64, SYS_FUTEX), builder.bitcast(ptr, i8p), ir.Constant(i32, op), value,
-                             null, null, ir.Constant(i32, 0)])
+                             when, null, ir.Constant(i32, 0)])
 
 
 @intrinsic
@@ -129,6 +137,15 @@ def futex_wait(typingctx, words, index, expected):
     def codegen(context, builder, sig, args):
         return _futex(builder, context, sig, args, FUTEX_WAIT_PRIVATE)
     return types.int64(words, index, expected), codegen
+
+
+@intrinsic
+def futex_wait_for(typingctx, words, index, expected, ns):
+    """:func:`futex_wait`, for at most ``ns`` nanoseconds."""
+    def codegen(context, builder, sig, args):
+        return _futex(builder, context, sig, args, FUTEX_WAIT_PRIVATE,
+                      context.cast(builder, args[3], sig.args[3], types.int64))
+    return types.int64(words, index, expected, ns), codegen
 
 
 @intrinsic

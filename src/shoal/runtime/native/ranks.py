@@ -1,0 +1,327 @@
+"""The native executor on MPI ranks: compiled workers on each rank, one message per rank pair
+and phase.
+
+Each rank runs the compiled graph of its own tiles (:class:`NativeRanksExecutor`). Its
+workers never call MPI: a tile that packs halos for tiles on another rank counts itself off
+that rank's batch, and the last tile of the rank to pack puts the batch on an outbox ring
+(:func:`~shoal.runtime.native.engine._post`). The rank's main thread, which waits for the
+workers anyway, moves the messages: it sends each batch as one float64 buffer (every halo of
+the phase from this rank to that one, end to end in edge order), receives the batches of the
+other ranks and hands them to the waiting tiles (:func:`~shoal.runtime.native.engine.deliver_batch`),
+which a remote batch counts as one more input. While its workers compute it sleeps until
+one posts a batch, looking for messages now and then (from :data:`NAP_MIN_S` to
+:data:`NAP_MAX_S` apart); while they all wait for other ranks it looks every
+:data:`NAP_MIN_S`, since only a message can give them work (it does not spin: a spinning
+thread took the cores of busy ranks on a shared machine, and the runs were slower).
+
+A reduction's values travel the same way: once every tile here has given its values, the rank
+sends them to every other rank, and each rank reduces all of them in tile order, as in one
+process, so every rank holds the same bits.
+
+A stop asked on any rank is negotiated by rank 0, as on the Python MPI executor: it *freezes*
+every rank still running (no tile starts a step past the latest one some tile has started;
+tasks that would are held), takes the largest frontier (a rank that already left answers
+with its steps), and every rank runs exactly that many steps. Every message carries the run's
+number: what a run left unread (halos for a step past a stop) is dropped by the next.
+
+Apps run here whose halo phases are all native and whose state keeps its size (no
+``publish``): a run redone with more room would have to be redone on every rank.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+from mpi4py import MPI
+
+from ...errors import ShoalError
+from .engine import (
+    FROZEN,
+    HEAD,
+    LIMIT,
+    RUNNING,
+    STATUS,
+    STEPS_DONE,
+    batch_words,
+    deliver_batch,
+    deliver_values,
+    freeze,
+    gather_batch,
+    gather_values,
+    next_batch,
+    thaw,
+    wait_for_batches,
+)
+from .executor import NativeExecutor
+from .plan import NativeLayout
+
+if TYPE_CHECKING:
+    from ..mpi import MPITeam
+
+HALO, VALUES, CONTROL = 21, 22, 23  # message tags (apart from the Python MPI executor's)
+ASK, FREEZE, FRONTIER, LIMIT_AGREED, DONE = range(5)  # CONTROL messages: [run, kind, value]
+NAP_MIN_S, NAP_MAX_S = 2e-5, 2e-4  # how long the main thread sleeps between polls when nothing moves
+
+
+def runs_on_ranks(app, tiling) -> str | None:
+    """Why the native executor cannot run ``app`` on MPI ranks, or ``None`` when it can."""
+    if any(p.jobs or p.emits_jobs for p in app.phases):
+        return "it does not run job phases yet"
+    layout = NativeLayout.of(app, tiling)
+    if layout is None:
+        return "the app runs no phase natively on this tiling"
+    if layout.native.publish is not None:
+        return "the app's state changes size (a run redone with more room would be redone on every rank)"
+    python_halos = [p.name for p in app.phases if p.halo and p.name not in layout.kernels]
+    if python_halos:
+        return f"phases {', '.join(python_halos)} send halos from Python"
+    return None
+
+
+class NativeRanksExecutor(NativeExecutor):
+    """:class:`~shoal.runtime.native.NativeExecutor` for this rank's tiles, halos and reduced
+    values to and from the other ranks moved by the main thread (see the module doc).
+
+    Raises
+    ------
+    ShoalError
+        If the app cannot run natively on MPI ranks (:func:`runs_on_ranks` says why), or the
+        cluster's nodes are not the ranks.
+    """
+
+    def __init__(self, app, tiling, cluster, owner, team: MPITeam):
+        if cluster.nodes != team.size:
+            raise ShoalError(f"an MPI run has one node per rank: {cluster.nodes} nodes but {team.size} ranks")
+        why = runs_on_ranks(app, tiling)
+        if why is not None:
+            raise ShoalError(f"app {app.name!r}: the native executor cannot run it on MPI ranks: {why}; "
+                             "run it with --executor python")
+        self.team, self.comm, self.rank = team, team.comm, team.rank
+        self._run_id = 0
+        self._early: list[tuple[int, int, np.ndarray, int]] = []  # (run, tag, buffer, source) of a later run
+        super().__init__(app, tiling, cluster, owner)
+
+    def _nodes_here(self) -> list[int]:
+        return [self.rank]
+
+    def _rank_of(self) -> tuple[int, int, np.ndarray]:
+        return self.team.size, self.rank, self.owner
+
+    def run(self, *args, **kwargs):
+        self._run_id += 1
+        self._sending: list = []  # (request, buffer) of messages not yet seen complete
+        self._waiting: list = []  # (instance, rank, buffer) of batches whose slots are still being read
+        self._held: list[int] = []  # batches for steps past a frozen limit: sent if the limit agreed is higher
+        self._asked = self._negotiated = False
+        self._answers: dict[int, int] | None = None  # rank 0, while it negotiates a stop: steps per rank
+        self._left: dict[int, int] = {}  # rank 0: the ranks that have left this run, and their steps
+        self._frozen_by: list[int] = []  # rank 0: the ranks it froze and that answered with a frontier
+        self._comm_s, self._comm_count = 0.0, 0
+        result = super().run(*args, **kwargs)
+        # What moving messages cost: the replay charges it per message.
+        result.comm_cpu_s = np.zeros(self.cluster.nodes)
+        result.comm_messages = np.zeros(self.cluster.nodes, np.int64)
+        result.comm_cpu_s[self.rank], result.comm_messages[self.rank] = self._comm_s, self._comm_count
+        return result
+
+    # ----- the run's waits: messages move meanwhile ------------------------------------------
+    def _segment(self, on_step, stop, reported: int) -> int:
+        sh = self._shared
+        sh.control[STATUS] = RUNNING
+        for run, tag, buf, source in self._take_early():
+            self._on_message(tag, buf, run, source)
+        ended = self._start_workers()
+        nap = NAP_MIN_S
+        try:
+            while not ended.is_set():
+                moved = self._progress()
+                done = int(sh.control[STEPS_DONE])
+                if on_step is not None:
+                    for k in range(reported, done):
+                        on_step(k)
+                    reported = done
+                if stop is not None and stop.is_set() and not self._asked:
+                    self._asked = True
+                    if self.rank == 0:
+                        self._negotiate()
+                    else:
+                        self._control(0, ASK)
+                if moved:
+                    nap = NAP_MIN_S
+                elif self._workers_wait():  # for messages: poll often (spinning measured slower on shared cores)
+                    time.sleep(NAP_MIN_S)
+                else:  # working: wake when they post a batch, or to look for messages now and then
+                    wait_for_batches(sh, int(nap * 1e9))
+                    nap = min(2 * nap, NAP_MAX_S)
+        except BaseException:
+            self._stop_workers()
+            raise
+        self._join_workers()
+        return reported
+
+    def _result(self, done: int, wall: float):
+        """The run's result, once every batch it owes has left and every rank has ended it."""
+        self._finish(done)
+        result = super()._result(done, wall)
+        owner = self.owner
+        mine = owner[result.messages["src"]] == self.rank  # a payload's row is its sender's
+        result.messages = {k: v[mine] for k, v in result.messages.items()}
+        return result
+
+    def _finish(self, done: int) -> None:
+        """Send what this rank's tiles owe the steps run, tell rank 0 this rank has left, and
+        wait for every rank to do as much (messages still move meanwhile: rank 0 may be
+        negotiating a stop)."""
+        self._progress()
+        while self._sending:
+            if not self._progress():
+                time.sleep(NAP_MIN_S)
+        if self.rank != 0:
+            self._control(0, DONE, done)
+        barrier = self.comm.Ibarrier()
+        nap = NAP_MIN_S
+        while not barrier.Test() or self._sending or self._answers is not None:
+            if self._progress():
+                nap = NAP_MIN_S
+            else:
+                time.sleep(nap)
+                nap = min(2 * nap, NAP_MAX_S)
+
+    # ----- moving messages ---------------------------------------------------------------------
+    def _progress(self) -> bool:
+        """Send the batches ready, receive what has come, retire sends complete; whether
+        anything moved."""
+        t0 = time.thread_time()
+        moved = False
+        sh = self._shared
+        while (code := int(next_batch(sh))) >= 0:
+            moved = True
+            self._leave(code)
+        status = MPI.Status()
+        for tag in (HALO, VALUES, CONTROL):  # only these: the team's own messages wait for it
+            while (message := self.comm.Improbe(MPI.ANY_SOURCE, tag, status)) is not None:
+                buf = np.empty(status.Get_count(MPI.DOUBLE))
+                message.Recv([buf, MPI.DOUBLE])
+                moved = True
+                self._on_message(tag, buf, int(buf[0]), status.Get_source())
+        if self._waiting:
+            waiting, self._waiting = self._waiting, []
+            for instance, rank, buf in waiting:
+                self._halos(instance, rank, buf)
+        if self._sending:
+            self._sending = [(req, buf) for req, buf in self._sending if not req.Test()]
+        if moved:
+            self._comm_s += time.thread_time() - t0
+        return moved
+
+    def _leave(self, code: int) -> None:
+        """Send batch ``code`` of the outbox (see :func:`~shoal.runtime.native.engine._post`)."""
+        g, sh, R = self._g, self._shared, self._ranks
+        instance, rank = divmod(code, R + 1)
+        if int(g.step[instance]) >= int(sh.control[LIMIT]):  # for a step past the run's end (a stop)
+            if sh.control[FROZEN]:
+                self._held.append(code)  # the limit agreed may be higher
+            return
+        if rank == R:
+            buf = np.empty(HEAD + self._T * self._width)
+            n = int(gather_values(g, sh, instance, buf))
+            for r in range(R):
+                if r != self.rank:
+                    self._send(buf, n, instance, r, VALUES)
+        else:
+            buf = np.empty(int(batch_words(g, instance, rank, False)))
+            n = int(gather_batch(g, sh, instance, rank, buf))
+            self._send(buf, n, instance, rank, HALO)
+            L = g.links[instance]
+            self._comm_count += int(g.bo_ptr[L, rank + 1] - g.bo_ptr[L, rank])
+
+    def _send(self, buf: np.ndarray, n: int, instance: int, rank: int, tag: int) -> None:
+        buf[0], buf[1] = self._run_id, instance
+        self._sending.append((self.comm.Isend([buf[:n], MPI.DOUBLE], dest=rank, tag=tag), buf))
+
+    def _on_message(self, tag: int, buf: np.ndarray, run: int, source: int) -> None:
+        """A message of run ``run``: dropped if from an earlier run, kept for a later one."""
+        if run < self._run_id:
+            return
+        if run > self._run_id:
+            self._early.append((run, tag, buf, source))
+            return
+        if tag == CONTROL:
+            self._on_control(source, int(buf[1]), int(buf[2]))
+        elif tag == VALUES:
+            deliver_values(self._g, self._shared, int(buf[1]), source, buf)
+        else:
+            self._halos(int(buf[1]), source, buf)
+
+    def _take_early(self) -> list:
+        """The messages of this run that came while the last one ended."""
+        now = [m for m in self._early if m[0] == self._run_id]
+        self._early = [m for m in self._early if m[0] > self._run_id]
+        return now
+
+    def _halos(self, instance: int, rank: int, buf: np.ndarray) -> None:
+        if deliver_batch(self._g, self._shared, instance, rank, buf):
+            L = self._g.links[instance]
+            self._comm_count += int(self._g.bi_ptr[L, rank + 1] - self._g.bi_ptr[L, rank])
+        else:
+            self._waiting.append((instance, rank, buf))
+
+    # ----- a stop, negotiated by rank 0 ----------------------------------------------------------
+    def _control(self, rank: int, kind: int, value: int = 0) -> None:
+        buf = np.array([self._run_id, kind, value], np.float64)
+        self._sending.append((self.comm.Isend([buf, MPI.DOUBLE], dest=rank, tag=CONTROL), buf))
+
+    def _on_control(self, source: int, kind: int, value: int) -> None:
+        if kind == ASK and not self._negotiated and self._answers is None:
+            self._negotiate()
+        elif kind == FREEZE:
+            if self._workers_running():
+                self._control(0, FRONTIER, int(freeze(self._shared)))
+            # a rank that has ended the run has sent DONE: rank 0 takes that for its answer
+        elif kind == LIMIT_AGREED:
+            self._agreed(value)
+        elif kind in (FRONTIER, DONE):
+            if kind == DONE:
+                self._left[source] = value
+            if self._answers is not None and source not in self._answers:
+                self._answers[source] = value
+                if kind == FRONTIER:
+                    self._frozen_by.append(source)
+                self._settle()
+
+    def _negotiate(self) -> None:
+        """Rank 0: freeze every rank still in the run and collect the steps each would run."""
+        self._answers = dict(self._left)
+        self._answers[0] = int(freeze(self._shared)) if self._workers_running() else int(
+            self._shared.control[STEPS_DONE])
+        for r in range(1, self._ranks):
+            if r not in self._answers:
+                self._control(r, FREEZE)
+        self._settle()
+
+    def _settle(self) -> None:
+        """Rank 0, once every rank has answered: the run's steps, to every rank frozen."""
+        if self._answers is None or len(self._answers) < self._ranks:
+            return
+        limit = max(self._answers.values())
+        self._answers, self._negotiated = None, True
+        for r in self._frozen_by:
+            self._control(r, LIMIT_AGREED, limit)
+        self._agreed(limit)
+
+    def _agreed(self, limit: int) -> None:
+        if self._workers_running():
+            self._seq.limit(limit)
+            thaw(self._g, self._shared, limit)
+        held, self._held = self._held, []
+        for code in held:
+            self._leave(code)
+
+    def _workers_wait(self) -> bool:
+        """Whether every worker here sleeps (they wait for halos or values from other ranks)."""
+        return int(self._shared.sleepers[self.rank]) >= self._pools[self.rank].size
+
+    def _workers_running(self) -> bool:
+        return int(self._shared.control[STATUS]) == RUNNING
