@@ -230,9 +230,11 @@ def executor(app, tiling, steps: int, workers: int, backend=None) -> float:
 MPI_CASES = (0.1, 1.0)  # task ms of the cases also run on 2 ranks x 1 worker under mpiexec
 
 
-def mpi_round(ms: float) -> float | None:
+def mpi_round(ms: float, backend: str = "python") -> float | None:
     """Under ``mpiexec -n 2``: wall seconds of the case's steps on 2 ranks of 1 worker, each
-    rank holding half of the tiles (rows of them); rank 0 returns it, the other ``None``."""
+    rank holding half of the tiles (rows of them); rank 0 returns it, the other ``None``. The
+    native backend runs :func:`make_native_app`'s compiled spin, the Python one
+    :func:`make_app`'s."""
     from shoal.cluster import Cluster
     from shoal.runtime.mpi import MPITeam
     from shoal.tiling import Tiling
@@ -240,10 +242,11 @@ def mpi_round(ms: float) -> float | None:
     team = MPITeam()
     tiling = Tiling.from_counts(GRID, COUNTS)
     spin(0.0, 1)
-    app = make_app(iterations_for(ms / 1e3))
+    app = (make_native_app if backend == "native" else make_app)(iterations_for(ms / 1e3))
     owner = (np.arange(tiling.ntiles) * 2 // tiling.ntiles).astype(np.int64)
     mine = {int(t): app.init_tile(int(t), tiling) for t in np.flatnonzero(owner == team.rank)}
-    ex = team.executor(app, tiling, Cluster.uniform(2, 1), owner)
+    chosen = {"backend": backend} if backend != "python" else {}  # (a baseline's executor may not take it)
+    ex = team.executor(app, tiling, Cluster.uniform(2, 1), owner, **chosen)
     try:
         ex.run(1, states=dict(mine))  # threads started, caches warm
         wall = ex.run(dict(CASES)[ms], states=dict(mine)).wall_s
@@ -252,8 +255,8 @@ def mpi_round(ms: float) -> float | None:
     return wall if team.is_root else None
 
 
-def measure_mpi(src: Path | None) -> dict[str, float] | None:
-    """Wall seconds of every case of :data:`MPI_CASES` on 2 ranks x 1 worker (shoal from
+def measure_mpi(src: Path | None, cases=MPI_CASES, backend: str = "python") -> dict[str, float] | None:
+    """Wall seconds of every case of ``cases`` (task ms) on 2 ranks x 1 worker (shoal from
     ``src``, else the one this script imports); ``None`` without mpi4py and ``mpiexec``."""
     mpiexec = Path(sys.executable).parent / "mpiexec"
     if not mpiexec.exists() or importlib.util.find_spec("mpi4py") is None:
@@ -263,9 +266,9 @@ def measure_mpi(src: Path | None) -> dict[str, float] | None:
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **ONE_HOST_OPEN_MPI,
                **({"PYTHONPATH": str(src)} if src else {}))
     out = {}
-    for ms in MPI_CASES:
+    for ms in cases:
         done = subprocess.run([str(mpiexec), "--oversubscribe", "-n", "2", sys.executable, __file__, "--mpi-round",
-                               str(ms)], env=env, capture_output=True, text=True, check=True)
+                               backend, str(ms)], env=env, capture_output=True, text=True, check=True)
         walls = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("wall ")]
         out[str(ms)] = float(walls[-1])  # mpiexec may add lines of its own
     return out
@@ -293,6 +296,7 @@ def measure(ceiling: bool = True) -> dict:
 
 
 NATIVE_CASES = ((0.0, 600), (0.02, 300), (0.1, 150), (1.0, 30))  # (task ms, steps)
+NATIVE_MPI_CASES = (0.1, 1.0)  # task ms of the native cases also run on 2 ranks x 1 worker
 
 
 def measure_native() -> dict:
@@ -310,6 +314,10 @@ def measure_native() -> dict:
                         "native1": executor(app, tiling, steps, 1, NativeExecutor),
                         "native2": executor(app, tiling, steps, 2, NativeExecutor),
                         "python1": executor(app, tiling, steps, 1), "python2": executor(app, tiling, steps, 2)}
+    mpi = {backend: measure_mpi(None, NATIVE_MPI_CASES, backend) for backend in ("native", "python")}
+    for ms in NATIVE_MPI_CASES:  # 2 ranks x 1 worker, each rank half of the tiles
+        if mpi["native"] is not None:
+            out[str(ms)].update(mpi_native=mpi["native"][str(ms)], mpi_python=mpi["python"][str(ms)])
     return out
 
 
@@ -337,14 +345,27 @@ def print_native(bench, rounds: list[dict], counts: dict | None) -> None:
               f"{st['speedup'].show(1, 1):>20}")
         bench.add(native_task_ms=ms, tasks=n, **st)
         key[name] = st
+    if all("mpi_native" in r.get(str(ms), {}) for r in rounds for ms in NATIVE_MPI_CASES):
+        print("2 MPI ranks x 1 worker, half of the tiles each: efficiency = plain loop / (2 x wall)")
+        print(f"{'task':>6} {'native eff':>14} {'python eff':>14}")
+        key["mpi"] = {}
+        for ms in NATIVE_MPI_CASES:
+            st = {b: Stat(tuple(r[str(ms)]["plain"] / (2 * r[str(ms)][f"mpi_{b}"]) for r in rounds))
+                  for b in ("native", "python")}
+            print(f"{ms:>4g}ms {st['native'].show(1, 3):>14} {st['python'].show(1, 3):>14}")
+            bench.add(mpi_task_ms=ms, **{f"mpi_{b}_eff": v for b, v in st.items()})
+            key["mpi"][str(ms)] = st
     print("targets: bookkeeping <= 1 us a task (empty kernel, 1 worker): "
           f"{key['empty']['native1'].median * 1e6:.2f} us; efficiency >= 0.95 at 0.1 ms: "
           f"{key['0.1ms']['native_eff'].median:.3f}; >= 0.85 at 20 us: {key['0.02ms']['native_eff'].median:.3f}; "
-          "MPI 2 ranks x 1 >= 0.85 at 0.1 ms: n/a (the native executor runs in one process only so far)")
+          + (f"MPI 2 ranks x 1 >= 0.85 at 0.1 ms: {key['mpi']['0.1']['native'].median:.3f}" if key.get("mpi")
+             else "MPI 2 ranks x 1: n/a (no mpiexec)"))
     figures = {"bookkeeping_us_per_task": key["empty"]["native1"].median * 1e6,
                "efficiency_2w_0.1ms": key["0.1ms"]["native_eff"].median,
                "efficiency_2w_20us": key["0.02ms"]["native_eff"].median,
                "python_over_native_empty": key["empty"]["speedup"].median}
+    if key.get("mpi"):
+        figures.update({f"mpi_2x1_{b}_{ms}ms": st.median for ms, per in key["mpi"].items() for b, st in per.items()})
     if counts:
         print("instructions per task (Callgrind, user space, empty kernel, 1 worker): "
               + ", ".join(f"{part} {n:.0f}" for part, n in counts.items()))
@@ -536,7 +557,7 @@ def main() -> None:
         counted_loop(sys.argv[-2], int(sys.argv[-1]))
         return
     if "--mpi-round" in sys.argv:  # under mpiexec: rank 0 prints the wall time
-        wall = mpi_round(float(sys.argv[-1]))
+        wall = mpi_round(float(sys.argv[-1]), sys.argv[-2])
         if wall is not None:
             print(f"wall {wall!r}")
         return

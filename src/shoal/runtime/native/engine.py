@@ -66,8 +66,9 @@ warnings.filterwarnings("ignore", message=".*object mode won't allow parallel ex
 # Why a worker returned (Shared.control[STATUS]; 0 while the segment runs).
 RUNNING, DONE, DECIDE, FAILED = 0, 1, 2, 3
 # Slots of Shared.control.
-STATUS, LIMIT, STARTED, STEP_LOCK, ERROR_TASK, ERROR_KIND, STEPS_DONE, SPIN, FROZEN, PARKED, OUT_LOCK = range(11)
-CONTROL_SLOTS = 11
+STATUS, LIMIT, STARTED, STEP_LOCK, ERROR_TASK, ERROR_KIND, STEPS_DONE, SPIN, FROZEN, PARKED, OUT_LOCK, IDLE_CALL = (
+    range(12))
+CONTROL_SLOTS = 12
 # Shared.control[ERROR_KIND]; ERROR_CAPACITY: a kernel, packer or inbox had no room (the run is redone bigger)
 ERROR_KERNEL, ERROR_PYTHON, ERROR_HALO, ERROR_CAPACITY = 1, 2, 3, 4
 SUM, MIN, MAX = 0, 1, 2  # reduction operations, as Graph.ops holds them
@@ -175,16 +176,23 @@ def _post(s, code):
     s.outbox[s.o_ends[1] % cap] = code
     s.o_ends[1] += 1
     _unlock(s.control, OUT_LOCK)
+    _call_mover(s)
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _call_mover(s):
+    """Wake the thread that moves messages (a batch to send, or every worker here idle)."""
     atomic_add(s.o_word, 0, 1)
     futex_wake(s.o_word, 0, 1)
 
 
 @nb.njit(nogil=True, cache=True)
-def wait_for_batches(s, ns):
-    """Sleep until a batch is posted, at most ``ns`` nanoseconds (the thread that moves
-    messages, when it has nothing to do)."""
-    word = atomic_load(s.o_word, 0)
-    if atomic_load(s.o_ends, 0) < atomic_load(s.o_ends, 1):
+def wait_for_batches(s, node, ns):
+    """Sleep until a batch is posted or every worker of ``node`` has gone idle, at most ``ns``
+    nanoseconds (the thread that moves messages, while the workers compute)."""
+    word = atomic_load(s.o_word, 0)  # read first: a change after it ends the wait at once
+    if (atomic_load(s.o_ends, 0) < atomic_load(s.o_ends, 1)
+            or atomic_load(s.sleepers, node) >= s.control[IDLE_CALL]):
         return
     if futex_wait_for(s.o_word, 0, word, ns) < 0 and word == atomic_load(s.o_word, 0):
         cpu_relax()
@@ -226,6 +234,7 @@ def finish_segment(s, status):
     """End the segment with ``status`` (the first one set wins)."""
     if atomic_cas(s.control, STATUS, RUNNING, status) == RUNNING:
         wake_all(s)
+        _call_mover(s)
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
@@ -494,7 +503,8 @@ def _idle(s, node, clock):
             cpu_relax()
             continue
         _count_cpu(s, node, clock)
-        atomic_add(s.sleepers, node, 1)
+        if atomic_add(s.sleepers, node, 1) + 1 == s.control[IDLE_CALL]:  # the last awake: only messages bring work
+            _call_mover(s)
         word = atomic_load(s.words, node)
         if (atomic_load(s.control, STATUS) == RUNNING
                 and atomic_load(s.q_head, node) == atomic_load(s.q_tail, node)):

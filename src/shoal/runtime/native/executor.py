@@ -51,6 +51,7 @@ from .engine import (
     BEFORE,
     CONTROL_SLOTS,
     DECIDE,
+    DONE,
     ERROR_CAPACITY,
     ERROR_HALO,
     ERROR_KERNEL,
@@ -499,8 +500,9 @@ class NativeExecutor(NodePools):
         later = (index[new_] > start).astype(np.int64)
         token = later * (gated[new_] >= start)
         R, mine = self._ranks, int(self._here.sum())
+        others = len(np.unique(self._process_of[~self._here]))  # processes whose values come (those with tiles)
         sh.need[start * T:n * T] = (self._fanin[link_ids[new_]] + (later + token)[:, None]).ravel()
-        sh.remaining[start:n] = np.where(gathers[new_], mine + R - 1, 0)  # the tiles here, the other processes
+        sh.remaining[start:n] = np.where(gathers[new_], mine + others, 0)
         sh.mine_left[start:n] = np.where(gathers[new_], mine, 0)
         if R > 1:  # per (instance, rank): the tiles here that send it halos
             sh.out_left[start * R:n * R] = self._across["to_rank"].sum(axis=1)[link_ids[new_]].ravel()
@@ -546,6 +548,9 @@ class NativeExecutor(NodePools):
         """Every tile is about to run ``instance``, whose halos nobody has packed (the run's
         start, or after a loop's decision): pack them here, then queue every tile's task."""
         g, sh, T = self._g, self._shared, self._T
+        if not self._here.any():  # a process left without tiles (MPI): it has nothing to run
+            sh.control[STEPS_DONE] = sh.control[LIMIT]
+            return
         if g.links[instance] >= 0 and g.pypack[instance]:
             for t in range(T):
                 self._pack(t, instance)
@@ -558,7 +563,7 @@ class NativeExecutor(NodePools):
     def _segment(self, on_step, stop, reported: int) -> int:
         """Run the workers until the segment ends; report finished steps meanwhile."""
         sh = self._shared
-        sh.control[STATUS] = RUNNING
+        sh.control[STATUS] = RUNNING if sh.control[STEPS_DONE] < sh.control[LIMIT] else DONE  # (no tile here: done)
         ended = self._start_workers()
         stopping = False
         try:

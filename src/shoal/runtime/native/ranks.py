@@ -9,9 +9,9 @@ workers anyway, moves the messages: it sends each batch as one float64 buffer (e
 the phase from this rank to that one, end to end in edge order), receives the batches of the
 other ranks and hands them to the waiting tiles (:func:`~shoal.runtime.native.engine.deliver_batch`),
 which a remote batch counts as one more input. While its workers compute it sleeps until
-one posts a batch, looking for messages now and then (from :data:`NAP_MIN_S` to
-:data:`NAP_MAX_S` apart); while they all wait for other ranks it looks every
-:data:`NAP_MIN_S`, since only a message can give them work (it does not spin: a spinning
+one posts a batch or the last of them goes idle (at most :data:`NAP_BUSY_S`: a message that
+arrives meanwhile finds workers busy anyway); while they all wait for other ranks it looks
+every :data:`NAP_MIN_S`, since only a message can give them work (it does not spin: a spinning
 thread took the cores of busy ranks on a shared machine, and the runs were slower).
 
 A reduction's values travel the same way: once every tile here has given its values, the rank
@@ -38,8 +38,10 @@ from mpi4py import MPI
 
 from ...errors import ShoalError
 from .engine import (
+    DONE,
     FROZEN,
     HEAD,
+    IDLE_CALL,
     LIMIT,
     RUNNING,
     STATUS,
@@ -61,8 +63,9 @@ if TYPE_CHECKING:
     from ..mpi import MPITeam
 
 HALO, VALUES, CONTROL = 21, 22, 23  # message tags (apart from the Python MPI executor's)
-ASK, FREEZE, FRONTIER, LIMIT_AGREED, DONE = range(5)  # CONTROL messages: [run, kind, value]
-NAP_MIN_S, NAP_MAX_S = 2e-5, 2e-4  # how long the main thread sleeps between polls when nothing moves
+ASK, FREEZE, FRONTIER, AGREED, LEFT = range(5)  # CONTROL messages: [run, kind, value]
+NAP_MIN_S, NAP_MAX_S = 2e-5, 1e-3  # how long the main thread sleeps between polls when nothing moves
+NAP_BUSY_S = 2e-3  # at most, while the workers compute (they wake it when they post a batch or all go idle)
 
 
 def runs_on_ranks(app, tiling) -> str | None:
@@ -129,11 +132,11 @@ class NativeRanksExecutor(NativeExecutor):
     # ----- the run's waits: messages move meanwhile ------------------------------------------
     def _segment(self, on_step, stop, reported: int) -> int:
         sh = self._shared
-        sh.control[STATUS] = RUNNING
+        sh.control[STATUS] = RUNNING if sh.control[STEPS_DONE] < sh.control[LIMIT] else DONE  # (no tile here: done)
         for run, tag, buf, source in self._take_early():
             self._on_message(tag, buf, run, source)
+        sh.control[IDLE_CALL] = self._pools[self.rank].size  # the last worker to go idle wakes this thread
         ended = self._start_workers()
-        nap = NAP_MIN_S
         try:
             while not ended.is_set():
                 moved = self._progress()
@@ -149,12 +152,11 @@ class NativeRanksExecutor(NativeExecutor):
                     else:
                         self._control(0, ASK)
                 if moved:
-                    nap = NAP_MIN_S
-                elif self._workers_wait():  # for messages: poll often (spinning measured slower on shared cores)
+                    continue
+                if self._workers_wait():  # for messages: poll often (spinning measured slower on shared cores)
                     time.sleep(NAP_MIN_S)
-                else:  # working: wake when they post a batch, or to look for messages now and then
-                    wait_for_batches(sh, int(nap * 1e9))
-                    nap = min(2 * nap, NAP_MAX_S)
+                else:  # working: until they post a batch or all go idle (stops and reports a little later)
+                    wait_for_batches(sh, self.rank, int(NAP_BUSY_S * 1e9))
         except BaseException:
             self._stop_workers()
             raise
@@ -179,7 +181,7 @@ class NativeRanksExecutor(NativeExecutor):
             if not self._progress():
                 time.sleep(NAP_MIN_S)
         if self.rank != 0:
-            self._control(0, DONE, done)
+            self._control(0, LEFT, done)
         barrier = self.comm.Ibarrier()
         nap = NAP_MIN_S
         while not barrier.Test() or self._sending or self._answers is not None:
@@ -212,8 +214,7 @@ class NativeRanksExecutor(NativeExecutor):
                 self._halos(instance, rank, buf)
         if self._sending:
             self._sending = [(req, buf) for req, buf in self._sending if not req.Test()]
-        if moved:
-            self._comm_s += time.thread_time() - t0
+        self._comm_s += time.thread_time() - t0  # polling included: the price of a thread that moves messages
         return moved
 
     def _leave(self, code: int) -> None:
@@ -279,11 +280,11 @@ class NativeRanksExecutor(NativeExecutor):
         elif kind == FREEZE:
             if self._workers_running():
                 self._control(0, FRONTIER, int(freeze(self._shared)))
-            # a rank that has ended the run has sent DONE: rank 0 takes that for its answer
-        elif kind == LIMIT_AGREED:
+            # a rank that has ended the run has sent LEFT: rank 0 takes that for its answer
+        elif kind == AGREED:
             self._agreed(value)
-        elif kind in (FRONTIER, DONE):
-            if kind == DONE:
+        elif kind in (FRONTIER, LEFT):
+            if kind == LEFT:
                 self._left[source] = value
             if self._answers is not None and source not in self._answers:
                 self._answers[source] = value
@@ -308,7 +309,7 @@ class NativeRanksExecutor(NativeExecutor):
         limit = max(self._answers.values())
         self._answers, self._negotiated = None, True
         for r in self._frozen_by:
-            self._control(r, LIMIT_AGREED, limit)
+            self._control(r, AGREED, limit)
         self._agreed(limit)
 
     def _agreed(self, limit: int) -> None:

@@ -1,0 +1,168 @@
+"""The native executor on MPI ranks: bitwise the local run's state with halos batched per rank
+pair (copy plans and packers) and reductions gathered on every rank, the same stop on every
+rank wherever it is asked, a rank left without tiles, and one clear line where it cannot run."""
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import assert_same_state, mpi_env, mpi_python
+from shoal.compare import compare_runs
+from shoal.session import open_run, run_scenario
+
+SWE = ["swe-radial-dam-break", "--steps", "30", "--tiles", "12", "--set", "app.max_level=0",
+       "--set", "app.min_level=0", "--set", "app.blocks=[6,6]", "--set", "app.block=8"]
+
+
+@pytest.fixture(scope="module")
+def swe_local(tmp_path_factory):
+    """The shallow-water run in one process, one worker: the reference."""
+    sets = [v for k, v in zip(SWE[1::2], SWE[2::2], strict=True) if k == "--set"]
+    return run_scenario(SWE[0], steps=30, tiles=12, nodes=1, workers=1, set=sets,
+                        out=tmp_path_factory.mktemp("swe") / "local")
+
+
+@pytest.mark.mpi(ranks=(2, 3))
+def test_shallow_water_on_ranks_is_the_local_run_bitwise(ranks, swe_local, mpirun, tmp_path):
+    """Strips of variable size (a packer) batched per rank pair, the time step a minimum over
+    every rank's tiles: the same bits as one process, on any ranks and placement."""
+    workers = 2 if ranks == 2 else 1
+    mpirun(ranks, "run", *SWE, "--executor", "native", "--workers", workers, "--placement", "birdshot",
+           "--out", tmp_path / "mpi")
+    assert compare_runs(swe_local.path, tmp_path / "mpi").identical
+    run = open_run(tmp_path / "mpi")
+    assert run.summary["executor"] == "native" and run.summary["ranks"] == ranks
+    trace = run.trace
+    owner = trace.owner_at(0)
+    assert np.array_equal(trace.tasks["node"], owner[trace.tasks["tile"]])  # every task once, on its tile's rank
+    # Every payload once, from its sender: the same rows as the local run's.
+    mine, ref = trace.messages, swe_local.trace.messages
+    key = lambda m: np.stack([m["step"], m["phase"], m["src"], m["dst"], m["bytes"]])  # noqa: E731
+    a, b = key(mine), key(ref)
+    assert np.array_equal(a[:, np.lexsort(a[::-1])], b[:, np.lexsort(b[::-1])])
+    remote = owner[mine["src"]] != owner[mine["dst"]]
+    assert int(trace.communication["messages"].sum()) == 2 * int(remote.sum())  # counted at each end
+
+
+NO_TILES = """
+import sys
+import numpy as np
+from shoal.apps import get_app
+from shoal.cluster import Cluster
+from shoal.runtime import Simulation
+from shoal.runtime.launch import current_team
+from shoal.tiling import Tiling
+
+out = sys.argv[1]
+team = current_team()
+spec = get_app("synthetic")
+app = spec.build(spec.params(grid=[48, 48]), 12)
+tiling = Tiling.from_count(app.grid, 12)
+app.prepare(tiling)
+owner = np.array([0] * 7 + [1] * 5)  # rank 2 holds nothing, then takes three tiles
+sim = Simulation(app, tiling, Cluster.uniform(team.size, 1), owner, team=team, executor="native")
+sim.run(5)
+sim.reconfigure(owner=np.array([0] * 5 + [1] * 4 + [2] * 3))
+sim.run(7)
+everything = sim.gather()
+if team.is_root:
+    np.savez(out, **everything)
+sim.close()
+"""
+
+
+@pytest.mark.mpi(ranks=(3,))
+def test_a_rank_without_tiles_runs_through_and_takes_tiles_later(ranks, tmp_path):
+    script = tmp_path / "no_tiles.py"
+    script.write_text(NO_TILES)
+    done = subprocess.run(mpi_python(ranks, script, tmp_path / "state.npz"), capture_output=True, text=True,
+                          timeout=240, env=mpi_env())
+    assert done.returncode == 0, done.stderr
+    from shoal.apps import get_app
+    from shoal.cluster import Cluster
+    from shoal.runtime import Simulation
+    from shoal.tiling import Tiling
+
+    spec = get_app("synthetic")
+    app = spec.build(spec.params(grid=[48, 48]), 12)
+    tiling = Tiling.from_count(app.grid, 12)
+    app.prepare(tiling)
+    serial = Simulation(app, tiling, Cluster.uniform(1, 1), np.zeros(12, int), executor="python")
+    serial.run(12)
+    with np.load(tmp_path / "state.npz") as z:
+        assert_same_state(serial.gather(), {k: z[k] for k in z.files})
+    serial.close()
+
+
+STOP = """
+import sys
+import numpy as np
+from shoal.apps import get_app
+from shoal.cluster import Cluster
+from shoal.runtime import Simulation
+from shoal.runtime.launch import current_team
+from shoal.tiling import Tiling
+
+asker, out = int(sys.argv[1]), sys.argv[2]
+team = current_team()
+spec = get_app("synthetic")
+app = spec.build(spec.params(grid=[96, 96], work_per_cell=200.0), 100000)
+tiling = Tiling.from_count(app.grid, 12)
+app.prepare(tiling)
+owner = np.arange(12) % team.size
+sim = Simulation(app, tiling, Cluster.uniform(team.size, 1), owner, team=team, executor="native")
+assert type(sim.executor).__name__ == "NativeRanksExecutor"
+if team.rank == asker:
+    sim.add_measurement(lambda r: sim.request_stop() if r.step == 3 else None)
+sim.run(100000)
+steps = team.agree(sim.step_count)
+assert steps == sim.step_count == sim.stopped_at, (team.rank, sim.step_count, steps)
+everything = sim.gather()
+if team.is_root:
+    np.savez(out, steps=steps, **everything)
+sim.close()
+"""
+
+
+@pytest.mark.mpi(ranks=(2, 3))
+@pytest.mark.parametrize("asker", [0, 1])
+def test_a_stop_asked_on_any_rank_ends_every_rank_at_the_same_step(ranks, asker, tmp_path):
+    """Rank 0 freezes every rank (none starts a step past its frontier), takes the largest
+    frontier, and every rank runs exactly that many steps: the serial run's state."""
+    script = tmp_path / "stop.py"
+    script.write_text(STOP)
+    done = subprocess.run(mpi_python(ranks, script, asker, tmp_path / "state.npz"), capture_output=True, text=True,
+                          timeout=240, env=mpi_env())
+    assert done.returncode == 0, done.stderr
+    with np.load(tmp_path / "state.npz") as z:
+        got = {k: z[k] for k in z.files}
+    steps = int(got.pop("steps"))
+    assert 4 <= steps < 100000
+    from shoal.apps import get_app
+    from shoal.cluster import Cluster
+    from shoal.runtime import Simulation
+    from shoal.tiling import Tiling
+
+    spec = get_app("synthetic")
+    app = spec.build(spec.params(grid=[96, 96], work_per_cell=200.0), 100000)
+    tiling = Tiling.from_count(app.grid, 12)
+    app.prepare(tiling)
+    serial = Simulation(app, tiling, Cluster.uniform(1, 1), np.zeros(12, int), executor="python")
+    serial.run(steps)
+    assert_same_state(serial.gather(), got)
+    serial.close()
+
+
+@pytest.mark.mpi(ranks=(2,))
+def test_what_the_native_executor_cannot_run_on_ranks_is_one_line(ranks, mpirun, tmp_path):
+    sph = ["sph-dam-break", "--steps", "2", "--tiles", "4", "--set", "app.dx=0.1"]
+    done = mpirun(ranks, "run", *sph, "--executor", "native", "--out", tmp_path / "a", check=False)
+    assert done.returncode != 0
+    assert "the native executor cannot run it on MPI ranks: the app's state changes size" in done.stderr
+    done = mpirun(ranks, "run", *SWE, "--executor", "native", "--set", "run.overlap=false", "--out", tmp_path / "b",
+                  check=False)
+    assert done.returncode != 0 and "the native executor always overlaps halos" in done.stderr
+    # --executor auto: the Python executor where the native one cannot run
+    mpirun(ranks, "run", *sph, "--out", tmp_path / "c")
+    assert open_run(tmp_path / "c").summary["executor"] == "python"
