@@ -68,7 +68,7 @@ def _check_merged_trace(trace: Trace, reference: Trace, ranks: int) -> None:
     comm = trace.communication
     assert comm["messages"].shape == comm["cpu_s"].shape == (ranks,)
     assert int(comm["messages"].sum()) == 2 * remote
-    assert np.all(comm["cpu_s"] > 0)
+    assert np.all(comm["cpu_s"][comm["messages"] > 0] > 0)
 
 
 @pytest.mark.mpi(ranks=(1, 2, 3))  # 3 ranks of 2 workers: more threads than cores

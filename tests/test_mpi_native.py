@@ -45,6 +45,17 @@ def test_shallow_water_on_ranks_is_the_local_run_bitwise(ranks, swe_local, mpiru
     assert int(trace.communication["messages"].sum()) == 2 * int(remote.sum())  # counted at each end
 
 
+@pytest.mark.mpi(ranks=(2,))
+def test_seismic_waves_on_ranks_are_the_local_run_bitwise(ranks, mpirun, tmp_path):
+    """Copy plans (stress and velocity slabs into ghosts) batched per rank pair; seismograms
+    recorded on both ranks."""
+    argv = ["seismic-layered-2d", "--steps", "30", "--tiles", "8"]
+    mpirun(ranks, "run", *argv, "--workers", 1, "--placement", "strips", "--out", tmp_path / "mpi")
+    local = run_scenario(argv[0], steps=30, tiles=8, nodes=1, workers=1, out=tmp_path / "local")
+    assert open_run(tmp_path / "mpi").summary["executor"] == "native"
+    assert compare_runs(local.path, tmp_path / "mpi").identical
+
+
 NO_TILES = """
 import sys
 import numpy as np

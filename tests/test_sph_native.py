@@ -86,9 +86,10 @@ def test_any_tiling_and_worker_count_gives_one_tiles_bits(nx, ny, nodes, workers
     _same_bits(one, many)
 
 
-def test_a_run_that_outgrows_its_room_is_redone_bigger_and_loses_nothing(monkeypatch):
+def test_a_run_that_outgrows_its_room_is_redone_bigger_and_loses_nothing(monkeypatch, caplog):
     """Capacities of one row over the particles and payloads of one row: the water spreads into
-    tiles that had none, so runs overflow and are redone with more room, to the same bits."""
+    tiles that had none, so runs overflow and are redone with more room, to the same bits; the
+    log says each time."""
     made = []
 
     class Tight(capacity.Room):
@@ -108,6 +109,8 @@ def test_a_run_that_outgrows_its_room_is_redone_bigger_and_loses_nothing(monkeyp
     _same_bits(want, got)
     assert made and made[0].factor > 1  # it did overflow
     assert [r.steps for r in results] == [10, 10]
+    redone = [r.getMessage() for r in caplog.records if "outgrew their room" in r.getMessage()]
+    assert len(redone) == sum(m.factor.bit_length() - 1 for m in made)  # one line per doubling
 
 
 def test_every_step_is_reported_once_even_when_the_run_is_redone(monkeypatch):

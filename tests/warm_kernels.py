@@ -6,8 +6,8 @@ cold run on two busy cores went to compiling. Run first (``make test`` does), th
 compiles every app's kernels once, an app per process (each app's kernels in one process: never
 twice), by running every built-in scenario for two steps as ``tests/test_scenarios.py`` does and
 one replay, on both executors where the native one meets a new table of compiled kernels (its
-worker loop compiles once per table, an app's kernels per variant); the workers then load them
-from Numba's cache.
+worker loop compiles once per table, an app's kernels per variant), and what moves native MPI
+messages; the workers then load them from Numba's cache.
 
     python tests/warm_kernels.py [--jobs N]
 """
@@ -58,11 +58,14 @@ def warm(scenarios: list[str]) -> float:
             for executor in ("python", "native") if native else ("python",):
                 run_scenario(name, steps=2, nodes=2, workers=1, tiles=8, out=Path(folder) / f"{name}-{executor}",
                              set=SHRINK.get(name, []) + ["run.frame_every=0"], executor=executor)
-        if "synthetic-hotspot" in scenarios:  # the replay's engine too
+        if "synthetic-hotspot" in scenarios:  # the replay's engine too, and what moves native MPI messages
             from shoal.replay import ReplayConfig, replay
             from shoal.trace import Trace
 
             replay(Trace.read(Path(folder) / "synthetic-hotspot-python"), ReplayConfig(nodes=2, cores=2))
+            from shoal.runtime.native.engine import warm_messages
+
+            warm_messages()
     return time.perf_counter() - start
 
 

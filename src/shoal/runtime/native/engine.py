@@ -710,15 +710,40 @@ def _placeholder(name: str):
     return np.zeros(shape, dtype)
 
 
-def warm(kernels, packers, nphases: int, width: int) -> None:
-    """Compile (or load from the cache) :func:`work` for this kernel table before a timed run:
-    a call on placeholder arrays of the run's types, with the segment already over."""
+def placeholders() -> tuple[Graph, Shared]:
+    """A graph and shared arrays of the run's types, with the segment already over: what a
+    compiled function is called on to compile it (or load it from the cache) before a run."""
     g = Graph(*(_placeholder(name) for name in Graph._fields))
     s = Shared(*(_placeholder(name) for name in Shared._fields))
-    s = s._replace(control=np.array([DONE] + [0] * (CONTROL_SLOTS - 1), np.int64))
+    return g, s._replace(control=np.array([DONE] + [0] * (CONTROL_SLOTS - 1), np.int64))
+
+
+def warm(kernels, packers, nphases: int, width: int) -> None:
+    """Compile (or load from the cache) :func:`work` for this kernel table before a timed run."""
+    g, s = placeholders()
     with warnings.catch_warnings():
         # First-class kernels are an "experimental" Numba feature; the trampoline's objmode
         # block holds the lock only inside it (Numba warns for the whole function).
         warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
         warnings.filterwarnings("ignore", message=".*object mode won't allow parallel execution")
         work(g, s, kernels, packers, np.zeros(1), np.zeros(1, np.int64), np.zeros(1), 0, 0, nphases, width)
+
+
+def warm_messages() -> None:
+    """Compile (or load from the cache) what the thread that moves messages between processes
+    calls (:mod:`~shoal.runtime.native.ranks`), before a timed run: one call of each on
+    placeholder arrays."""
+    g, s = placeholders()
+    none = np.zeros((1, 2), np.int64)  # one links kind, one rank, no edge
+    g = g._replace(stamp_depth=1, bo_ptr=none, bi_ptr=none, bir_ptr=none)
+    s = s._replace(o_ends=np.zeros(2, np.int64))
+    buf = np.zeros(HEAD + 1)
+    next_batch(s)
+    batch_words(g, 0, 0, False)
+    gather_batch(g, s, 0, 0, buf)
+    deliver_batch(g, s, 0, 0, buf)
+    gather_values(g, s, 0, buf)
+    deliver_values(g, s, 0, 0, buf)
+    freeze(s)
+    thaw(g, s, 0)
+    wait_for_batches(s, 0, 0)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import gc
 import itertools
-import os
+import logging
 import sys
 import threading
 import time
@@ -30,6 +30,7 @@ import numpy as np
 from ...cluster import Cluster
 from ...errors import ShoalError
 from ...records import MESSAGES, TASKS
+from ...resources import usable_cores
 from ...tiling import Tiling
 from ..app import App, StepContext
 from ..graph import StepGraph, TaskSequence
@@ -81,6 +82,7 @@ from .plan import NativeLayout, copy_plans, noop_kernel, noop_packer
 from .trampoline import RUNS
 
 OPS = {"sum": SUM, "min": MIN, "max": MAX}
+logger = logging.getLogger("shoal")
 
 
 class _NoRoom(Exception):
@@ -145,6 +147,10 @@ class NativeExecutor(NodePools):
         """The nodes whose workers this process runs."""
         return list(range(self.cluster.nodes))
 
+    def _oversubscribed(self) -> bool:
+        """Whether the run's worker threads outnumber the cores this process may use."""
+        return self.cluster.total_cores > usable_cores()
+
     def _rank_of(self) -> tuple[int, int, np.ndarray]:
         """The processes of the run, this one's number, and each tile's process (here: one)."""
         return 1, 0, np.zeros(self.tiling.ntiles, np.int64)
@@ -169,11 +175,14 @@ class NativeExecutor(NodePools):
                 reported[0] = k + 1
                 on_step(k)
 
-        for _ in range(GROWTHS):
+        for attempt in range(GROWTHS):
             try:
                 return self._run(steps, states, first_step, report if on_step is not None else None, reduced_before,
                                  stop, reported)
             except _NoRoom:
+                logger.info("steps %d-%d: a tile's particles or halos outgrew their room; the steps are run again "
+                            "with twice the room (%d of %d times)", first_step, first_step + steps - 1, attempt + 1,
+                            GROWTHS)
                 native.grow()
         raise ShoalError(f"app {self.app.name!r}: no room for its state after growing every capacity "
                          f"{GROWTHS} times")
@@ -375,7 +384,7 @@ class NativeExecutor(NodePools):
             o_word=np.zeros(1, np.int32))
         if old is None:
             fresh.control[LIMIT] = self.steps
-            fresh.control[SPIN] = 0 if self.cluster.total_cores > (os.cpu_count() or 1) else SPIN_NS
+            fresh.control[SPIN] = 0 if self._oversubscribed() else SPIN_NS
             fresh.control[STARTED] = -1
         else:
             m = old.red.shape[0]
@@ -716,7 +725,7 @@ class NativeExecutor(NodePools):
         compiled = self._g.kernel[instance] >= 0  # a Python phase's kernel time is CPU time already
         # Only where the threads outnumber the cores: elsewhere a task's wall time is its CPU time,
         # and a step's CPU may not all be counted yet when it is first reported.
-        if cpu and ran.any() and self.cluster.total_cores > (os.cpu_count() or 1):
+        if cpu and ran.any() and self._oversubscribed():
             nodes = self.cluster.nodes
             at = step[ran] * nodes + node[ran]
             wall = np.bincount(at, weights=cost[ran], minlength=len(sh.cpu))
@@ -767,6 +776,6 @@ class NativeExecutor(NodePools):
             tasks=self._task_rows(0, end * T, cpu=True), messages=MESSAGES.select(messages, messages["bytes"] >= 0),
             reductions={k: v for k, v in reductions.items() if k[0] < self.first_step + done},
             wall_s=wall, step_end=step_end,
-            oversubscribed=self.cluster.total_cores > (os.cpu_count() or 1),
+            oversubscribed=self._oversubscribed(),
             iterations={k: v for k, v in self._iterations.items() if k[0] < self.first_step + done},
         )
