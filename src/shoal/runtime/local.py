@@ -42,6 +42,7 @@ from ..records import JOB_RUNS, MESSAGES, TASKS
 from ..tiling import Tiling
 from .app import App, StepContext, payload_bytes, reduce_in_order
 from .graph import StepGraph, TaskSequence
+from .jobs import NODE_DONE, job_row, plan_ranges, range_tiles, run_range
 from .timing import thread_clock
 from .workers import WorkerPool
 
@@ -52,8 +53,6 @@ from .workers import WorkerPool
 # leave a worker back from its kernel idle that long behind another's Python.
 GIL_SWITCH_S = 1e-3
 NBYTES = attrgetter("nbytes")  # a halo payload's size, when it is an array
-NEVER_SPLIT = 2**62  # the split threshold of an app whose job_split is 0: no job is that big
-NODE_DONE = object()  # what a range hands the other tiles of its node under a node-level barrier
 # The columns a worker writes for a task it ran, as one tuple, in this order.
 RAN = ("node", "worker", "start", "end", "cost", "work", "kernel", "kernel_calls")
 NOT_RUN = (-1, -1, 0.0, 0.0, 0.0, 0, 0.0, 0)  # a task row nobody here ran (run elsewhere, or not run)
@@ -885,39 +884,8 @@ class LocalExecutor(NodePools):
         (the job policy), cut big ones into ranges (the node's cores), and queue those of this
         process's nodes; each tile's task then waits for the results of every range that reads
         it (caller holds the lock)."""
-        from ..placement.job_policies import job_policy
-        from ..placement.job_split import node_work
-        from ..placement.jobs import job_table
-
-        a, b, size, cost, kind, window = [], [], [], [], [], []
-        for tile, (jobs, measured) in enumerate(listed):
-            window += measured  # the last window's ranges this tile was the first tile of
-            for entry in jobs:
-                a.append(tile)
-                b.append(int(entry[0]))
-                size.append(int(entry[1]))
-                cost.append(float(entry[2]))
-                kind.append(entry[3] if len(entry) > 3 else "work")
-        jobs = job_table(np.array(a, np.int64), np.array(b, np.int64), cost=np.array(cost), size=np.array(size),
-                         kind=kind)
-        # What a profiled policy predicts from: the same rows, in tile order, on every process.
-        measured = dict(zip(("a", "b", "seconds", "size"), (np.array(c) for c in zip(*window, strict=True)),
-                            strict=True)) if window else None
-        job_node = job_policy(self.job_policy).place(jobs, self.owner, self.cluster, measured=measured)
-        units, counts = [], [0] * self._T
-        barrier = self.phases[self._seq.phase[task]].node_barrier
-        split = self.app.job_split or NEVER_SPLIT
-        for node, work in enumerate(node_work(jobs, job_node, self.cluster, split)):
-            for job, first, stop in zip(work["job"].tolist(), work["start"].tolist(), work["end"].tolist(),
-                                        strict=True):
-                row = {k: v[job].item() for k, v in jobs.items()}  # job ids are row numbers
-                units.append((row, first, stop, node))
-                counts[row["a"]] += 1
-                if row["b"] >= 0:
-                    counts[row["b"]] += 1
-                if barrier:  # and every other tile of the node waits for it too
-                    for t in self._tiles_of_node[node]:
-                        counts[t] += t != row["a"] and t != row["b"]
+        units, counts = plan_ranges(self.app, self.job_policy, self.owner, self.cluster,
+                                    self.phases[self._seq.phase[task]].node_barrier, listed)
         self._fanins[task] = counts
         self._units[task] = units
         self._queue_units(task, units)
@@ -945,30 +913,18 @@ class LocalExecutor(NodePools):
         """Run one range of a job on this worker, then hand each tile it read its result;
         False if the app's job method failed."""
         row, first, stop, _ = self._units[task][unit]
-        tiles = [row["a"]] + ([row["b"]] if row["b"] >= 0 else [])
-        inputs = self._unit_inputs(task, tiles)
-        clock = thread_clock()
+        tiles = range_tiles(row)
         try:
-            k0, n0 = clock
-            t0, c0 = time.perf_counter(), time.thread_time()
-            work, results = self._job_runners[self._seq.phase[task]](row, inputs, first, stop, ctx)
-            c1, t1 = time.thread_time(), time.perf_counter()
-            if sorted(results) != tiles:
-                raise ShoalError(f"job {row['job']} reads tiles {tiles} and returned results for {sorted(results)}")
+            ran = run_range(self._job_runners[self._seq.phase[task]], row, first, stop,
+                            self._unit_inputs(task, tiles), ctx, node, self._owner_of)
         except BaseException as exc:  # stop every worker, report from the main thread
             self._fail(exc, row["a"], task)
             return False
-        sizes_in = [payload_bytes(inputs[t]) for t in tiles] + [0] * (2 - len(tiles))
-        sizes_out = [payload_bytes(results[t]) for t in tiles] + [0] * (2 - len(tiles))
-        fetched = sum(size for t, size in zip(tiles, sizes_in, strict=False) if self._owner_of[t] != node)
-        share = (stop - first) / row["size"] if row["size"] else 1.0
         with self._lock:
-            self._job_rows.append((self._seq.step[task] + self.first_step, self._seq.iteration[task],
-                                   self._seq.phase[task], row["job"], row["kind"], row["a"], row["b"], first, stop,
-                                   node, worker, t0 - self._t0, t1 - self._t0, c1 - c0, int(work),
-                                   row["cost"] * share, fetched, *sizes_in, *sizes_out))
-            self._post_results((row["job"], first), task, tiles, [results[t] for t in tiles],
-                               (row["a"], row["b"], c1 - c0, stop - first))
+            self._job_rows.append(job_row(self._seq.step[task] + self.first_step, self._seq.iteration[task],
+                                          self._seq.phase[task], row, first, stop, node, worker,
+                                          ran.start - self._t0, ran.end - self._t0, ran))
+            self._post_results((row["job"], first), task, tiles, [ran.results[t] for t in tiles], ran.measured)
             if self.phases[self._seq.phase[task]].node_barrier:  # the node's other tiles: this range is done
                 others = [t for t in self._tiles_of_node[node] if t not in tiles]
                 self._deliver((row["job"], first), task, others, [NODE_DONE] * len(others))
