@@ -13,17 +13,18 @@ from shoal.errors import ShoalError
 from shoal.mesh import MeshPartition
 from shoal.placement import get_policy
 from shoal.runtime import App, LocalExecutor, Phase
+from shoal.runtime.native import NativeExecutor
 
 V, E = sheet()
 STEPS = 6
 
 
-def run(parts, nodes=1, workers=1, placement="sfc", job_policy="even", split=0, steps=STEPS):
+def run(parts, nodes=1, workers=1, placement="sfc", job_policy="even", split=0, steps=STEPS, backend=LocalExecutor):
     mesh = MeshPartition.from_mesh(V, E, parts)
     app = MeshContact(mesh, V, job_split=split)
     cluster = Cluster.uniform(nodes, workers)
     owner = get_policy(placement).place(mesh, cluster, 1)
-    with LocalExecutor(app, mesh, cluster, owner, job_policy=job_policy) as ex:
+    with backend(app, mesh, cluster, owner, job_policy=job_policy) as ex:
         res = ex.run(steps)
     return mesh, owner, res, app.gather(res.states, mesh)
 
@@ -47,6 +48,25 @@ def test_contacts_are_bitwise_the_same_for_any_parts_placement_job_policy_split_
     for name in ("x", "v", "force"):
         assert got[name].tobytes() == want[name].tobytes(), name
     assert len(res.jobs["job"]) > parts  # pairs of parts met
+
+
+@pytest.mark.parametrize("parts, nodes, workers, job_policy, split", [
+    (4, 2, 2, "even", 7),
+    (6, 3, 1, "profiled", 0),
+])
+def test_the_native_executor_runs_the_same_jobs_and_ranges_to_the_same_bits(reference, parts, nodes, workers,
+                                                                             job_policy, split):
+    """The emitting and job phases through the trampoline, the ranges queued between the
+    segments: the Python executor's state, and its ranges (the same jobs, cut the same way; on
+    the same nodes where the policy does not read measured times)."""
+    _, _, python, want = run(parts, nodes, workers, "birdshot", job_policy, split)
+    _, _, native, got = run(parts, nodes, workers, "birdshot", job_policy, split, backend=NativeExecutor)
+    for name in ("x", "v", "force"):
+        assert got[name].tobytes() == want[name].tobytes() == reference[3][name].tobytes(), name
+    keys = ("step", "phase", "job", "a", "b", "first", "stop", "work") + (("node",) if job_policy == "even" else ())
+    ranges = [sorted(zip(*(r.jobs[k].tolist() for k in keys), strict=True)) for r in (python, native)]
+    assert ranges[0] == ranges[1] and len(ranges[0]) > STEPS  # every step's ranges
+    assert np.all(native.jobs["end"] >= native.jobs["start"])
 
 
 def test_contact_forces_are_equal_and_opposite_and_push_the_vertices_apart(reference):

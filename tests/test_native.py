@@ -24,6 +24,7 @@ from shoal.placement import get_policy
 from shoal.runtime import App, Phase
 from shoal.runtime.local import LocalExecutor
 from shoal.runtime.native import KERNEL, Native, NativeExecutor
+from shoal.runtime.native.plan import noop_kernel
 from shoal.tiling import Tiling
 
 
@@ -198,15 +199,16 @@ def test_python_phases_read_their_neighbours_payloads_through_the_trampoline():
     assert b.messages["bytes"].sum() == a.messages["bytes"].sum() > 0
 
 
-def test_job_phases_and_bad_copy_plans_are_refused_in_one_line():
+def test_compiled_job_phases_and_bad_copy_plans_are_refused_in_one_line():
     from graph_apps import MeshContact, sheet
     from shoal.mesh import MeshPartition
 
     vertices, elements = sheet()
     partition = MeshPartition.from_mesh(vertices, elements, 4)
-    with pytest.raises(ShoalError, match="does not run job phases yet"):
-        NativeExecutor(MeshContact(partition, vertices), partition, Cluster.uniform(1, 1),
-                       np.zeros(partition.ntiles, np.int64))
+    contact = MeshContact(partition, vertices)
+    contact.native = lambda tiling: Native({"broad": noop_kernel}, ("x",))
+    with pytest.raises(ShoalError, match="phase 'broad' emits or runs jobs: it runs in Python, not compiled"):
+        NativeExecutor(contact, partition, Cluster.uniform(1, 1), np.zeros(partition.ntiles, np.int64))
 
     app = _synthetic()
     native = app.native

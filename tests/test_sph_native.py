@@ -6,6 +6,7 @@ errors in one line; and what stays in Python (a channel, lazy halos) still runs.
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import numpy as np
@@ -86,7 +87,7 @@ def test_any_tiling_and_worker_count_gives_one_tiles_bits(nx, ny, nodes, workers
     _same_bits(one, many)
 
 
-def test_a_run_that_outgrows_its_room_is_redone_bigger_and_loses_nothing(monkeypatch, caplog):
+def test_a_run_that_outgrows_its_room_is_redone_bigger_and_loses_nothing(monkeypatch):
     """Capacities of one row over the particles and payloads of one row: the water spreads into
     tiles that had none, so runs overflow and are redone with more room, to the same bits; the
     log says each time."""
@@ -105,11 +106,22 @@ def test_a_run_that_outgrows_its_room_is_redone_bigger_and_loses_nothing(monkeyp
 
     monkeypatch.setattr(capacity, "Room", Tight)
     want, _ = _run(LocalExecutor, (4, 3), steps=(10, 10))
-    got, results = _run(NativeExecutor, (4, 3), 1, 2, steps=(10, 10))
+    logged = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = lambda record: logged.append(record.getMessage())
+    shoal_log = logging.getLogger("shoal")
+    level = shoal_log.level
+    shoal_log.addHandler(handler)
+    shoal_log.setLevel(logging.INFO)
+    try:
+        got, results = _run(NativeExecutor, (4, 3), 1, 2, steps=(10, 10))
+    finally:
+        shoal_log.removeHandler(handler)
+        shoal_log.setLevel(level)
     _same_bits(want, got)
     assert made and made[0].factor > 1  # it did overflow
     assert [r.steps for r in results] == [10, 10]
-    redone = [r.getMessage() for r in caplog.records if "outgrew their room" in r.getMessage()]
+    redone = [m for m in logged if "outgrew their room" in m]
     assert len(redone) == sum(m.factor.bit_length() - 1 for m in made)  # one line per doubling
 
 

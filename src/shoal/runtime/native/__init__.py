@@ -13,10 +13,8 @@ from .plan import Native
 
 
 def compiles(app, tiling) -> bool:
-    """Whether the native executor runs some of ``app``'s phases compiled on ``tiling`` (and no
-    job phase, which it does not run yet): what ``--executor auto`` picks it for."""
-    if any(p.jobs or p.emits_jobs for p in app.phases):
-        return False
+    """Whether the native executor runs some of ``app``'s phases compiled on ``tiling``: what
+    ``--executor auto`` picks it for."""
     return app.native(tiling) is not None
 
 

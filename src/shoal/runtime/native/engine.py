@@ -55,7 +55,7 @@ from .primitives import (
     monotonic_ns,
     thread_cpu_ns,
 )
-from .trampoline import python_pack, python_task
+from .trampoline import python_pack, python_range, python_task
 
 # The engine calls kernels as first-class functions, which Numba calls "experimental" on every
 # call from Python, and warns that a function holding an objmode block holds the lock (only the
@@ -64,11 +64,12 @@ warnings.filterwarnings("ignore", category=NumbaExperimentalFeatureWarning)
 warnings.filterwarnings("ignore", message=".*object mode won't allow parallel execution")
 
 # Why a worker returned (Shared.control[STATUS]; 0 while the segment runs).
-RUNNING, DONE, DECIDE, FAILED = 0, 1, 2, 3
+RUNNING, DONE, DECIDE, FAILED, EMIT = 0, 1, 2, 3, 4
 # Slots of Shared.control.
-STATUS, LIMIT, STARTED, STEP_LOCK, ERROR_TASK, ERROR_KIND, STEPS_DONE, SPIN, FROZEN, PARKED, OUT_LOCK, IDLE_CALL = (
-    range(12))
-CONTROL_SLOTS = 12
+STATUS, LIMIT, STARTED, STEP_LOCK, ERROR_TASK, ERROR_KIND, STEPS_DONE, SPIN, FROZEN, PARKED, OUT_LOCK, IDLE_CALL, \
+    JOB_INSTANCE = range(13)
+CONTROL_SLOTS = 13
+EMPTY = -1  # no task (a queue's answer when empty; the segment's end, from _idle); a job's range is -2 - its number
 # Shared.control[ERROR_KIND]; ERROR_CAPACITY: a kernel, packer or inbox had no room (the run is redone bigger)
 ERROR_KERNEL, ERROR_PYTHON, ERROR_HALO, ERROR_CAPACITY = 1, 2, 3, 4
 SUM, MIN, MAX = 0, 1, 2  # reduction operations, as Graph.ops holds them
@@ -96,7 +97,7 @@ Graph = namedtuple("Graph", [
     "T", "n", "first", "handle", "stamp_depth",
     # per instance
     "phase", "step", "iteration", "kernel", "nvals", "ops", "links", "pypack", "gates", "decide",
-    "first_of_step", "ctx_src",
+    "first_of_step", "ctx_src", "emits",
     # per links kind: readers of each tile (CSR, edges numbered by position), and each tile's incoming edges
     "rd_ptr", "rd", "in_ptr", "inc", "lk_base",
     # per links kind: its packer (-1: a copy plan), and per tile where its inbox lies in its memory and its words
@@ -125,6 +126,8 @@ Shared = namedtuple("Shared", [
     "out_left", "mine_left", "outbox", "o_ends", "parked",
     # the int32 word the thread that moves messages sleeps on (a batch posted bumps it)
     "o_word",
+    # the ranges of the job phase in control[JOB_INSTANCE]: per range, the tiles it counts in
+    "u_ptr", "u_tiles",
 ])
 
 
@@ -154,11 +157,11 @@ def _push(s, node, task):
 
 @nb.njit(nogil=True, cache=True, inline="always")
 def _pop(s, node):
-    """The next task queued on ``node``, or -1."""
+    """The next task queued on ``node``, or :data:`EMPTY`."""
     if atomic_load(s.q_head, node) == atomic_load(s.q_tail, node):
-        return -1
+        return EMPTY
     cap = s.queue.shape[1]
-    task = -1
+    task = EMPTY
     _lock(s.q_lock, node)
     if s.q_head[node] < s.q_tail[node]:
         task = s.queue[node, s.q_head[node] % cap]
@@ -463,7 +466,12 @@ def _release(g, s, instance, now):
 @nb.njit(nogil=True, cache=True)
 def _gathered(g, s, instance, now):
     """Every tile's values of ``instance`` are in: reduce them, then let the app decide on its
-    loop, or release the instance the reduction gates."""
+    loop, or release the instance the reduction gates; a phase that emits jobs hands them to
+    the executor, which places them and starts the next segment with their ranges."""
+    if g.emits[instance]:
+        s.control[JOB_INSTANCE] = instance + 1
+        finish_segment(s, EMIT)
+        return
     _reduce(g, s, instance)
     if g.decide[instance]:
         finish_segment(s, DECIDE)  # the app decides whether the loop goes on (the sequence grows)
@@ -490,14 +498,14 @@ def _count_cpu(s, node, clock):
 @nb.njit(nogil=True, cache=True)
 def _idle(s, node, clock):
     """Wait for a task on ``node``'s queue: spin a while, then sleep (the CPU time used so far
-    counted on the way in and before sleeping). -1 once the segment ends."""
+    counted on the way in and before sleeping). :data:`EMPTY` once the segment ends."""
     _count_cpu(s, node, clock)
     t0 = monotonic_ns()
     while True:
         if atomic_load(s.control, STATUS) != RUNNING:
-            return -1
+            return EMPTY
         task = _pop(s, node)
-        if task >= 0:
+        if task != EMPTY:
             return task
         if monotonic_ns() - t0 < s.control[SPIN]:
             cpu_relax()
@@ -528,9 +536,20 @@ def work(g, s, kernels, packers, mem, ints, consts, node, worker, nphases, width
             task, own = own, -1
         else:
             task = _idle(s, node, clock)
-            if task < 0:
+            if task == EMPTY:
                 _count_cpu(s, node, clock)
                 return atomic_load(s.control, STATUS)
+        if task < EMPTY:  # a range of a job, run in Python; then its tiles count its results in
+            unit = -2 - task
+            if python_range(g.handle, worker, unit) != 0:
+                _fail(s, 0, ERROR_PYTHON)
+                return FAILED
+            instance, now = s.control[JOB_INSTANCE], monotonic_ns()
+            for k in range(s.u_ptr[unit], s.u_ptr[unit + 1]):
+                reader = s.u_tiles[k]
+                if _ready(s, instance * T + reader, now):
+                    _push(s, g.owner[reader], instance * T + reader)
+            continue
         instance, tile = task // T, task % T
         step = g.step[instance]
         if step != clock[0]:
@@ -589,7 +608,7 @@ def work(g, s, kernels, packers, mem, ints, consts, node, worker, nphases, width
                     _push(s, g.owner[reader], nxt * T + reader)
             if g.ranks > 1:
                 _packed_for_ranks(g, s, nxt, tile)
-        if g.nvals[instance] > 0:
+        if g.nvals[instance] > 0 or g.emits[instance]:
             if g.ranks > 1 and atomic_add(s.mine_left, instance, -1) == 1:
                 _post(s, instance * (g.ranks + 1) + g.ranks)  # this process's values, to every other
             if atomic_add(s.remaining, instance, -1) == 1:

@@ -29,11 +29,12 @@ import numpy as np
 
 from ...cluster import Cluster
 from ...errors import ShoalError
-from ...records import MESSAGES, TASKS
+from ...records import JOB_RUNS, MESSAGES, TASKS
 from ...resources import usable_cores
 from ...tiling import Tiling
 from ..app import App, StepContext
 from ..graph import StepGraph, TaskSequence
+from ..jobs import NODE_DONE, job_row, plan_ranges, range_tiles, run_range
 from ..local import (
     GIL_SWITCH_S,
     NOT_RUN,
@@ -53,12 +54,14 @@ from .engine import (
     CONTROL_SLOTS,
     DECIDE,
     DONE,
+    EMIT,
     ERROR_CAPACITY,
     ERROR_HALO,
     ERROR_KERNEL,
     ERROR_KIND,
     ERROR_TASK,
     FAILED,
+    JOB_INSTANCE,
     LIMIT,
     MAX,
     MIN,
@@ -108,27 +111,30 @@ class NativeExecutor(NodePools):
         Nodes; ``cluster.cores[k]`` worker threads run on node ``k``.
     owner : ndarray
         ``owner[tile] -> node``.
+    job_policy : str
+        Where a job phase's jobs run (:mod:`shoal.placement.job_policies`).
 
-    Raises
-    ------
-    ShoalError
-        If the app's phases run jobs (the native executor does not run them yet).
+    Notes
+    -----
+    Jobs: the phase that emits them and the job phase run in Python. Once every tile has
+    emitted, the workers stop (the segment ends); the executor places the jobs and cuts their
+    ranges (:func:`~shoal.runtime.jobs.plan_ranges`), queues them, and the workers go on: a
+    range runs through the trampoline, then counts its results in to the tiles it read.
     """
 
     backend = "native"
 
     def __init__(self, app: App, tiling: Tiling, cluster: Cluster, owner: np.ndarray, job_policy: str = "locality"):
-        jobs = [p.name for p in app.phases if p.jobs or p.emits_jobs]
-        if jobs:
-            raise ShoalError(f"app {app.name!r}: the native executor does not run job phases yet ({', '.join(jobs)}); "
-                             "run it with --executor python")
         self.app, self.tiling, self.cluster = app, tiling, cluster
+        self.job_policy = job_policy
         self.owner = np.asarray(owner, dtype=np.int64).copy()
         self.phases = tuple(app.phases)
         self.graph = StepGraph(app, tiling)
         self.layout = NativeLayout.of(app, tiling)
         self._runners = [getattr(app, p.method) for p in self.phases]
-        self._packers = [getattr(app, p.pack) if p.halo else None for p in self.phases]
+        self._packers = [getattr(app, p.pack) if p.halo or p.jobs else None for p in self.phases]
+        self._job_runners = [getattr(app, p.jobs) if p.jobs else None for p in self.phases]
+        self._window: dict[int, list[tuple]] = {}  # per tile, what the ranges it was first of measured
         names = [p.name for p in self.phases]
         kernels = self.layout.kernels if self.layout is not None else {}
         self._kernel_of = np.array([list(kernels).index(n) if n in kernels else -1 for n in names], np.int64)
@@ -196,6 +202,8 @@ class NativeExecutor(NodePools):
         self.states, self.first_step, self.steps = states, first_step, steps
         self._T = T
         self._ranks, self._rank, self._process_of = self._rank_of()
+        self._owner_list = self.owner.tolist()
+        self._tiles_of_node = [np.flatnonzero(self.owner == n).tolist() for n in range(self.cluster.nodes)]
         self._here = self._process_of == self._rank
         self._seq = TaskSequence(self.phases, self.app.loops, steps)
         self._seq.extend()
@@ -210,6 +218,10 @@ class NativeExecutor(NodePools):
                                                          np.zeros(0)))
         self._before_values(before, first_step)
         self._inbox: list[dict[int, dict[int, Any]]] = [dict() for _ in range(T)]
+        self._emitted: dict[int, tuple] = {}  # per tile, the jobs it emitted and its window's measures
+        self._job_inputs: dict[int, Any] = {}  # per tile, the input of the jobs that read it
+        self._units: list[tuple] = []  # the current job phase's ranges: (row, first, stop, node)
+        self._job_rows: list[tuple] = []
         self._contexts: dict[int, StepContext] = {}
         self._iterations: dict[tuple[int, str], int] = {}
         self._error: BaseException | None = None
@@ -240,7 +252,9 @@ class NativeExecutor(NodePools):
                             and publish is not None):
                         self._no_room()
                     raise self._failure()
-                if status != DECIDE or not self._decide():
+                if status == EMIT:
+                    self._emit()
+                elif status != DECIDE or not self._decide():
                     break
         finally:
             RUNS.pop(self._handle, None)
@@ -273,8 +287,14 @@ class NativeExecutor(NodePools):
             clock = thread_clock()
             k0 = clock[0]
             halos = self._inbox[tile].pop(instance, None) or {}
+            if self.phases[phase].jobs:  # the results of the jobs that read it, in (job, first item) order
+                halos = {k: v for k, v in sorted(halos.items()) if v is not NODE_DONE}
             out = self._runners[phase](tile, self.states[tile], halos, self._context(instance), self.tiling)
             work, value = out if isinstance(out, tuple) else (out, None)
+            if self.phases[phase].emits_jobs:  # with what this tile's last ranges measured
+                if value is None:
+                    raise ShoalError("a phase that emits jobs must return them")
+                self._emitted[tile] = (value, self._window.pop(tile, []))
             nvals = self._g.nvals[instance]
             if nvals:
                 if value is None:
@@ -287,6 +307,8 @@ class NativeExecutor(NodePools):
             nxt = instance + 1
             if nxt < self._g.n and self._g.links[nxt] >= 0 and self._g.pypack[nxt]:
                 self._pack(tile, nxt)
+            elif nxt < self._g.n and self.phases[self._seq.phase[nxt]].jobs:  # one input for every job reading it
+                self._job_inputs[tile] = self._packers[self._seq.phase[nxt]](self.states[tile], tile)
             return int((clock[0] - k0) * 1e9)
         except BaseException as exc:  # the run stops; the main thread raises it
             self._fail(exc, tile, instance)
@@ -301,6 +323,32 @@ class NativeExecutor(NodePools):
         except BaseException as exc:
             self._fail(exc, tile, instance)
             return -1
+
+    def python_range(self, worker: int, unit: int) -> int:
+        """Run range ``unit`` of the current job phase; hand each tile it read its result. 0, or
+        -1 if the app's job method failed."""
+        row, first, stop, node = self._units[unit]
+        instance = int(self._shared.control[JOB_INSTANCE])
+        phase = self._seq.phase[instance]
+        tiles = range_tiles(row)
+        try:
+            ran = run_range(self._job_runners[phase], row, first, stop, {t: self._job_inputs[t] for t in tiles},
+                            self._context(instance), node, self._owner_list)
+        except BaseException as exc:
+            self._fail(exc, row["a"], instance)
+            return -1
+        self._job_rows.append(job_row(self._seq.step[instance] + self.first_step, self._seq.iteration[instance], phase,
+                                      row, first, stop, node, worker, ran.start - self._wall0, ran.end - self._wall0,
+                                      ran))
+        self._window.setdefault(tiles[0], []).append(ran.measured)
+        key = (row["job"], first)
+        for t in tiles:
+            self._inbox[t].setdefault(instance, {})[key] = ran.results[t]
+        if self.phases[phase].node_barrier:  # the node's other tiles: this range is done
+            for t in self._tiles_of_node[node]:
+                if t not in tiles:
+                    self._inbox[t].setdefault(instance, {})[key] = NODE_DONE
+        return 0
 
     def _pack(self, tile: int, instance: int) -> None:
         """Pack ``tile``'s Python halos for ``instance`` into its readers' inboxes; record sizes."""
@@ -381,7 +429,7 @@ class NativeExecutor(NodePools):
             consumed=np.zeros(0, np.int64), sent=np.zeros(0, np.int64), cpu=np.zeros(self.steps * nodes, np.int64),
             out_left=np.zeros(cap * R, np.int64), mine_left=np.zeros(cap, np.int64),
             outbox=np.zeros(cap * (R + 1), np.int64), o_ends=np.zeros(2, np.int64), parked=np.zeros(T, np.int64),
-            o_word=np.zeros(1, np.int32))
+            o_word=np.zeros(1, np.int32), u_ptr=np.zeros(1, np.int64), u_tiles=np.zeros(0, np.int64))
         if old is None:
             fresh.control[LIMIT] = self.steps
             fresh.control[SPIN] = 0 if self._oversubscribed() else SPIN_NS
@@ -395,7 +443,7 @@ class NativeExecutor(NodePools):
             fresh.out_left[:m * R] = old.out_left
             fresh.outbox[:len(old.outbox)] = old.outbox  # (the ring is never wrapped: room for every batch)
             for name in ("control", "left", "step_end", "queue", "q_head", "q_tail", "staging", "written",
-                         "consumed", "sent", "cpu", "o_ends", "parked", "o_word"):
+                         "consumed", "sent", "cpu", "o_ends", "parked", "o_word", "u_ptr", "u_tiles"):
                 fresh = fresh._replace(**{name: getattr(old, name)})
         self._shared = fresh
 
@@ -443,7 +491,8 @@ class NativeExecutor(NodePools):
         plans = self._plans
         has = link_ids >= 0
         pypack = (has & ~plans.native[np.maximum(link_ids, 0)]).astype(np.int64)
-        gathers = np.array([p.reduction is not None for p in self.phases])[phase]
+        emits = np.array([p.emits_jobs for p in self.phases])[phase]
+        gathers = np.array([p.reduction is not None for p in self.phases])[phase] | emits  # (jobs: a list from each)
         lagged = np.array([p.lagged for p in self.phases])[phase]
         nvals = np.array([len(p.operations) for p in self.phases], np.int64)[phase]
         ops = np.array([[OPS[op] for op in p.operations] + [0] * (self._width - len(p.operations))
@@ -486,7 +535,7 @@ class NativeExecutor(NodePools):
             T=T, n=n, first=first, handle=self._handle, stamp_depth=plans.depth,
             phase=phase, step=step, iteration=np.asarray(seq.iteration, np.int64), kernel=self._kernel_of[phase],
             nvals=np.where(gathers, nvals, 0), ops=np.ascontiguousarray(ops), links=link_ids, pypack=pypack,
-            gates=gates, decide=decide, first_of_step=first_of_step, ctx_src=ctx_src,
+            gates=gates, decide=decide, first_of_step=first_of_step, ctx_src=ctx_src, emits=emits.astype(np.int64),
             rd_ptr=plans.rd_ptr, rd=plans.rd, in_ptr=plans.in_ptr, inc=plans.inc, lk_base=plans.lk_base,
             ed_off=plans.ed_off, ed_size=plans.ed_size, pk_ptr=plans.pk_ptr, pk=plans.pk, up_ptr=plans.up_ptr,
             up=plans.up, packer=plans.packer, ib_off=plans.ib_off, ib_cap=plans.ib_cap,
@@ -654,6 +703,50 @@ class NativeExecutor(NodePools):
         self._start_segment(start)
         return True
 
+    def _emit(self) -> None:
+        """Every tile has emitted its jobs (the workers have stopped): place them and cut their
+        ranges, then queue the ranges and the tiles of the job phase that wait for none."""
+        sh, T = self._shared, self._T
+        instance = int(sh.control[JOB_INSTANCE])
+        phase = self.phases[self._seq.phase[instance]]
+        listed = [self._emitted.pop(t) for t in range(T)]
+        self._units, counts = plan_ranges(self.app, self.job_policy, self.owner, self.cluster, phase.node_barrier,
+                                          listed)
+        ptr, tiles = [0], []
+        for row, _, _, node in self._units:  # whom each range counts in: its tiles (and its node's, at a barrier)
+            mine = range_tiles(row)
+            tiles += mine + ([t for t in self._tiles_of_node[node] if t not in mine] if phase.node_barrier else [])
+            ptr.append(len(tiles))
+        sh = self._shared = sh._replace(u_ptr=np.asarray(ptr, np.int64), u_tiles=np.asarray(tiles, np.int64))
+        # Every tile's task before has ended: its task here waits for its ranges only.
+        sh.need[instance * T:(instance + 1) * T] = counts
+        queued = [[] for _ in range(self.cluster.nodes)]
+        for u, (_, _, _, node) in enumerate(self._units):
+            queued[node].append(-2 - u)
+        now = time.monotonic_ns()
+        for t in np.flatnonzero(np.asarray(counts) == 0).tolist():
+            sh.r_ready[instance * T + t] = now
+            queued[self._owner_list[t]].append(instance * T + t)
+        self._queue(queued)
+
+    def _queue(self, tasks: list[list[int]]) -> None:
+        """Append ``tasks[node]`` to each node's queue (the workers stopped), with room for them."""
+        sh = self._shared
+        cap = sh.queue.shape[1]
+        pending = [[int(sh.queue[n, k % cap]) for k in range(sh.q_head[n], sh.q_tail[n])] + tasks[n]
+                   for n in range(len(tasks))]
+        need = max(len(p) for p in pending) + 1
+        if need > cap:  # a ring with room for every range and tile (its items from the start)
+            sh = self._shared = sh._replace(queue=np.zeros((len(tasks), max(need, 2 * cap)), np.int64))
+            for n, items in enumerate(pending):
+                sh.queue[n, :len(items)] = items
+                sh.q_head[n], sh.q_tail[n] = 0, len(items)
+            return
+        for n, items in enumerate(tasks):
+            for task in items:
+                sh.queue[n, sh.q_tail[n] % cap] = task
+                sh.q_tail[n] += 1
+
     def _no_room(self):
         """Back to the run's start (the memory as it was, the states published): a redo follows."""
         self._mem[:] = self._start_mem
@@ -778,4 +871,5 @@ class NativeExecutor(NodePools):
             wall_s=wall, step_end=step_end,
             oversubscribed=self._oversubscribed(),
             iterations={k: v for k, v in self._iterations.items() if k[0] < self.first_step + done},
+            jobs=JOB_RUNS.from_rows(self._job_rows) if self._job_rows else None,
         )

@@ -140,6 +140,9 @@ class NativeLayout:
         if unknown:
             raise ShoalError(f"app {app.name!r}: native kernels for phases it lacks: {', '.join(unknown)}")
         for p in app.phases:
+            if p.name in native.kernels and (p.jobs or p.emits_jobs):
+                raise ShoalError(f"app {app.name!r}: phase {p.name!r} emits or runs jobs: it runs in Python, not "
+                                 "compiled (its values are jobs and their results)")
             if p.name in native.packers and (p.name not in native.inboxes or native.payload_words is None):
                 raise ShoalError(f"app {app.name!r}: native phase {p.name!r} has a packer, no inbox or payload size")
             if p.name in native.kernels and p.halo and native.halos is None and p.name not in native.packers:

@@ -1,6 +1,7 @@
 """The trampoline: how a compiled worker runs a phase an app leaves in Python.
 
-A worker that meets such a task calls :func:`python_task`, which takes the interpreter lock
+A worker that meets such a task calls :func:`python_task` (a range of a job,
+:func:`python_range`), which takes the interpreter lock
 (Numba ``objmode``), hands the task to the executor registered under the run's handle (its
 ``python_task(worker, task)`` runs the app's method with the tile's state, halos and context,
 packs the halos of the next phase when they are Python payloads, and writes the work and the
@@ -24,6 +25,10 @@ def _pack(handle: int, task: int) -> int:
     return RUNS[handle].python_pack(task)
 
 
+def _range(handle: int, worker: int, unit: int) -> int:
+    return RUNS[handle].python_range(worker, unit)
+
+
 @nb.njit(nogil=True, cache=True)
 def python_task(handle, worker, task):
     """Run ``task`` in Python; the nanoseconds its compiled kernels took, or -1 if it failed."""
@@ -37,4 +42,12 @@ def python_pack(handle, task):
     """Pack the Python halos the tile of ``task`` sends after it; 0, or -1 if that failed."""
     with nb.objmode(status="int64"):
         status = _pack(handle, task)
+    return status
+
+
+@nb.njit(nogil=True, cache=True)
+def python_range(handle, worker, unit):
+    """Run range ``unit`` of the current job phase in Python; 0, or -1 if it failed."""
+    with nb.objmode(status="int64"):
+        status = _range(handle, worker, unit)
     return status
