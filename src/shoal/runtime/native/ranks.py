@@ -6,7 +6,8 @@ workers never call MPI: a tile that packs halos for tiles on another rank counts
 that rank's batch, and the last tile of the rank to pack puts the batch on an outbox ring
 (:func:`~shoal.runtime.native.engine._post`). The rank's main thread, which waits for the
 workers anyway, moves the messages: it sends each batch as one float64 buffer (every halo of
-the phase from this rank to that one, end to end in edge order), receives the batches of the
+the phase from this rank to that one, end to end in edge order) through a persistent send made
+once per run for its (phase's halos, rank, staging slot), receives the batches of the
 other ranks and hands them to the waiting tiles (:func:`~shoal.runtime.native.engine.deliver_batch`),
 which a remote batch counts as one more input. While its workers compute it sleeps until
 one posts a batch or the last of them goes idle (at most :data:`NAP_BUSY_S`: a message that
@@ -120,6 +121,7 @@ class NativeRanksExecutor(NativeExecutor):
     def run(self, *args, **kwargs):
         self._run_id += 1
         self._sending: list = []  # (request, buffer) of messages not yet seen complete
+        self._persistent: dict[tuple, tuple] = {}  # (tag, links kind, rank, slot) -> (persistent send, buffer)
         self._waiting: list = []  # (instance, rank, buffer) of batches whose slots are still being read
         self._held: list[int] = []  # batches for steps past a frozen limit: sent if the limit agreed is higher
         self._asked = self._negotiated = False
@@ -195,6 +197,9 @@ class NativeRanksExecutor(NativeExecutor):
             else:
                 time.sleep(nap)
                 nap = min(2 * nap, NAP_MAX_S)
+        for request, _ in self._persistent.values():  # every send complete: the next run plans anew
+            request.Free()
+        self._persistent = {}
 
     # ----- moving messages ---------------------------------------------------------------------
     def _progress(self) -> bool:
@@ -206,13 +211,7 @@ class NativeRanksExecutor(NativeExecutor):
         while (code := int(next_batch(sh))) >= 0:
             moved = True
             self._leave(code)
-        status = MPI.Status()
-        for tag in (HALO, VALUES, CONTROL):  # only these: the team's own messages wait for it
-            while (message := self.comm.Improbe(MPI.ANY_SOURCE, tag, status)) is not None:
-                buf = np.empty(status.Get_count(MPI.DOUBLE))
-                message.Recv([buf, MPI.DOUBLE])
-                moved = True
-                self._on_message(tag, buf, int(buf[0]), status.Get_source())
+        moved = self._receive() or moved
         if self._waiting:
             waiting, self._waiting = self._waiting, []
             for instance, rank, buf in waiting:
@@ -223,6 +222,17 @@ class NativeRanksExecutor(NativeExecutor):
             self._comm_s += time.thread_time() - t0
         return moved
 
+    def _receive(self) -> bool:
+        """Take in every message of this executor's that has come; whether any had."""
+        status, got = MPI.Status(), False
+        for tag in (HALO, VALUES, CONTROL):  # only these: the team's own messages wait for it
+            while (message := self.comm.Improbe(MPI.ANY_SOURCE, tag, status)) is not None:
+                buf = np.empty(status.Get_count(MPI.DOUBLE))
+                message.Recv([buf, MPI.DOUBLE])
+                got = True
+                self._on_message(tag, buf, int(buf[0]), status.Get_source())
+        return got
+
     def _leave(self, code: int) -> None:
         """Send batch ``code`` of the outbox (see :func:`~shoal.runtime.native.engine._post`)."""
         g, sh, R = self._g, self._shared, self._ranks
@@ -231,22 +241,49 @@ class NativeRanksExecutor(NativeExecutor):
             if sh.control[FROZEN]:
                 self._held.append(code)  # the limit agreed may be higher
             return
-        if rank == R:
-            buf = np.empty(HEAD + self._T * self._width)
-            n = int(gather_values(g, sh, instance, buf))
-            for r in range(R):
-                if r != self.rank:
-                    self._send(buf, n, instance, r, VALUES)
+        slot = instance % g.stamp_depth
+        if rank == R:  # one buffer for every other rank's request
+            others = [r for r in range(R) if r != self.rank]
+            requests = [self._request(VALUES, -1, r, slot, HEAD + self._T * self._width) for r in others]
+            buf = requests[0][1]
+            gather_values(g, sh, instance, buf)
         else:
-            buf = np.empty(int(batch_words(g, instance, rank, False)))
-            n = int(gather_batch(g, sh, instance, rank, buf))
-            self._send(buf, n, instance, rank, HALO)
-            L = g.links[instance]
+            L = int(g.links[instance])
+            requests = [self._request(HALO, L, rank, slot, int(batch_words(g, instance, rank, False)))]
+            buf = requests[0][1]
+            gather_batch(g, sh, instance, rank, buf)
             self._comm_count += int(g.bo_ptr[L, rank + 1] - g.bo_ptr[L, rank])
-
-    def _send(self, buf: np.ndarray, n: int, instance: int, rank: int, tag: int) -> None:
         buf[0], buf[1] = self._run_id, instance
-        self._sending.append((self.comm.Isend([buf[:n], MPI.DOUBLE], dest=rank, tag=tag), buf))
+        for request, _ in requests:
+            request.Start()
+            self._sending.append((request, buf))
+
+    def _request(self, tag: int, links: int, rank: int, slot: int, words: int) -> tuple:
+        """The persistent send of (``tag``, links kind, ``rank``, staging ``slot``) and its buffer,
+        made at its first use in a run; free to fill again (its last send waited for). Batches
+        of halos are sent whole: a packer's payloads fill their edges' room or less, and the
+        receiver reads each edge's length."""
+        key = (tag, links, rank, slot)
+        got = self._persistent.get(key)
+        if got is None:
+            buf = next((b for (t, _, _, s), (_, b) in self._persistent.items() if t == VALUES == tag and s == slot),
+                       None) if tag == VALUES else None  # the values of a slot: one buffer, a request per rank
+            buf = np.zeros(words) if buf is None else buf
+            got = self._persistent[key] = (self.comm.Send_init([buf, MPI.DOUBLE], dest=rank, tag=tag), buf)
+        if tag == VALUES:  # the buffer is shared: every rank's send of it must be over
+            for (t, _, _, s), (request, _) in self._persistent.items():
+                if t == VALUES and s == slot:
+                    self._complete(request)
+        else:
+            self._complete(got[0])
+        return got
+
+    def _complete(self, request) -> None:
+        """Wait for ``request`` (inactive: at once), taking messages in meanwhile: the rank it
+        goes to may be waiting for this one's."""
+        while not request.Test():
+            if not self._receive():
+                time.sleep(NAP_MIN_S)
 
     def _on_message(self, tag: int, buf: np.ndarray, run: int, source: int) -> None:
         """A message of run ``run``: dropped if from an earlier run, kept for a later one."""
