@@ -21,6 +21,7 @@ from shoal.records import TASKS
 from shoal.replay import ReplayConfig, replay
 from shoal.session import open_run, run_scenario
 from shoal.trace import Trace
+from stop_apps import stop_app
 
 SYNTHETIC = ["synthetic-hotspot", "--steps", "24", "--tiles", "24", "--set", "app.grid=[48,48]"]
 SPH2D = ["sph-dam-break", "--steps", "30", "--tiles", "16", "--set", "app.dx=0.05", "--set", "app.tank=[2.0, 1.2]",
@@ -229,23 +230,23 @@ def test_resizing_one_rank_only_keeps_the_state_and_is_recorded(ranks, reference
 STOP_SCRIPT = """
 import sys
 import numpy as np
-from shoal.apps import get_app
 from shoal.cluster import Cluster
 from shoal.placement import get_policy
 from shoal.runtime import Simulation
 from shoal.runtime.launch import current_team
-from shoal.tiling import Tiling
 
-asker, out = int(sys.argv[1]), sys.argv[2]
+asker, out, name = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+sys.path.insert(0, sys.argv[4])
+from stop_apps import stop_app
+
 team = current_team()
-app = get_app("sph2d").tiny_app()
-tiling = Tiling.from_count(app.grid, 6)
+app, tiling, end = stop_app(name)
 cluster = Cluster.uniform(team.size, 1)
-app.prepare(tiling)
 sim = Simulation(app, tiling, cluster, get_policy("sfc").place(tiling, cluster), team=team)
+assert sim.executor.backend == ("python" if name == "sph2d" else "native")
 if team.rank == asker:
     sim.add_measurement(lambda r: sim.request_stop() if r.step == 3 else None)
-sim.run(200)
+sim.run(end)
 steps = team.agree(sim.step_count)
 assert steps == sim.step_count == sim.stopped_at, (team.rank, sim.step_count, steps)
 everything = sim.gather()
@@ -256,25 +257,25 @@ sim.close()
 
 
 @pytest.mark.mpi(ranks=(2, 3))
+@pytest.mark.parametrize("app", ["sph2d", "synthetic"], ids=["python-executor", "native-executor"])
 @pytest.mark.parametrize("asker", [0, 1])
-def test_a_stop_asked_on_any_rank_ends_every_rank_at_the_same_step(ranks, asker, tmp_path):
+def test_a_stop_asked_on_any_rank_ends_every_rank_at_the_same_step(ranks, app, asker, tmp_path):
+    """On the native executor rank 0 freezes every rank (none starts a step past its frontier,
+    tasks that would are held), takes the largest frontier, and every rank runs that many steps."""
     script = tmp_path / "stop.py"
     script.write_text(STOP_SCRIPT)
-    done = subprocess.run(mpi_python(ranks, script, asker, tmp_path / "state.npz"), capture_output=True, text=True,
-                          timeout=240, env=mpi_env())
+    done = subprocess.run(mpi_python(ranks, script, asker, tmp_path / "state.npz", app, Path(__file__).parent),
+                          capture_output=True, text=True, timeout=240, env=mpi_env())
     assert done.returncode == 0, done.stderr
     with np.load(tmp_path / "state.npz") as z:
         got = {k: z[k] for k in z.files}
     steps = int(got.pop("steps"))
-    assert 4 <= steps < 200
-    from shoal.apps import get_app
+    serial_app, tiling, end = stop_app(app)
+    assert 4 <= steps < end
     from shoal.cluster import Cluster
     from shoal.runtime import Simulation
-    from shoal.tiling import Tiling
 
-    app = get_app("sph2d").tiny_app()
-    tiling = Tiling.from_count(app.grid, 6)
-    serial = Simulation(app, tiling, Cluster.uniform(1, 1), np.zeros(6, int))
+    serial = Simulation(serial_app, tiling, Cluster.uniform(1, 1), np.zeros(tiling.ntiles, int), executor="python")
     serial.run(steps)
     assert_same_state(serial.gather(), got)
     serial.close()

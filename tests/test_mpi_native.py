@@ -1,6 +1,7 @@
 """The native executor on MPI ranks: bitwise the local run's state with halos batched per rank
-pair (copy plans and packers) and reductions gathered on every rank, the same stop on every
-rank wherever it is asked, a rank left without tiles, and one clear line where it cannot run."""
+pair (copy plans and packers) and reductions gathered on every rank, a rank left without
+tiles, and one clear line where it cannot run (its stops: tests/test_mpi.py, beside the
+Python executor's)."""
 
 import subprocess
 
@@ -103,66 +104,6 @@ def test_a_rank_without_tiles_runs_through_and_takes_tiles_later(ranks, tmp_path
     serial.run(12)
     with np.load(tmp_path / "state.npz") as z:
         assert_same_state(serial.gather(), {k: z[k] for k in z.files})
-    serial.close()
-
-
-STOP = """
-import sys
-import numpy as np
-from shoal.apps import get_app
-from shoal.cluster import Cluster
-from shoal.runtime import Simulation
-from shoal.runtime.launch import current_team
-from shoal.tiling import Tiling
-
-asker, out = int(sys.argv[1]), sys.argv[2]
-team = current_team()
-spec = get_app("synthetic")
-app = spec.build(spec.params(grid=[96, 96], work_per_cell=200.0), 100000)
-tiling = Tiling.from_count(app.grid, 12)
-app.prepare(tiling)
-owner = np.arange(12) % team.size
-sim = Simulation(app, tiling, Cluster.uniform(team.size, 1), owner, team=team, executor="native")
-assert type(sim.executor).__name__ == "NativeRanksExecutor"
-if team.rank == asker:
-    sim.add_measurement(lambda r: sim.request_stop() if r.step == 3 else None)
-sim.run(100000)
-steps = team.agree(sim.step_count)
-assert steps == sim.step_count == sim.stopped_at, (team.rank, sim.step_count, steps)
-everything = sim.gather()
-if team.is_root:
-    np.savez(out, steps=steps, **everything)
-sim.close()
-"""
-
-
-@pytest.mark.mpi(ranks=(3,))
-@pytest.mark.parametrize("asker", [0, 1])
-def test_a_stop_asked_on_any_rank_ends_every_rank_at_the_same_step(ranks, asker, tmp_path):
-    """Rank 0 freezes every rank (none starts a step past its frontier), takes the largest
-    frontier, and every rank runs exactly that many steps: the serial run's state (asked on
-    rank 0 itself, or on another: then rank 0 hears of it first)."""
-    script = tmp_path / "stop.py"
-    script.write_text(STOP)
-    done = subprocess.run(mpi_python(ranks, script, asker, tmp_path / "state.npz"), capture_output=True, text=True,
-                          timeout=240, env=mpi_env())
-    assert done.returncode == 0, done.stderr
-    with np.load(tmp_path / "state.npz") as z:
-        got = {k: z[k] for k in z.files}
-    steps = int(got.pop("steps"))
-    assert 4 <= steps < 100000
-    from shoal.apps import get_app
-    from shoal.cluster import Cluster
-    from shoal.runtime import Simulation
-    from shoal.tiling import Tiling
-
-    spec = get_app("synthetic")
-    app = spec.build(spec.params(grid=[96, 96], work_per_cell=200.0), 100000)
-    tiling = Tiling.from_count(app.grid, 12)
-    app.prepare(tiling)
-    serial = Simulation(app, tiling, Cluster.uniform(1, 1), np.zeros(12, int), executor="python")
-    serial.run(steps)
-    assert_same_state(serial.gather(), got)
     serial.close()
 
 
