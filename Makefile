@@ -39,7 +39,7 @@ test: $(STAMP) simgrid chromium
 	$(BIN)/python tests/warm_kernels.py  # each kernel compiled once, not by both test workers at once
 	SHOAL_REQUIRE_SIMGRID=$$(command -v smpirun >/dev/null 2>&1 && echo 1) \
 	SHOAL_REQUIRE_BROWSER=$$([ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] && echo 1) \
-	$(BIN)/python -m pytest -q -n auto
+	$(BIN)/python -m pytest -q -n auto --dist loadgroup
 
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --site-dir site

@@ -98,7 +98,7 @@ def test_state_bitwise_identical_to_the_local_executor(app, argv, policy, ranks,
     assert predicted.makespan > 0
 
 
-@pytest.mark.mpi(ranks=(2, 3))
+@pytest.mark.mpi(ranks=(3,))  # (2 ranks: the runs above)
 def test_channel_3d_no_overlap_and_speculative_identical_across_ranks(ranks, references, mpirun, tmp_path):
     mpirun(ranks, "run", *CHANNEL, "--placement", "swap", "--period", "5", "--out", tmp_path / "channel")
     assert compare_runs(references["channel"].path, tmp_path / "channel").identical
@@ -206,11 +206,11 @@ def test_killed_rank_stops_the_job_and_the_run_resumes_on_two_ranks(ranks, mpiru
 @pytest.mark.slow
 @pytest.mark.mpi(ranks=(3,))
 def test_hundreds_of_balancing_steps_with_migrations_never_hang(ranks, mpirun, tmp_path):
-    mpirun(ranks, "run", *SYNTHETIC[:1], "--steps", "300", "--tiles", "24", "--set", "app.grid=[48,48]",
+    mpirun(ranks, "run", *SYNTHETIC[:1], "--steps", "150", "--tiles", "24", "--set", "app.grid=[48,48]",
            "--placement", "greedy", "--period", "1", "--workers", "2", "--out", tmp_path / "run", timeout=300)
     balance = open_run(tmp_path / "run").trace.balance
-    assert len(balance["step"]) == 299
-    assert balance["moved"].sum() > 200  # the hot spot keeps moving, and tiles follow it
+    assert len(balance["step"]) == 149
+    assert balance["moved"].sum() > 100  # the hot spot keeps moving, and tiles follow it
 
 
 @pytest.mark.mpi(ranks=(2,))

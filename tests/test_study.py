@@ -55,6 +55,7 @@ def study(tmp_path_factory):
     return plan, runs, solo, base / "study"
 
 
+@pytest.mark.xdist_group("study")  # one test worker builds the study, not each
 def test_every_simulation_ends_with_its_solo_runs_state(study):
     plan, runs, solo, _ = study
     assert [r.policy for r in runs] == policies()
@@ -64,6 +65,7 @@ def test_every_simulation_ends_with_its_solo_runs_state(study):
             assert compare_runs(sim.run, solo[sim.index].path).identical, (run.policy, sim.index)
 
 
+@pytest.mark.xdist_group("study")  # one test worker builds the study, not each
 def test_the_schedule_keeps_each_policys_rule(study):
     plan, runs, _, _ = study
     by = {r.policy: r.simulations for r in runs}
@@ -79,6 +81,7 @@ def test_the_schedule_keeps_each_policys_rule(study):
             assert 1 <= max(c for _, c in sim.cores) <= CORES
 
 
+@pytest.mark.xdist_group("study")  # one test worker builds the study, not each
 def test_the_table_and_json_name_every_simulation(study):
     plan, runs, _, out = study
     spans, rows = table(plan, runs)

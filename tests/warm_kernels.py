@@ -5,9 +5,9 @@ first test of every app needs, often the same ones at the same time: about five 
 cold run on two busy cores went to compiling. Run first (``make test`` does), this script
 compiles every app's kernels once, an app per process (each app's kernels in one process: never
 twice), by running every built-in scenario for two steps as ``tests/test_scenarios.py`` does and
-one replay, on both executors where the native one meets a new table of compiled kernels (its
-worker loop compiles once per table, an app's kernels per variant), and what moves native MPI
-messages; the workers then load them from Numba's cache.
+one replay, on both executors where the native one meets a new table of compiled kernels (an
+app's kernels compile per variant; the worker loop once, its tables padded to one length), and
+what moves native MPI messages; the workers then load them from Numba's cache.
 
     python tests/warm_kernels.py [--jobs N]
 """
@@ -50,8 +50,8 @@ def warm(scenarios: list[str]) -> float:
     seen = set()  # the kernel tables compiled so far
     with tempfile.TemporaryDirectory(prefix="shoal-warm-") as folder:
         for k, name in enumerate(scenarios):
-            # Natively too: the first scenario of each kernel table (the worker loop compiles once
-            # per table, an app's kernels per variant), and the first of all (no compiled phase).
+            # Natively too: the first scenario of each kernel table (an app's kernels compile per
+            # variant), and the first of all (no compiled phase).
             table = compiled_kernels(name)
             native = k == 0 or (table is not None and table not in seen)
             seen.add(table)

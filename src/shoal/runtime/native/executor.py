@@ -93,6 +93,14 @@ class _NoRoom(Exception):
 
 
 GROWTHS = 6  # times a run is redone with more room before its app's state is called too big
+# The worker loop's type is its tables' lengths (a tuple of compiled functions of one signature):
+# tables padded to a multiple of this compile it once for every app.
+TABLE_SLOTS = 8
+
+
+def _slots(table: tuple, blank) -> tuple:
+    """``table`` padded with ``blank`` to a positive multiple of :data:`TABLE_SLOTS` entries."""
+    return table + (blank,) * (-len(table) % TABLE_SLOTS or (0 if table else TABLE_SLOTS))
 VARIABLE = -2  # a message row whose size the engine records (a packer's payload)
 _handles = itertools.count(1)
 
@@ -138,9 +146,9 @@ class NativeExecutor(NodePools):
         names = [p.name for p in self.phases]
         kernels = self.layout.kernels if self.layout is not None else {}
         self._kernel_of = np.array([list(kernels).index(n) if n in kernels else -1 for n in names], np.int64)
-        self._kernels = tuple(kernels.values()) or (noop_kernel,)
+        self._kernels = _slots(tuple(kernels.values()), noop_kernel)
         packers = self.layout.native.packers if self.layout is not None else {}
-        self._packers_c = tuple(packers.values()) or (noop_packer,)
+        self._packers_c = _slots(tuple(packers.values()), noop_packer)
         self._width = max([1] + [len(p.operations) for p in self.phases])
         self._handle = next(_handles)
         self._plan_cache = None  # (keys, layout fields, Plans) of the last graph: a restart reuses it
