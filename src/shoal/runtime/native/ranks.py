@@ -154,10 +154,10 @@ class NativeRanksExecutor(NativeExecutor):
                     reported = done
                 if stop is not None and stop.is_set() and not self._asked:
                     self._asked = True
-                    if self.rank == 0:
-                        self._negotiate()
-                    else:
+                    if self.rank != 0:
                         self._control(0, ASK)
+                    elif not self._negotiated and self._answers is None:  # (one negotiation a run)
+                        self._negotiate()
                 if moved:
                     continue
                 if self._workers_wait():  # for messages: poll often (spinning measured slower on shared cores)
