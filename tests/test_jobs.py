@@ -53,6 +53,7 @@ def test_contacts_are_bitwise_the_same_for_any_parts_placement_job_policy_split_
 @pytest.mark.parametrize("parts, nodes, workers, job_policy, split", [
     (4, 2, 2, "even", 7),
     (6, 3, 1, "profiled", 0),
+    (5, 1, 2, "even", 2),  # more ranges than tiles on a node: its ring grows to hold them and its tiles
 ])
 def test_the_native_executor_runs_the_same_jobs_and_ranges_to_the_same_bits(reference, parts, nodes, workers,
                                                                              job_policy, split):

@@ -278,6 +278,16 @@ def request_stop(s):
     return limit
 
 
+@nb.njit(nogil=True, cache=True, inline="always")
+def _at_limit(s):
+    """Whether the run has done its steps: read with the limit and the freeze together, as
+    :func:`freeze` and :func:`thaw` write them (a thaw between two reads would end a rank early)."""
+    _lock(s.control, STEP_LOCK)
+    done = s.control[STEPS_DONE] >= s.control[LIMIT] and not s.control[FROZEN]
+    _unlock(s.control, STEP_LOCK)
+    return done
+
+
 @nb.njit(nogil=True, cache=True)
 def freeze(s):
     """A stop negotiated between processes, here: no tile starts a step after the latest one
@@ -616,8 +626,7 @@ def work(g, s, kernels, packers, mem, ints, consts, node, worker, nphases, width
         if atomic_add(s.left, step, -1) == 1:
             _count_cpu(s, node, clock)  # the step's CPU counted before anyone reads it as done
             s.step_end[step] = t1
-            if (atomic_add(s.control, STEPS_DONE, 1) + 1 >= atomic_load(s.control, LIMIT)
-                    and not atomic_load(s.control, FROZEN)):
+            if atomic_add(s.control, STEPS_DONE, 1) + 1 >= atomic_load(s.control, LIMIT) and _at_limit(s):
                 finish_segment(s, DONE)
         if nxt < g.n and _ready(s, nxt * T + tile, t1):
             own = nxt * T + tile

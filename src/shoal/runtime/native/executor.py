@@ -743,7 +743,8 @@ class NativeExecutor(NodePools):
         cap = sh.queue.shape[1]
         pending = [[int(sh.queue[n, k % cap]) for k in range(sh.q_head[n], sh.q_tail[n])] + tasks[n]
                    for n in range(len(tasks))]
-        need = max(len(p) for p in pending) + 1
+        # room for the ranges and, as ranges end, every tile of the node (one task each at most)
+        need = max(len(p) + len(self._tiles_of_node[n]) for n, p in enumerate(pending)) + 1
         if need > cap:  # a ring with room for every range and tile (its items from the start)
             sh = self._shared = sh._replace(queue=np.zeros((len(tasks), max(need, 2 * cap)), np.int64))
             for n, items in enumerate(pending):

@@ -180,11 +180,15 @@ class NativeRanksExecutor(NativeExecutor):
         return result
 
     def _finish(self, done: int) -> None:
-        """Send what this rank's tiles owe the steps run, tell rank 0 this rank has left, and
-        wait for every rank to do as much (messages still move meanwhile: rank 0 may be
-        negotiating a stop)."""
+        """Send what this rank's tiles owe the steps run, take in every other rank's values of
+        them (a reduction nothing in the run waits for: the last step's, a lagged one), tell
+        rank 0 this rank has left, and wait for every rank to do as much (messages still move
+        meanwhile: rank 0 may be negotiating a stop)."""
         self._progress()
-        while self._sending:
+        seq, sh = self._seq, self._shared
+        end = seq.step_first[done] if done < len(seq.step_first) else len(seq)
+        gathering = np.flatnonzero(self._g.nvals[:end])  # a last step's reduction keeps no step open
+        while self._sending or (sh.remaining[gathering] > 0).any():
             if not self._progress():
                 time.sleep(NAP_MIN_S)
         if self.rank != 0:
@@ -222,10 +226,11 @@ class NativeRanksExecutor(NativeExecutor):
             self._comm_s += time.thread_time() - t0
         return moved
 
-    def _receive(self) -> bool:
-        """Take in every message of this executor's that has come; whether any had."""
+    def _receive(self, control: bool = True) -> bool:
+        """Take in every message of this executor's that has come (control messages too, with
+        ``control``); whether any had."""
         status, got = MPI.Status(), False
-        for tag in (HALO, VALUES, CONTROL):  # only these: the team's own messages wait for it
+        for tag in (HALO, VALUES, CONTROL) if control else (HALO, VALUES):  # the team's own messages wait for it
             while (message := self.comm.Improbe(MPI.ANY_SOURCE, tag, status)) is not None:
                 buf = np.empty(status.Get_count(MPI.DOUBLE))
                 message.Recv([buf, MPI.DOUBLE])
@@ -271,7 +276,7 @@ class NativeRanksExecutor(NativeExecutor):
             buf = np.zeros(words) if buf is None else buf
             got = self._persistent[key] = (self.comm.Send_init([buf, MPI.DOUBLE], dest=rank, tag=tag), buf)
         if tag == VALUES:  # the buffer is shared: every rank's send of it must be over
-            for (t, _, _, s), (request, _) in self._persistent.items():
+            for (t, _, _, s), (request, _) in list(self._persistent.items()):
                 if t == VALUES and s == slot:
                     self._complete(request)
         else:
@@ -279,10 +284,11 @@ class NativeRanksExecutor(NativeExecutor):
         return got
 
     def _complete(self, request) -> None:
-        """Wait for ``request`` (inactive: at once), taking messages in meanwhile: the rank it
-        goes to may be waiting for this one's."""
+        """Wait for ``request`` (inactive: at once), taking halos and values in meanwhile: the
+        rank it goes to may be waiting for this one's. Control messages wait: handling one could
+        send a batch from the buffer being filled."""
         while not request.Test():
-            if not self._receive():
+            if not self._receive(control=False):
                 time.sleep(NAP_MIN_S)
 
     def _on_message(self, tag: int, buf: np.ndarray, run: int, source: int) -> None:
