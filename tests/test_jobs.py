@@ -250,12 +250,13 @@ class NodeBarrierContact(MeshContact):
     phases = (MeshContact.phases[0], Phase("contact", jobs="collide", work="vertices", node_barrier=True))
 
 
-def test_under_a_node_barrier_every_tile_waits_for_its_nodes_ranges_and_the_state_is_the_same(reference):
+@pytest.mark.parametrize("backend", [LocalExecutor, NativeExecutor], ids=["python", "native"])
+def test_under_a_node_barrier_every_tile_waits_for_its_nodes_ranges_and_the_state_is_the_same(reference, backend):
     mesh = MeshPartition.from_mesh(V, E, 6)
     app = NodeBarrierContact(mesh, V, job_split=5)
     cluster = Cluster.uniform(2, 2)
     owner = get_policy("metis").place(mesh, cluster, 1)
-    with LocalExecutor(app, mesh, cluster, owner, job_policy="locality") as ex:
+    with backend(app, mesh, cluster, owner, job_policy="locality") as ex:
         res = ex.run(STEPS)
     got = app.gather(res.states, mesh)
     assert got["x"].tobytes() == reference[3]["x"].tobytes()

@@ -34,7 +34,7 @@ from ...resources import usable_cores
 from ...tiling import Tiling
 from ..app import App, StepContext
 from ..graph import StepGraph, TaskSequence
-from ..jobs import NODE_DONE, job_row, plan_ranges, range_tiles, run_range
+from ..jobs import job_row, plan_ranges, range_tiles, run_range
 from ..local import (
     GIL_SWITCH_S,
     NOT_RUN,
@@ -296,7 +296,7 @@ class NativeExecutor(NodePools):
             k0 = clock[0]
             halos = self._inbox[tile].pop(instance, None) or {}
             if self.phases[phase].jobs:  # the results of the jobs that read it, in (job, first item) order
-                halos = {k: v for k, v in sorted(halos.items()) if v is not NODE_DONE}
+                halos = dict(sorted(halos.items()))
             out = self._runners[phase](tile, self.states[tile], halos, self._context(instance), self.tiling)
             work, value = out if isinstance(out, tuple) else (out, None)
             if self.phases[phase].emits_jobs:  # with what this tile's last ranges measured
@@ -349,13 +349,8 @@ class NativeExecutor(NodePools):
                                       row, first, stop, node, worker, ran.start - self._wall0, ran.end - self._wall0,
                                       ran))
         self._window.setdefault(tiles[0], []).append(ran.measured)
-        key = (row["job"], first)
-        for t in tiles:
-            self._inbox[t].setdefault(instance, {})[key] = ran.results[t]
-        if self.phases[phase].node_barrier:  # the node's other tiles: this range is done
-            for t in self._tiles_of_node[node]:
-                if t not in tiles:
-                    self._inbox[t].setdefault(instance, {})[key] = NODE_DONE
+        for t in tiles:  # (a node barrier's other tiles are counted in by the engine: nothing to hand them)
+            self._inbox[t].setdefault(instance, {})[(row["job"], first)] = ran.results[t]
         return 0
 
     def _pack(self, tile: int, instance: int) -> None:
