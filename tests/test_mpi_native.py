@@ -47,6 +47,21 @@ def test_shallow_water_on_ranks_is_the_local_run_bitwise(ranks, swe_local, mpiru
 
 
 @pytest.mark.mpi(ranks=(2,))
+def test_adaptive_shallow_water_on_ranks_is_the_local_run_bitwise(ranks, mpirun, tmp_path):
+    """Blocks that change level: strips of several sizes and target levels batched per rank
+    pair, the regrid's Python deferred to on each rank, every run ended after a regrid."""
+    sets = ["app.max_level=1", "app.min_level=0", "app.blocks=[6,6]", "app.block=4", "app.regrid_every=4"]
+    argv = ["swe-radial-dam-break", "--steps", "14", "--tiles", "9"]
+    mpirun(ranks, "run", *argv, *(a for v in sets for a in ("--set", v)), "--workers", 1, "--placement", "birdshot",
+           "--out", tmp_path / "mpi")
+    local = run_scenario(argv[0], steps=14, tiles=9, nodes=1, workers=1, set=sets, executor="python",
+                         out=tmp_path / "local")
+    assert open_run(tmp_path / "mpi").summary["executor"] == "native"
+    assert len(set(local.state()["level"].tolist())) == 2  # blocks at both levels
+    assert compare_runs(local.path, tmp_path / "mpi").identical
+
+
+@pytest.mark.mpi(ranks=(2,))
 def test_seismic_waves_on_ranks_are_the_local_run_bitwise(ranks, mpirun, tmp_path):
     """Copy plans (stress and velocity slabs into ghosts) batched per rank pair; seismograms
     recorded on both ranks."""

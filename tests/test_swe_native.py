@@ -1,8 +1,8 @@
-"""Shallow water on the native executor: for blocks that keep their level, compiled cfl and
-stage phases and strips packed by a compiled packer give the Python executor's bits (pools,
-levels, time), work and ring of messages on any tiling, worker and node count, at order 1 and
-2, both solvers and every kind of side; errors are the Python stages' one line; an adaptive
-run's phases stay in Python."""
+"""Shallow water on the native executor: compiled cfl, stage and balance phases and strips and
+target levels packed by compiled packers give the Python executor's bits (pools, levels,
+time), work and ring of messages on any tiling, worker and node count, at order 1 and 2, both
+solvers, every kind of side, and with blocks that change level (the regrid's Python deferred
+to, the run ended after it); errors are the Python stages' one line."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ SIDES = dict(UNIFORM, order=1, solver="rusanov", boundary=["inflow", "outflow", 
 
 
 def _run(executor, params, tiles, nodes=1, workers=1, steps=(6,), states=None):
+    """The gathered state after runs of ``steps`` steps each (a native run that ends at a regrid
+    goes on from there), and every executor run's result."""
     app = SWE.build(SWE.params(**params), sum(steps))
     tiling = Tiling.from_count(app.grid, tiles)
     cluster = Cluster.uniform(nodes, workers)
@@ -34,9 +36,12 @@ def _run(executor, params, tiles, nodes=1, workers=1, steps=(6,), states=None):
     first, results = 0, []
     with executor(app, tiling, cluster, owner) as ex:
         for n in steps:
-            result = ex.run(n, states=states, first_step=first)
-            states, first = result.states, first + n
-            results.append(result)
+            end = first + n
+            while first < end:
+                result = ex.run(end - first, states=states, first_step=first,
+                                reduced_before=results[-1].reductions if results else None)
+                states, first = result.states, first + result.steps
+                results.append(result)
     return app.gather(states, tiling), results
 
 
@@ -47,11 +52,16 @@ def _same_bits(a, b):
         assert x.shape == y.shape and np.array_equal(x.view(np.uint8), y.view(np.uint8)), name
 
 
-def test_an_adaptive_run_keeps_its_phases_in_python():
-    app = SWE.build(SWE.params(**dict(SWE.tiny, min_level=0, max_level=1)), 1)
-    assert app.native(Tiling.from_count(app.grid, 4)) is None
-    uniform = SWE.build(SWE.params(**UNIFORM), 1)
-    assert set(uniform.native(Tiling.from_count(uniform.grid, 4)).kernels) == {p.name for p in uniform.phases}
+ADAPTIVE = dict(SWE.tiny, min_level=0, max_level=2, regrid_every=3)
+
+
+def test_a_native_run_ends_after_a_regrid_step_and_every_phase_is_compiled():
+    app = SWE.build(SWE.params(**ADAPTIVE), 10)
+    native = app.native(Tiling.from_count(app.grid, 4))
+    assert set(native.kernels) == {p.name for p in app.phases}
+    _, results = _run(NativeExecutor, ADAPTIVE, 4, steps=(10,))
+    assert [r.steps for r in results] == [3, 3, 3, 1]  # regrids at the ends of steps 2, 5 and 8
+    assert [r.first_step for r in results] == [0, 3, 6, 9]
 
 
 @pytest.mark.parametrize("params, tiles, nodes, workers", [
@@ -60,19 +70,30 @@ def test_an_adaptive_run_keeps_its_phases_in_python():
     (dict(UNIFORM, order=1), 9, 2, 2),
     (SIDES, 12, 2, 1),
     (dict(SIDES, order=2, solver="fwave", limiter="vanleer"), 5, 1, 3),
+    (ADAPTIVE, 1, 1, 1),
+    (ADAPTIVE, 6, 2, 2),
+    (dict(ADAPTIVE, order=1, max_level=1, regrid_every=2), 9, 1, 2),
+    (dict(ADAPTIVE, freeze_dry=True, shore=True, criterion="gradient"), 12, 1, 3),
 ])
 def test_the_compiled_phases_give_the_python_executors_bits_work_and_messages(params, tiles, nodes, workers):
     want, py = _run(LocalExecutor, params, tiles, nodes, workers, steps=(3, 5))
     got, nat = _run(NativeExecutor, params, tiles, nodes, workers, steps=(3, 5))
     _same_bits(want, got)
-    for a, b in zip(py, nat, strict=True):
-        for key in ("step", "phase", "tile", "work"):
-            assert np.array_equal(a.tasks[key], b.tasks[key]), key
-        assert np.array_equal(a.messages["src"], b.messages["src"]) and np.array_equal(a.messages["dst"],
-                                                                                        b.messages["dst"])
-        # the same strips; the Python payload also carries the blocks' levels, 8 bytes a strip
-        assert np.all(a.messages["bytes"] >= b.messages["bytes"]) and np.all(b.messages["bytes"] > 0)
+    a, b = ({key: np.concatenate([r.tasks[key] for r in results]) for key in ("step", "phase", "tile", "work")}
+            for results in (py, nat))
+    for key in a:
+        assert np.array_equal(a[key], b[key]), key
+    (a, b) = ({key: np.concatenate([r.messages[key] for r in results]) for key in ("step", "phase", "src", "dst",
+                                                                                     "bytes")} for results in (py, nat))
+    for key in ("step", "phase", "src", "dst"):
+        assert np.array_equal(a[key], b[key]), key
+    # the same levels and strips (a balance round's target levels travel on regrid steps only in Python)
+    strips = np.isin(a["phase"], [k for k, p in enumerate(SWE.build(SWE.params(**params), 1).phases)
+                                  if p.name.startswith("stage")])
+    assert np.array_equal(a["bytes"][strips], b["bytes"][strips]) and np.all(b["bytes"] > 0)
     assert float(got["time"]) > 0
+    if params is not UNIFORM and params["max_level"] > params["min_level"]:
+        assert len(set(want["level"].tolist())) > 1  # blocks did change level
 
 
 @settings(max_examples=5, deadline=None)

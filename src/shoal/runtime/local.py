@@ -126,7 +126,8 @@ class ExecutionResult:
     first_step : int
         The step the run started from.
     steps : int
-        Steps run: fewer than asked when the run was stopped.
+        Steps run: fewer than asked when the run was stopped, or on the native executor when
+        the app's memory changes layout at a step before the last (a regrid).
     reductions : dict
         ``{(step, phase name): value}`` of every reduction of the steps run.
     wall_s : float
@@ -150,7 +151,7 @@ class ExecutionResult:
 
     states: dict[int, Any]
     first_step: int
-    steps: int  # steps run: fewer than asked when the run was stopped
+    steps: int
     tasks: dict[str, np.ndarray]
     messages: dict[str, np.ndarray]
     reductions: dict[tuple[int, str], float]

@@ -77,8 +77,8 @@ class SWEApp(App):
 
     name = "swe"
     phases = _phases(2, 2)  # every method a run may name; each run picks its own below
-    # (report and strips_in: what the native kernels keep, see .native)
-    transient = ("h0", "hu0", "hv0", "target", "report", "strips_in")
+    # (report, strips_in, recv_lev: what the native kernels keep, see .native)
+    transient = ("h0", "hu0", "hv0", "target", "report", "strips_in", "recv_lev")
 
     def __init__(self, params: SWEParams, steps: int):
         params.validate()
@@ -209,8 +209,8 @@ class SWEApp(App):
             getattr(self, phase.method)(0, state, halos, ctx, tiling)
 
     def native(self, tiling: Tiling):
-        """The phases as compiled kernels when blocks never change level (:mod:`.native`);
-        an adaptive run's stay in Python."""
+        """The phases as compiled kernels (:mod:`.native`); on a regrid step, what reads the
+        setup runs in Python."""
         from .native import native_plan
 
         return native_plan(self, tiling)
@@ -328,8 +328,12 @@ class SWEApp(App):
         """The last balance round, then every block moves to its target level."""
         if not self.balance(tile, state, halos, ctx, tiling):
             return 0
-        topo = self._topology(tiling, tile)
-        lev, target = state["lev"], state.pop("target")
+        return self._move_blocks(state, state.pop("target"), self._topology(tiling, tile))
+
+    def _move_blocks(self, state: dict, target: np.ndarray, topo) -> int:
+        """Every block of the tile to its ``target`` level (new pools, levels and speeds); the
+        blocks."""
+        lev = state["lev"]
         if np.array_equal(lev, target):
             return len(lev)
         nn, off = layout(lev, self.p.block)

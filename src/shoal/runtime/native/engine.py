@@ -24,8 +24,10 @@ per graph (:class:`Graph`) and arrays every worker shares (:class:`Shared`):
   (:data:`PACKER`) and land, end to end, in the reader's inbox; a payload, an inbox or a
   kernel's output that does not fit ends the segment with :data:`ERROR_CAPACITY`, and the
   executor redoes the run with more room;
-- phases an app leaves in Python run through :func:`~shoal.runtime.native.trampoline.python_task`,
-  the one place a worker takes the interpreter lock.
+- phases an app leaves in Python run through :func:`~shoal.runtime.native.trampoline.python_task`
+  (the rest of a task whose kernel returns :data:`DEFER`, through
+  :func:`~shoal.runtime.native.trampoline.python_deferred`): the one place a worker takes the
+  interpreter lock.
 
 Times are ``CLOCK_MONOTONIC`` nanoseconds, read where a task becomes ready, starts and ends.
 A worker also reads its CPU time when it turns from one step's tasks to another's, when it
@@ -55,7 +57,7 @@ from .primitives import (
     monotonic_ns,
     thread_cpu_ns,
 )
-from .trampoline import python_pack, python_range, python_task
+from .trampoline import python_deferred, python_pack, python_range, python_task
 
 # The engine calls kernels as first-class functions, which Numba calls "experimental" on every
 # call from Python, and warns that a function holding an objmode block holds the lock (only the
@@ -75,12 +77,17 @@ ERROR_KERNEL, ERROR_PYTHON, ERROR_HALO, ERROR_CAPACITY = 1, 2, 3, 4
 SUM, MIN, MAX = 0, 1, 2  # reduction operations, as Graph.ops holds them
 BEFORE, ABSENT = -1, -2  # Graph.ctx_src: a value from before the run; no value (NaN) yet
 SPIN_NS = 50_000  # how long an idle worker spins on its queue before it sleeps
+#: What a kernel returns when the rest of its task is the app's Python
+#: (:attr:`Native.deferred <shoal.runtime.native.Native>`): a step that must read the setup
+#: or resize fields, once in many steps.
+DEFER = -2
 
 #: The one signature of a compiled phase kernel: ``kernel(tile, step, iteration, mem, ints,
 #: consts, reduced, out) -> work``. ``mem`` is the tile's memory (its fields and ghost cells),
 #: ``ints`` its integer descriptor, ``consts`` the app's constants, ``reduced`` one row per
 #: phase of the reductions the task reads (NaN where none), ``out`` where a phase with a
-#: reduction writes its values; it returns the work done, in the phase's unit.
+#: reduction writes its values; it returns the work done, in the phase's unit, -1 when what
+#: the task made has no room, or :data:`DEFER`.
 KERNEL = types.int64(types.int64, types.int64, types.int64, types.float64[::1], types.int64[::1],
                      types.float64[::1], types.float64[:, ::1], types.float64[::1])
 
@@ -585,7 +592,12 @@ def work(g, s, kernels, packers, mem, ints, consts, node, worker, nphases, width
             except Exception:  # noqa: BLE001 (the executor finds what it was: see NativeExecutor)
                 _fail(s, task, ERROR_KERNEL)
                 return FAILED
-            if done < 0:  # no room for what the task made (particles that came in)
+            if done == DEFER:  # the rest of the task in Python, under the lock
+                done = python_deferred(g.handle, worker, task)
+                if done < 0:
+                    _fail(s, task, ERROR_PYTHON)
+                    return FAILED
+            elif done < 0:  # no room for what the task made (particles that came in)
                 _fail(s, task, ERROR_CAPACITY)
                 return FAILED
             for k in range(g.nvals[instance]):

@@ -172,13 +172,18 @@ class NativeExecutor(NodePools):
     # ----- public (and the nodes' pools: see NodePools) ----------------------------------
     def run(self, steps: int, states: dict[int, Any] | None = None, first_step: int = 0, on_step=None,
             reduced_before: dict | None = None, stop: threading.Event | None = None) -> ExecutionResult:
-        """Run ``steps`` steps, as :meth:`LocalExecutor.run <shoal.runtime.local.LocalExecutor.run>` does.
+        """Run ``steps`` steps, as :meth:`LocalExecutor.run <shoal.runtime.local.LocalExecutor.run>` does;
+        fewer when the app's memory changes its layout before the last (:attr:`Native.relayout
+        <shoal.runtime.native.Native>`: the result says how many ran).
 
         An app whose state changes size (:attr:`Native.publish <shoal.runtime.native.Native>`)
         runs from a copy of its memory: when something has no room, the run is redone from
         it with every capacity grown (steps already reported are not reported again)."""
         if steps <= 0:
             raise ShoalError(f"steps must be positive, got {steps}")
+        relayout = self.layout.native.relayout if self.layout is not None else None
+        if relayout is not None:  # the run ends where the memory changes its layout
+            steps = next((s - first_step + 1 for s in range(first_step, first_step + steps) if relayout(s)), steps)
         if states is None:
             states = {t: self.app.init_tile(t, self.tiling) for t in range(self.tiling.ntiles)}
         native = self.layout.native if self.layout is not None else None
@@ -319,6 +324,18 @@ class NativeExecutor(NodePools):
                 self._job_inputs[tile] = self._packers[self._seq.phase[nxt]](self.states[tile], tile)
             return int((clock[0] - k0) * 1e9)
         except BaseException as exc:  # the run stops; the main thread raises it
+            self._fail(exc, tile, instance)
+            return -1
+
+    def python_deferred(self, worker: int, task: int) -> int:
+        """The rest of a native task whose kernel deferred it (:attr:`Native.deferred
+        <shoal.runtime.native.Native>`); the work the task did, or -1 if that failed."""
+        instance, tile = divmod(task, self._T)
+        phase = self.phases[self._seq.phase[instance]].name
+        try:
+            return int(self.layout.native.deferred[phase](tile, self.states[tile],
+                                                           self._seq.step[instance] + self.first_step))
+        except BaseException as exc:
             self._fail(exc, tile, instance)
             return -1
 

@@ -96,6 +96,16 @@ class Native:
         it when the kernel raised; raises the error the app's Python phase would have raised
         there (compiled code keeps no message). Without it, the kernel runs again from Python on
         a copy of the memory.
+    deferred : mapping of str to callable, optional
+        Per native phase whose kernel may return :data:`~shoal.runtime.native.engine.DEFER`,
+        ``deferred[phase](tile, state, step) -> work``: the rest of the task, in Python, under
+        the interpreter lock (what needs the app's Python objects, once in many steps). It sees
+        the tile's state as the kernel left it, its fields views of the memory: it writes into
+        them, or replaces fields of another size only on a step of ``relayout``.
+    relayout : callable, optional
+        ``relayout(step) -> bool``: whether a deferred part may resize fields at ``step``. A run
+        then ends after that step (fewer steps than asked: the caller runs the rest), and the
+        next one lays the memory out anew.
     """
 
     kernels: Mapping[str, Any]
@@ -111,6 +121,8 @@ class Native:
     publish: Callable[[dict], None] | None = None
     grow: Callable[[], None] | None = None
     explain: Callable[[str, int, dict], None] | None = None
+    deferred: Mapping[str, Callable[[int, dict, int], int]] = field(default_factory=dict)
+    relayout: Callable[[int], bool] | None = None
 
 
 def words(a: np.ndarray) -> int:
