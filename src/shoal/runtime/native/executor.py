@@ -74,6 +74,7 @@ from .engine import (
     SUM,
     Graph,
     Shared,
+    Typed,
     fill_context,
     finish_segment,
     open_segment,
@@ -85,6 +86,7 @@ from .plan import NativeLayout, copy_plans, noop_kernel, noop_packer
 from .trampoline import RUNS
 
 OPS = {"sum": SUM, "min": MIN, "max": MAX}
+_open_segment, _work = Typed(open_segment), Typed(work)  # called every segment: typed once
 logger = logging.getLogger("shoal")
 
 
@@ -632,7 +634,7 @@ class NativeExecutor(NodePools):
         if g.links[instance] >= 0 and g.pypack[instance]:
             for t in range(T):
                 self._pack(t, instance)
-        status = open_segment(g, sh, self._mem, self._ints, self._consts, self._packers_c, instance)
+        status = _open_segment(g, sh, self._mem, self._ints, self._consts, self._packers_c, instance)
         if status == ERROR_CAPACITY and self._start_mem is not None:
             self._no_room()
         if status:
@@ -668,7 +670,7 @@ class NativeExecutor(NodePools):
 
         def job(node, w):
             try:
-                work(self._g, self._shared, self._kernels, self._packers_c, self._mem, self._ints, self._consts,
+                _work(self._g, self._shared, self._kernels, self._packers_c, self._mem, self._ints, self._consts,
                      node, w, len(self.phases), self._width)
             except BaseException as exc:  # a fault of the engine itself: the run stops with it
                 if self._error is None:
