@@ -6,13 +6,18 @@ zero Dirichlet sides, each solved by conjugate gradients on the tiles: a loop of
 max |r| at once) that repeats until max |r| is below a tolerance. Started from the discrete
 eigenmode ``sin(pi x) sin(pi y)``, each step divides it by ``1 + dt lambda_h`` exactly, which the
 tests compare with.
+
+``JacobiHeat`` takes the same implicit steps by Jacobi sweeps, a loop of one phase compiled for
+the native executor (halos by copy plans into a ghost ring) or run in Python, bitwise alike.
 """
 
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
 
 from shoal.runtime import App, Loop, Phase
+from shoal.runtime.native import KERNEL, Native
 
 
 class CGHeat(App):
@@ -132,6 +137,121 @@ class CGHeat(App):
         u = np.zeros(self.grid)
         for t, s in states.items():
             u[tiling.slices(t)] = s["u"]
+        return {"u": u}
+
+
+@nb.njit(nogil=True, cache=True)
+def jacobi(u, b, un, c):
+    """One Jacobi sweep of ``(1 + 4c) u - c (its four neighbours) = b`` on the interior of the
+    padded ``u`` (its ghost ring read, not written); the largest change (a maximum: the same
+    bits in any order)."""
+    nx, ny = b.shape
+    top = 0.0
+    for i in range(nx):
+        for j in range(ny):
+            un[i, j] = (b[i, j] + c * (u[i, j + 1] + u[i + 2, j + 1] + u[i + 1, j] + u[i + 1, j + 2])) / (1 + 4 * c)
+            top = max(top, abs(un[i, j] - u[i + 1, j + 1]))
+    for i in range(nx):
+        for j in range(ny):
+            u[i + 1, j + 1] = un[i, j]
+    return top
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _jacobi_fields(mem, ints):
+    nx, ny = ints[0], ints[1]
+    m = (nx + 2) * (ny + 2)
+    return (mem[:m].reshape((nx + 2, ny + 2)), mem[m:m + nx * ny].reshape((nx, ny)),
+            mem[m + nx * ny:m + 2 * nx * ny].reshape((nx, ny)))
+
+
+@nb.njit(KERNEL, nogil=True, cache=True)
+def jacobi_start(tile, step, iteration, mem, ints, consts, reduced, out):
+    u, b, _ = _jacobi_fields(mem, ints)
+    b[:, :] = u[1:-1, 1:-1]
+    return b.size
+
+
+@nb.njit(KERNEL, nogil=True, cache=True)
+def jacobi_sweep(tile, step, iteration, mem, ints, consts, reduced, out):
+    u, b, un = _jacobi_fields(mem, ints)
+    out[0] = jacobi(u, b, un, consts[0])
+    return b.size
+
+
+class JacobiHeat(App):
+    """Implicit heat steps ``(I - dt Lap_h) u' = u`` with zero Dirichlet sides, each solved by
+    Jacobi sweeps until the largest change is below ``tol``: a loop of one phase that reads its
+    face neighbours and reduces a maximum, compiled (halos by copy plans into ``u``'s ghost
+    ring) or in Python (the same sweep, halos as payloads)."""
+
+    name = "jacobi-heat-test"
+    phases = (
+        Phase("start", work="cells"),
+        Phase("sweep", reads="faces", reduction="max", work="cells"),
+    )
+
+    def __init__(self, n=24, c=0.5, tol=1e-9, max_iterations=400, native=True):
+        self.grid = (n, n)
+        self.c, self.tol, self.compiled = c, tol, native
+        self.loops = (Loop("sweep", "sweep", max_iterations, required=True),)
+
+    def init_tile(self, tile, tiling):
+        lo, hi = tiling.lo[tile], tiling.hi[tile]
+        x = (np.arange(lo[0], hi[0]) + 0.5) / self.grid[0]
+        y = (np.arange(lo[1], hi[1]) + 0.5) / self.grid[1]
+        u = np.zeros((len(x) + 2, len(y) + 2))
+        u[1:-1, 1:-1] = np.exp(-((x[:, None] - 0.3) ** 2 + (y[None, :] - 0.6) ** 2) / 0.02)
+        return {"u": u, "b": np.zeros((len(x), len(y))), "un": np.zeros((len(x), len(y)))}
+
+    @staticmethod
+    def _edges(tiling, src, dst):
+        """The interior row or column of ``src`` next to ``dst``, and where ``dst`` keeps it in
+        its ghost ring (boxes of padded arrays)."""
+        a, b = tiling.lo[src], tiling.lo[dst]
+        (nx, ny), (mx, my) = (tiling.hi[src] - a), (tiling.hi[dst] - b)
+        if b[0] > a[0]:
+            return (slice(nx, nx + 1), slice(1, ny + 1)), (slice(0, 1), slice(1, my + 1))
+        if b[0] < a[0]:
+            return (slice(1, 2), slice(1, ny + 1)), (slice(mx + 1, mx + 2), slice(1, my + 1))
+        if b[1] > a[1]:
+            return (slice(1, nx + 1), slice(ny, ny + 1)), (slice(1, mx + 1), slice(0, 1))
+        return (slice(1, nx + 1), slice(1, 2)), (slice(1, mx + 1), slice(my + 1, my + 2))
+
+    def pack_halos(self, state, src, tiling):
+        return {int(dst): state["u"][self._edges(tiling, src, int(dst))[0]].copy()
+                for dst in tiling.face_neighbours[src]}
+
+    def start(self, tile, state, halos, ctx, tiling):
+        state["b"][...] = state["u"][1:-1, 1:-1]
+        return state["b"].size
+
+    def sweep(self, tile, state, halos, ctx, tiling):
+        for src, edge in halos.items():
+            state["u"][self._edges(tiling, src, tile)[1]] = edge
+        return state["b"].size, jacobi(state["u"], state["b"], state["un"], self.c)
+
+    def again(self, loop, step, iteration, value):
+        return value > self.tol
+
+    def native(self, tiling):
+        if not self.compiled:
+            return None
+
+        def ints(tile):
+            return np.asarray(tiling.hi[tile] - tiling.lo[tile], np.int64)
+
+        def halos(phase, src, dst):
+            send, receive = self._edges(tiling, src, dst)
+            return [("u", send, "u", receive)]
+
+        return Native(kernels={"start": jacobi_start, "sweep": jacobi_sweep}, fields=("u", "b", "un"), ints=ints,
+                      consts=np.array([self.c]), halos=halos)
+
+    def gather(self, states, tiling):
+        u = np.zeros(self.grid)
+        for t, s in states.items():
+            u[tiling.slices(t)] = s["u"][1:-1, 1:-1]
         return {"u": u}
 
 

@@ -1,6 +1,8 @@
 """Loops in the step's task graph: a group of phases repeats while the app says so, every
 iteration's tasks ordinary tasks; a conjugate-gradient solve on tiles converges to the direct
-solve, bitwise the same for any placement, worker count, chunking and 2 MPI ranks."""
+solve, bitwise the same for any placement, worker count, chunking and 2 MPI ranks; compiled
+Jacobi sweeps on the native executor are the Python executor's bits, in one process and on 2
+MPI ranks."""
 
 import json
 import logging
@@ -13,12 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import mpi_env, mpi_python
-from graph_apps import CGHeat
+from graph_apps import CGHeat, JacobiHeat
 from shoal.cluster import Cluster
 from shoal.errors import ShoalError
 from shoal.placement import get_policy
 from shoal.runtime import App, LocalExecutor, Loop, Phase
 from shoal.runtime.graph import TaskSequence, loop_spans
+from shoal.runtime.native import NativeExecutor
 from shoal.tiling import Tiling
 
 PHASES = (Phase("a"), Phase("b", reads="faces"), Phase("c", reduction="sum"), Phase("d"))
@@ -221,7 +224,7 @@ def test_every_instance_runs_once_per_tile_in_sequence_order_for_random_iteratio
 MPI_SCRIPT = """
 import hashlib, json, sys
 sys.path.insert(0, {tests!r})
-from graph_apps import CGHeat
+from graph_apps import CGHeat, JacobiHeat
 from shoal.cluster import Cluster
 from shoal.runtime.launch import current_team
 from shoal.tiling import Tiling
@@ -263,6 +266,73 @@ def test_cg_on_two_mpi_ranks_is_bitwise_the_local_solve(ranks, workers, tmp_path
     assert got["digest"] == hashlib.sha256(app.gather(local.states, tiling)["u"].tobytes()).hexdigest()
     assert got["iterations"] == sorted([k[0], n] for k, n in local.iterations.items())
     assert got["tasks"] == len(local.tasks["tile"]) and got["messages"] == len(local.messages["src"])
+
+
+JACOBI_MPI = """
+import hashlib, json, sys
+sys.path.insert(0, {tests!r})
+from graph_apps import JacobiHeat
+from shoal.cluster import Cluster
+from shoal.runtime import Simulation
+from shoal.runtime.launch import current_team
+from shoal.tiling import Tiling
+from shoal.placement import get_policy
+
+team = current_team()
+app = JacobiHeat()
+tiling = Tiling.from_count(app.grid, 9)
+cluster = Cluster.uniform(team.size, {workers})
+sim = Simulation(app, tiling, cluster, get_policy("birdshot").place(tiling, cluster, 3), team=team)
+assert sim.executor.backend == "native"
+if {stop_at} >= 0 and team.rank == 1:  # a stop asked amid the loop of a step
+    sim.add_measurement(lambda r: sim.request_stop() if r.step == {stop_at} else None)
+sim.run(4)
+everything = sim.gather()
+if team.is_root:
+    print("result", json.dumps({{"digest": hashlib.sha256(everything["u"].tobytes()).hexdigest(),
+                                "steps": sim.step_count,
+                                "iterations": sorted([k[0], n] for p in sim.parts for k, n in p.iterations.items())}}))
+sim.close()
+"""
+
+
+@pytest.mark.parametrize("tiles, nodes, workers", [(1, 1, 1), (9, 1, 2), (9, 2, 1)])
+def test_compiled_jacobi_sweeps_in_a_loop_are_the_python_executors_bits(tiles, nodes, workers):
+    app = JacobiHeat()
+    tiling = Tiling.from_count(app.grid, tiles)
+    cluster = Cluster.uniform(nodes, workers)
+    owner = get_policy("birdshot").place(tiling, cluster, 3)
+    results = []
+    for executor in (LocalExecutor, NativeExecutor):
+        with executor(app, tiling, cluster, owner) as ex:
+            results.append(ex.run(3))
+    py, nat = results
+    assert np.array_equal(app.gather(py.states, tiling)["u"], app.gather(nat.states, tiling)["u"])
+    assert py.iterations == nat.iterations and min(py.iterations.values()) > 10
+    assert (nat.tasks["kernel"] > 0).all()  # every task compiled: no Python phase
+
+
+@pytest.mark.mpi(ranks=(2,))
+@pytest.mark.parametrize("workers, stop_at", [(2, -1), (1, 1)], ids=["whole", "stopped"])
+def test_compiled_loops_on_two_mpi_ranks_are_the_local_python_bits(ranks, workers, stop_at, tmp_path):
+    """Every rank decides each iteration alike from the same reduced bits; halos of an
+    iteration a rank has not decided yet wait for it; a stop asked amid a loop ends every rank
+    at one step."""
+    import hashlib
+
+    script = tmp_path / "jacobi.py"
+    script.write_text(JACOBI_MPI.format(tests=str(Path(__file__).parent), workers=workers, stop_at=stop_at))
+    done = subprocess.run(mpi_python(ranks, script), capture_output=True, text=True, timeout=240, env=mpi_env())
+    assert done.returncode == 0, done.stderr
+    got = json.loads(next(x for x in done.stdout.splitlines() if x.startswith("result ")).split(" ", 1)[1])
+    steps = got["steps"]
+    assert (steps == 4) if stop_at < 0 else (2 <= steps < 4)
+    app = JacobiHeat()
+    tiling = Tiling.from_count(app.grid, 9)
+    with LocalExecutor(app, tiling, Cluster.uniform(1, 1), np.zeros(9, int)) as ex:
+        local = ex.run(steps)
+    assert got["digest"] == hashlib.sha256(app.gather(local.states, tiling)["u"].tobytes()).hexdigest()
+    assert got["iterations"] == sorted([k[0], n] for k, n in local.iterations.items())
 
 
 # ----- traces and replays of loops ----------------------------------------------------------

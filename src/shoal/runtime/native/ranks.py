@@ -25,9 +25,15 @@ tasks that would are held), takes the largest frontier (a rank that already left
 with its steps), and every rank runs exactly that many steps. Every message carries the run's
 number: what a run left unread (halos for a step past a stop) is dropped by the next.
 
+Loops: every rank reduces a loop's last values to the same bits, so every rank's app takes
+the same decision and grows the same sequence. A rank a decision ahead may send halos or values
+of instances this one has not built yet: they wait until it has. A rank frozen by a stop while
+its workers wait for a decision waits for the limit agreed before it decides (its run may be
+longer than its own frontier).
+
 Apps run here whose halo phases are all native and whose state keeps its size (no
 ``publish``: a run redone with more room would have to be redone on every rank), without jobs
-or loops (not yet).
+(not yet).
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from mpi4py import MPI
 
 from ...errors import ShoalError
 from .engine import (
+    DECIDE,
     DONE,
     FROZEN,
     HEAD,
@@ -75,8 +82,6 @@ def runs_on_ranks(app, tiling) -> str | None:
     """Why the native executor cannot run ``app`` on MPI ranks, or ``None`` when it can."""
     if any(p.jobs or p.emits_jobs for p in app.phases):
         return "it does not run job phases yet"
-    if app.loops:
-        return "it does not run loops across ranks yet"
     layout = NativeLayout.of(app, tiling)
     if layout is None:
         return "the app runs no phase natively on this tiling"
@@ -124,6 +129,7 @@ class NativeRanksExecutor(NativeExecutor):
         self._persistent: dict[tuple, tuple] = {}  # (tag, links kind, rank, slot) -> (persistent send, buffer)
         self._waiting: list = []  # (instance, rank, buffer) of batches whose slots are still being read
         self._held: list[int] = []  # batches for steps past a frozen limit: sent if the limit agreed is higher
+        self._future: list = []  # (tag, buffer, source) for instances not built here yet (a loop's next iteration)
         self._asked = self._negotiated = False
         self._answers: dict[int, int] | None = None  # rank 0, while it negotiates a stop: steps per rank
         self._left: dict[int, int] = {}  # rank 0: the ranks that have left this run, and their steps
@@ -184,8 +190,10 @@ class NativeRanksExecutor(NativeExecutor):
         them (a reduction nothing in the run waits for: the last step's, a lagged one), tell
         rank 0 this rank has left, and wait for every rank to do as much (messages still move
         meanwhile: rank 0 may be negotiating a stop)."""
-        self._progress()
         seq, sh = self._seq, self._shared
+        if sh.control[STATUS] == DECIDE:  # the last decision ended the run
+            sh.control[STATUS] = DONE
+        self._progress()
         end = seq.step_first[done] if done < len(seq.step_first) else len(seq)
         gathering = np.flatnonzero(self._g.nvals[:end])  # a last step's reduction keeps no step open
         while self._sending or (sh.remaining[gathering] > 0).any():
@@ -300,10 +308,26 @@ class NativeRanksExecutor(NativeExecutor):
             return
         if tag == CONTROL:
             self._on_control(source, int(buf[1]), int(buf[2]))
+        elif int(buf[1]) >= self._g.n:  # a rank a loop decision ahead: wait until this one has decided
+            self._future.append((tag, buf, source))
         elif tag == VALUES:
             deliver_values(self._g, self._shared, int(buf[1]), source, buf)
         else:
             self._halos(int(buf[1]), source, buf)
+
+    def _start_segment(self, instance: int) -> None:
+        super()._start_segment(instance)
+        future, self._future = self._future, []  # those of instances built now, counted in after the opening
+        for tag, buf, source in future:
+            self._on_message(tag, buf, self._run_id, source)
+
+    def _decide(self) -> bool:
+        """Decide on the loop once no stop is being negotiated: a frozen rank takes the limit
+        agreed first (the steps it runs may be more than its frontier)."""
+        while self._shared.control[FROZEN]:
+            if not self._progress():
+                time.sleep(NAP_MIN_S)
+        return super()._decide()
 
     def _take_early(self) -> list:
         """The messages of this run that came while the last one ended."""
@@ -374,4 +398,5 @@ class NativeRanksExecutor(NativeExecutor):
         return int(self._shared.sleepers[self.rank]) >= self._pools[self.rank].size
 
     def _workers_running(self) -> bool:
-        return int(self._shared.control[STATUS]) == RUNNING
+        """Whether this rank is still in the run: its workers run, or wait for a loop's decision."""
+        return int(self._shared.control[STATUS]) in (RUNNING, DECIDE)
