@@ -10,13 +10,12 @@ import pytest
 import test_view_browser as page
 from shoal.graphics.drawing import ROBUST_PERCENTILE, robust_bound
 from shoal.session import run_scenario
-from test_view_browser import canvas_pixels, errors, text, wait
+from test_view_browser import canvas_pixels, choose, errors, text, wait
 
 pytestmark = page.pytestmark
 viewer, browser = page.viewer, page.browser  # its fixtures: a `shoal view` and a headless Chromium
 
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import Select  # noqa: E402
 
 IMPORT = """
 const done = arguments[arguments.length - 1];
@@ -54,16 +53,16 @@ def test_a_seismic_run_plays_back_on_the_robust_scale_with_its_interfaces(viewer
     browser.get(url)
     wait(browser, lambda d: "quake" in [o.get_attribute("value")
                                         for o in d.find_elements(By.CSS_SELECTOR, "#runs option")], "the run list")
-    Select(browser.find_element(By.ID, "runs")).select_by_value("quake")
+    choose(browser, "runs", "quake")
     browser.find_element(By.ID, "open").click()
     wait(browser, lambda d: text(d, "status").startswith("playback of quake"), "the playback")
-    Select(browser.find_element(By.ID, "scale")).select_by_value("frame")
+    choose(browser, "scale", "frame")
     scrub = browser.find_element(By.ID, "scrub")
     browser.execute_script("arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input'))",
                            scrub, k)
     step = frames[k].stem.split("-")[1].lstrip("0") or "0"
     wait(browser, lambda d: text(d, "frame-step") == step, "the chosen frame")
-    Select(browser.find_element(By.ID, "layer")).select_by_value("vz_section")
+    choose(browser, "layer", "vz_section")
     wait(browser, lambda d: "percentile" in text(d, "range-name"), "the wavefield's colour bar")
     top = robust_bound(sections[k])
     assert float(text(browser, "range-hi")) == pytest.approx(top, rel=5e-3)

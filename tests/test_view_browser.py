@@ -102,6 +102,17 @@ def wait(driver, condition, what: str, timeout: float = WAIT_S):
                                                                                      message=what)
 
 
+def choose(driver, select: str, value: str) -> None:
+    """Select ``value`` in the ``<select>`` of id ``select``, again if the page re-rendered the
+    list between finding it and choosing (stale)."""
+
+    def chosen(d):
+        Select(d.find_element(By.ID, select)).select_by_value(value)
+        return True
+
+    wait(driver, chosen, f"{value!r} chosen in #{select}")
+
+
 def errors(driver) -> list[str]:
     """The page's console errors since the last call (network refusals the test caused excepted)."""
     return [e["message"] for e in driver.get_log("browser")
@@ -137,7 +148,7 @@ def test_the_page_watches_a_run_it_started_and_plays_it_back(viewer, browser):
     scenarios = {s["name"]: s for s in json.load(urllib.request.urlopen(url.replace("/?", "/api/scenarios?")))}
 
     # A bad value is refused with the server's one line on the page, and no run starts.
-    Select(browser.find_element(By.ID, "scenario")).select_by_value(SCENARIO)
+    choose(browser, "scenario", SCENARIO)
     set_param(browser, "run.steps", "twelve")
     browser.find_element(By.ID, "start").click()
     wait(browser, lambda d: text(d, "error"), "the error of a bad parameter")
@@ -180,7 +191,7 @@ def test_the_page_watches_a_run_it_started_and_plays_it_back(viewer, browser):
     # Played back, the run shows its first frame, and the slider moves to another.
     wait(browser, lambda d: folder.name in [o.get_attribute("value") for o in
                                             d.find_elements(By.CSS_SELECTOR, "#runs option")], "the run list")
-    Select(browser.find_element(By.ID, "runs")).select_by_value(folder.name)
+    choose(browser, "runs", folder.name)
     browser.find_element(By.ID, "open").click()
     wait(browser, lambda d: text(d, "status").startswith(f"playback of {folder.name}"), "the playback")
     picks = [o.text for o in browser.find_elements(By.CSS_SELECTOR, "#frame-pick option")]
