@@ -46,12 +46,29 @@ def pytest_generate_tests(metafunc):
 
 
 def pytest_collection_modifyitems(config, items):
+    _group_for_xdist(config, items)
     if _have_mpi():
         return
     skip = pytest.mark.skip(reason="needs mpi4py and mpiexec (pip install shoal[mpi])")
     for item in items:
         if item.get_closest_marker("mpi") is not None:
             item.add_marker(skip)
+
+
+def _group_for_xdist(config, items) -> None:
+    """``--dist loadgroup`` on pytest 9: pytest-xdist names a test's group by appending it to
+    the node id through an attribute pytest 9 no longer reads (``_nodeid``), so the tests of a
+    group (a costly module fixture, built once) went to both workers; name it where pytest 9
+    keeps the id."""
+    if not config.getvalue("loadgroup") or not items or not hasattr(items[0], "_id"):
+        return  # (pytest 8: pytest-xdist does it)
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                         for m in item.iter_markers("xdist_group")})
+        if groups and "@" not in item.nodeid:
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
 
 
 def mpi_command(ranks: int, *args: str) -> list[str]:
