@@ -7,12 +7,12 @@ The annulus: radii from 0.7 to 1.1 times the front's, the front being where the 
 surface last lies ``--threshold`` above sea level, seen from the column's centre. Errors are
 taken on the finest level's grid (the reference averaged 2 x 2, coarser adaptive blocks
 repeated). The uniform runs are level 0 of root blocks as fine as the finest adaptive ones (the
-same cells in big blocks: their fastest form). Every run is two tiles per worker of one node,
+same cells in big blocks: their fastest form). Every run is ``--tiles`` tiles per worker (two) of one node,
 first order or ``--order 2``, on the native executor; the adaptive run once more on the Python
 one (the baseline of the native executor's regrids: the ratio it prints).
 
 Run: ``python bench/swe_adaptive.py [--blocks 16] [--block 8] [--max-level 3] [--time 20]
-[--criterion gradient] [--threshold 0.005] [--repeats 5] [--json FILE]``.
+[--criterion gradient] [--threshold 0.005] [--tiles 2] [--repeats 5] [--json FILE]``.
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ def params(args, min_level: int, max_level: int, block: int):
                        criterion=args.criterion, threshold=args.threshold)
 
 
-def simulate(p, end: float, workers: int, executor=NativeExecutor) -> tuple[dict, float, int, object]:
+def simulate(p, end: float, workers: int, executor=NativeExecutor, tiles: int = 2) -> tuple[dict, float, int, object]:
     """Run until simulated time ``end``: the gathered state, wall seconds, steps and the app."""
     app = get_app("swe").build(p, 10**9)
-    tiling = Tiling.from_count(app.grid, 2 * workers)
+    tiling = Tiling.from_count(app.grid, tiles * workers)
     app.prepare(tiling)
     states = {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
     steps, wall, chunk = 0, 0.0, 20
@@ -89,30 +89,34 @@ def main() -> None:
     ap.add_argument("--threshold", type=float, default=0.005)
     ap.add_argument("--regrid-every", type=int, default=4)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--tiles", type=int, default=2, help="tiles per worker")
     add_arguments(ap)
     args = ap.parse_args()
     top = args.max_level
     with Benchmark("swe-adaptive", args) as bench:
         print(f"radial dam break to t = {args.time:g} s, {args.blocks}^2 root blocks of {args.block}^2 cells, "
-              f"levels 0-{top}, {args.criterion} >= {args.threshold:g}, order {args.order}, {args.solver}; "
+              f"levels 0-{top}, {args.criterion} >= {args.threshold:g}, order {args.order}, {args.solver}, "
+              f"{args.tiles} tiles per worker; "
               f"reference: uniform level {top + 1}")
         # the uniform runs: level 0 of root blocks as fine as the finest adaptive blocks (their
         # fastest form: the same cells in big blocks)
         fine = args.block * 2**top
-        reference, ref_wall, ref_steps, ref_app = simulate(params(args, 0, 0, 2 * fine), args.time, args.workers)
+        reference, ref_wall, ref_steps, ref_app = simulate(params(args, 0, 0, 2 * fine), args.time, args.workers,
+                                                          tiles=args.tiles)
         print(f"reference: {ref_steps} steps in {ref_wall:.1f} s")
 
         def one() -> dict:
             out = {}
             for name, p, level in (("adaptive", params(args, 0, top, args.block), top),
                                    ("uniform", params(args, 0, 0, fine), 0)):
-                g, wall, steps, app = simulate(p, args.time, args.workers)
+                g, wall, steps, app = simulate(p, args.time, args.workers, tiles=args.tiles)
                 out[f"{name}_s"] = wall
                 out[f"{name}_error"] = annulus_error(app, g, level, reference, ref_app, 0, 0.01)
                 out[f"{name}_cells"] = float(np.sum((p.block * 2 ** g["level"].astype(float)) ** 2))
                 print(f"  {name}: {steps} steps, {wall:.2f} s, annulus L1 {out[f'{name}_error']:.4g} m^3, "
                       f"{out[f'{name}_cells']:.0f} cells at the end", flush=True)
-            _, wall, steps, _ = simulate(params(args, 0, top, args.block), args.time, args.workers, LocalExecutor)
+            _, wall, steps, _ = simulate(params(args, 0, top, args.block), args.time, args.workers, LocalExecutor,
+                                        args.tiles)
             out["adaptive_python_s"] = wall
             print(f"  adaptive, Python executor: {steps} steps, {wall:.2f} s", flush=True)
             out["native_speedup"] = wall / out["adaptive_s"]
@@ -126,7 +130,7 @@ def main() -> None:
               f"(adaptive {st['adaptive_error'].median:.4g}, uniform {st['uniform_error'].median:.4g} m^3)")
         print(f"adaptive on the native executor {st['adaptive_s'].show(unit=' s')} vs the Python one "
               f"{st['adaptive_python_s'].show(unit=' s')}: {st['native_speedup'].show()} faster")
-        bench.add(blocks=args.blocks, block=args.block, max_level=top, time=args.time, **st)
+        bench.add(blocks=args.blocks, block=args.block, max_level=top, time=args.time, tiles=args.tiles, **st)
 
 
 if __name__ == "__main__":

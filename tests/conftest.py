@@ -60,7 +60,7 @@ def _group_for_xdist(config, items) -> None:
     the node id through an attribute pytest 9 no longer reads (``_nodeid``), so the tests of a
     group (a costly module fixture, built once) went to both workers; name it where pytest 9
     keeps the id."""
-    if not config.getvalue("loadgroup") or not items or not hasattr(items[0], "_id"):
+    if not getattr(config.option, "loadgroup", False) or not items or not hasattr(items[0], "_id"):
         return  # (pytest 8: pytest-xdist does it)
     from _pytest.nodeid import NodeId
 

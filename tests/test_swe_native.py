@@ -20,6 +20,7 @@ from shoal.runtime.native import NativeExecutor
 from shoal.tiling import Tiling
 
 SWE = get_app("swe")
+SWE_TARGETS = type(SWE.build(SWE.params(**SWE.tiny), 1))._targets
 UNIFORM = dict(SWE.tiny, max_level=SWE.tiny.get("min_level", 0), min_level=SWE.tiny.get("min_level", 0))
 SIDES = dict(UNIFORM, order=1, solver="rusanov", boundary=["inflow", "outflow", "depth", "reflect"],
              discharge=[0.5, 0.0, 0.0, 0.0], side_depth=[0.0, 0.0, 1.5, 0.0])
@@ -129,5 +130,25 @@ def test_a_nan_depth_and_a_courant_number_above_one_are_the_python_stages_lines(
         with pytest.raises(ShoalError, match=r"^step 0, phase stage1, tile 0: Courant number .* > 1 .* fastest now "
                                              r"at cell") as err:
             _run(executor, UNIFORM, 1, steps=(3,), states=slow)  # one tile: which fails first is certain
+        errors.append(str(err.value))
+    assert errors[0] == errors[1]
+
+
+def test_an_error_in_the_python_a_kernel_defers_to_is_the_python_executors_line():
+    """The regrid step's target levels are the app's Python on both executors: an error there
+    names the same step, phase and tile."""
+    def failing(app, tiling):
+        def targets(state, lev, topo):
+            if 10 in topo.gids:
+                raise ShoalError("the criterion failed")
+            return SWE_TARGETS(app, state, lev, topo)
+
+        app._targets = targets
+        return {t: app.init_tile(t, tiling) for t in range(tiling.ntiles)}
+
+    errors = []
+    for executor in (LocalExecutor, NativeExecutor):
+        with pytest.raises(ShoalError, match=r"^step 2, phase stage2, tile \d+: the criterion failed$") as err:
+            _run(executor, ADAPTIVE, 6, 1, 2, steps=(6,), states=failing)
         errors.append(str(err.value))
     assert errors[0] == errors[1]
