@@ -760,10 +760,10 @@ def placeholders() -> tuple[Graph, Shared]:
 
 def _types_key(a):
     """What decides the Numba type of ``a`` among the arguments the executor passes, read
-    cheaply: an array's dtype, dimensions and layout; a tuple's items; a compiled function's
-    identity; a scalar's Python type."""
+    cheaply: an array's dtype, dimensions, layout and whether it is writeable; a tuple's
+    items; a compiled function's identity; a scalar's Python type."""
     if isinstance(a, np.ndarray):
-        return a.dtype.num, a.ndim, a.flags.c_contiguous
+        return a.dtype.num, a.ndim, a.flags.c_contiguous, a.flags.f_contiguous, a.flags.writeable, a.flags.aligned
     if isinstance(a, tuple):
         return tuple(_types_key(x) for x in a)
     if isinstance(a, (int, float, np.integer, np.floating)):
