@@ -16,6 +16,8 @@ The apps, at the sizes of the other benchmarks where they have one:
 - ``swe``: ``swe-radial-dam-break`` as ``bench/swe.py`` runs it: TUM SWE's radial dam break on
   a uniform 1000 x 1000 grid in root blocks of 100 x 100 cells, f-wave, first order (a tile
   holds whole blocks, so 100 tiles at most: K = 64 on 2 workers cannot be made);
+- ``swe-adaptive``: ``swe-radial-dam-break`` as the scenario has it: 16 x 16 root blocks
+  refining from level 0 to 2 where the wave is (a native run ends at every regrid);
 - ``seismic``: ``seismic-layered-2d`` (600 x 200 points, order 4), every point computed in
   every step (``app.skip_zero = false``, as ``bench/seismic.py`` does), so the work per step
   depends neither on how far the wave has come nor on how finely the tiles cut the still part;
@@ -84,6 +86,8 @@ CASES = {
     # bench/swe.py's problem at its default --cells 1000 --block 100.
     "swe": Case("swe-radial-dam-break", "bench/swe.py's: uniform 1000 x 1000 cells in 10 x 10 blocks, f-wave", 50,
                 {**{f"app.{k}": v for k, v in SWE_SCENARIO.items()}, "app.blocks": [10, 10], "app.block": 100}),
+    "swe-adaptive": Case("swe-radial-dam-break", "the scenario's: 16 x 16 root blocks of 16 x 16 cells, levels 0-2",
+                         120),
     "seismic": Case("seismic-layered-2d", "600 x 200 points, order 4, every point every step", 300,
                     {"app.skip_zero": False}),
     "sph3d": Case("sph3d-dam-break", "100k particles", 25),
