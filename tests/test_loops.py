@@ -221,20 +221,23 @@ def test_every_instance_runs_once_per_tile_in_sequence_order_for_random_iteratio
     assert (starts[:, 1:] >= ends[:, :-1]).all()
 
 
-MPI_SCRIPT = """
+SCRIPT_HEAD = """
 import hashlib, json, sys
 sys.path.insert(0, {tests!r})
 from graph_apps import CGHeat, JacobiHeat
 from shoal.cluster import Cluster
+from shoal.runtime import Simulation
 from shoal.runtime.launch import current_team
 from shoal.tiling import Tiling
 from shoal.placement import get_policy
 
 team = current_team()
-app = CGHeat()
+app = {app}()
 tiling = Tiling.from_count(app.grid, 9)
 cluster = Cluster.uniform(team.size, {workers})
-owner = get_policy("birdshot").place(tiling, cluster, 3)
+"""
+
+MPI_SCRIPT = SCRIPT_HEAD + """owner = get_policy("birdshot").place(tiling, cluster, 3)
 with team.executor(app, tiling, cluster, owner) as ex:
     res = ex.run(2)
 mine = {{t: s for t, s in res.states.items() if owner[t] == team.rank}}
@@ -258,7 +261,7 @@ def test_cg_on_two_mpi_ranks_is_bitwise_the_local_solve(ranks, workers, tmp_path
     tiling = Tiling.from_count(app.grid, 9)
     local = run(app, tiling, steps=2)
     script = tmp_path / "cg.py"
-    script.write_text(MPI_SCRIPT.format(tests=str(Path(__file__).parent), workers=workers))
+    script.write_text(MPI_SCRIPT.format(tests=str(Path(__file__).parent), app="CGHeat", workers=workers))
     done = subprocess.run(mpi_python(ranks, script), capture_output=True, text=True, timeout=240, env=mpi_env())
     assert done.returncode == 0, done.stderr
     line = next(x for x in done.stdout.splitlines() if x.startswith("result "))
@@ -268,21 +271,8 @@ def test_cg_on_two_mpi_ranks_is_bitwise_the_local_solve(ranks, workers, tmp_path
     assert got["tasks"] == len(local.tasks["tile"]) and got["messages"] == len(local.messages["src"])
 
 
-JACOBI_MPI = """
-import hashlib, json, sys
-sys.path.insert(0, {tests!r})
-from graph_apps import JacobiHeat
-from shoal.cluster import Cluster
-from shoal.runtime import Simulation
-from shoal.runtime.launch import current_team
-from shoal.tiling import Tiling
-from shoal.placement import get_policy
-
-team = current_team()
-app = JacobiHeat()
-tiling = Tiling.from_count(app.grid, 9)
-cluster = Cluster.uniform(team.size, {workers})
-sim = Simulation(app, tiling, cluster, get_policy("birdshot").place(tiling, cluster, 3), team=team)
+JACOBI_MPI = SCRIPT_HEAD + """owner = get_policy("birdshot").place(tiling, cluster, 3)
+sim = Simulation(app, tiling, cluster, owner, team=team)
 assert sim.executor.backend == "native"
 if {stop_at} >= 0 and team.rank == 1:  # a stop asked amid the loop of a step
     sim.add_measurement(lambda r: sim.request_stop() if r.step == {stop_at} else None)
@@ -321,7 +311,8 @@ def test_compiled_loops_on_two_mpi_ranks_are_the_local_python_bits(ranks, worker
     import hashlib
 
     script = tmp_path / "jacobi.py"
-    script.write_text(JACOBI_MPI.format(tests=str(Path(__file__).parent), workers=workers, stop_at=stop_at))
+    script.write_text(JACOBI_MPI.format(tests=str(Path(__file__).parent), app="JacobiHeat", workers=workers,
+                                         stop_at=stop_at))
     done = subprocess.run(mpi_python(ranks, script), capture_output=True, text=True, timeout=240, env=mpi_env())
     assert done.returncode == 0, done.stderr
     got = json.loads(next(x for x in done.stdout.splitlines() if x.startswith("result ")).split(" ", 1)[1])
