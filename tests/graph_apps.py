@@ -8,7 +8,8 @@ eigenmode ``sin(pi x) sin(pi y)``, each step divides it by ``1 + dt lambda_h`` e
 tests compare with.
 
 ``JacobiHeat`` takes the same implicit steps by Jacobi sweeps, a loop of one phase compiled for
-the native executor (halos by copy plans into a ghost ring) or run in Python, bitwise alike.
+the native executor (halos by copy plans into a ghost ring) or left in Python (halos as
+payloads), bitwise alike.
 """
 
 from __future__ import annotations
@@ -183,7 +184,7 @@ class JacobiHeat(App):
     """Implicit heat steps ``(I - dt Lap_h) u' = u`` with zero Dirichlet sides, each solved by
     Jacobi sweeps until the largest change is below ``tol``: a loop of one phase that reads its
     face neighbours and reduces a maximum, compiled (halos by copy plans into ``u``'s ghost
-    ring) or in Python (the same sweep, halos as payloads)."""
+    ring) or in Python (the same sweep, halos as payloads): ``compiled`` names the phases compiled."""
 
     name = "jacobi-heat-test"
     phases = (
@@ -191,9 +192,9 @@ class JacobiHeat(App):
         Phase("sweep", reads="faces", reduction="max", work="cells"),
     )
 
-    def __init__(self, n=24, c=0.5, tol=1e-9, max_iterations=400, native=True):
+    def __init__(self, n=24, c=0.5, tol=1e-9, max_iterations=400, compiled=("start", "sweep")):
         self.grid = (n, n)
-        self.c, self.tol, self.compiled = c, tol, native
+        self.c, self.tol, self.compiled = c, tol, tuple(compiled)
         self.loops = (Loop("sweep", "sweep", max_iterations, required=True),)
 
     def init_tile(self, tile, tiling):
@@ -245,7 +246,8 @@ class JacobiHeat(App):
             send, receive = self._edges(tiling, src, dst)
             return [("u", send, "u", receive)]
 
-        return Native(kernels={"start": jacobi_start, "sweep": jacobi_sweep}, fields=("u", "b", "un"), ints=ints,
+        kernels = {"start": jacobi_start, "sweep": jacobi_sweep}
+        return Native(kernels={name: kernels[name] for name in self.compiled}, fields=("u", "b", "un"), ints=ints,
                       consts=np.array([self.c]), halos=halos)
 
     def gather(self, states, tiling):

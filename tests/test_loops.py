@@ -232,7 +232,7 @@ from shoal.tiling import Tiling
 from shoal.placement import get_policy
 
 team = current_team()
-app = {app}()
+app = {app}
 tiling = Tiling.from_count(app.grid, 9)
 cluster = Cluster.uniform(team.size, {workers})
 """
@@ -261,7 +261,7 @@ def test_cg_on_two_mpi_ranks_is_bitwise_the_local_solve(ranks, workers, tmp_path
     tiling = Tiling.from_count(app.grid, 9)
     local = run(app, tiling, steps=2)
     script = tmp_path / "cg.py"
-    script.write_text(MPI_SCRIPT.format(tests=str(Path(__file__).parent), app="CGHeat", workers=workers))
+    script.write_text(MPI_SCRIPT.format(tests=str(Path(__file__).parent), app="CGHeat()", workers=workers))
     done = subprocess.run(mpi_python(ranks, script), capture_output=True, text=True, timeout=240, env=mpi_env())
     assert done.returncode == 0, done.stderr
     line = next(x for x in done.stdout.splitlines() if x.startswith("result "))
@@ -303,16 +303,18 @@ def test_compiled_jacobi_sweeps_in_a_loop_are_the_python_executors_bits(tiles, n
 
 
 @pytest.mark.mpi(ranks=(2,))
-@pytest.mark.parametrize("workers, stop_at", [(2, -1), (1, 1)], ids=["whole", "stopped"])
-def test_compiled_loops_on_two_mpi_ranks_are_the_local_python_bits(ranks, workers, stop_at, tmp_path):
+@pytest.mark.parametrize("workers, stop_at, compiled", [(2, -1, ("start", "sweep")), (1, 1, ("start", "sweep")),
+                                                        (1, -1, ("start",))],
+                         ids=["whole", "stopped", "python-halos"])
+def test_compiled_loops_on_two_mpi_ranks_are_the_local_python_bits(ranks, workers, stop_at, compiled, tmp_path):
     """Every rank decides each iteration alike from the same reduced bits; halos of an
     iteration a rank has not decided yet wait for it; a stop asked amid a loop ends every rank
-    at one step."""
+    at one step; a sweep left in Python sends its halos between ranks as payloads."""
     import hashlib
 
     script = tmp_path / "jacobi.py"
-    script.write_text(JACOBI_MPI.format(tests=str(Path(__file__).parent), app="JacobiHeat", workers=workers,
-                                         stop_at=stop_at))
+    script.write_text(JACOBI_MPI.format(tests=str(Path(__file__).parent), app=f"JacobiHeat(compiled={compiled!r})",
+                                         workers=workers, stop_at=stop_at))
     done = subprocess.run(mpi_python(ranks, script), capture_output=True, text=True, timeout=240, env=mpi_env())
     assert done.returncode == 0, done.stderr
     got = json.loads(next(x for x in done.stdout.splitlines() if x.startswith("result ")).split(" ", 1)[1])

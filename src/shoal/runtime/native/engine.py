@@ -387,16 +387,18 @@ def _pack(g, s, mem, ints, consts, packers, instance, tile):
 @nb.njit(nogil=True, cache=True)
 def open_segment(g, s, mem, ints, consts, packers, instance):
     """Every tile is about to run ``instance``: copy its native halos (nobody packed them: the
-    run's start, or a loop's decision), then queue every tile's task, in tile order. 0, or
+    run's start, or a loop's decision; its Python halos the executor packed), count each tile
+    off its batches to other processes, then queue every tile's task, in tile order. 0, or
     what :func:`_pack` failed with."""
     T = g.T
     L = g.links[instance]
-    if L >= 0 and not g.pypack[instance]:
+    if L >= 0:
         for t in range(T):
             if g.here[t]:
-                status = _pack(g, s, mem, ints, consts, packers, instance, t)
-                if status != 0:
-                    return status
+                if not g.pypack[instance]:  # (Python halos: packed by the executor before this)
+                    status = _pack(g, s, mem, ints, consts, packers, instance, t)
+                    if status != 0:
+                        return status
                 if g.ranks > 1:
                     _packed_for_ranks(g, s, instance, t)
     now = monotonic_ns()
@@ -710,6 +712,19 @@ def deliver_batch(g, s, instance, rank, buf):
 
 
 @nb.njit(nogil=True, cache=True)
+def count_in_batch(g, s, instance, rank):
+    """Count in the batch of ``instance`` from ``rank`` whose payloads came as Python objects
+    (into the readers' inboxes, nothing to copy): each reader here may now be ready."""
+    L = g.links[instance]
+    now = monotonic_ns()
+    T = g.T
+    for i in range(g.bir_ptr[L, rank], g.bir_ptr[L, rank + 1]):
+        reader = g.bir[i]
+        if _ready(s, instance * T + reader, now):
+            _push(s, g.owner[reader], instance * T + reader)
+
+
+@nb.njit(nogil=True, cache=True)
 def gather_values(g, s, instance, buf):
     """The values of ``instance`` the tiles here gave, in tile order, after the head; returns
     the words written."""
@@ -813,6 +828,7 @@ def warm_messages() -> None:
     batch_words(g, 0, 0, False)
     gather_batch(g, s, 0, 0, buf)
     deliver_batch(g, s, 0, 0, buf)
+    count_in_batch(g, s, 0, 0)
     gather_values(g, s, 0, buf)
     deliver_values(g, s, 0, 0, buf)
     freeze(s)

@@ -627,12 +627,12 @@ class NativeExecutor(NodePools):
     def _start_segment(self, instance: int) -> None:
         """Every tile is about to run ``instance``, whose halos nobody has packed (the run's
         start, or after a loop's decision): pack them here, then queue every tile's task."""
-        g, sh, T = self._g, self._shared, self._T
+        g, sh = self._g, self._shared
         if not self._here.any():  # a process left without tiles (MPI): it has nothing to run
             sh.control[STEPS_DONE] = sh.control[LIMIT]
             return
         if g.links[instance] >= 0 and g.pypack[instance]:
-            for t in range(T):
+            for t in np.flatnonzero(self._here).tolist():  # (an MPI rank's tiles)
                 self._pack(t, instance)
         status = _open_segment(g, sh, self._mem, self._ints, self._consts, self._packers_c, instance)
         if status == ERROR_CAPACITY and self._start_mem is not None:

@@ -31,9 +31,13 @@ of instances this one has not built yet: they wait until it has. A rank frozen b
 its workers wait for a decision waits for the limit agreed before it decides (its run may be
 longer than its own frontier).
 
-Apps run here whose halo phases are all native and whose state keeps its size (no
-``publish``: a run redone with more room would have to be redone on every rank), without jobs
-(not yet).
+Halos a phase left in Python packs (payloads of any shape) travel the same way, one message
+per rank pair and phase, encoded as the Python MPI executor encodes its messages
+(:func:`~shoal.runtime.mpi.encode`: JSON and numbers, never unpickled); the receiving rank puts
+them in its tiles' inboxes and counts them in as a batch.
+
+Apps run here whose state keeps its size (no ``publish``: a run redone with more room would
+have to be redone on every rank), without jobs (not yet).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from .engine import (
     STATUS,
     STEPS_DONE,
     batch_words,
+    count_in_batch,
     deliver_batch,
     deliver_values,
     freeze,
@@ -72,7 +77,7 @@ from .plan import NativeLayout
 if TYPE_CHECKING:
     from ..mpi import MPITeam
 
-HALO, VALUES, CONTROL = 21, 22, 23  # message tags (apart from the Python MPI executor's)
+HALO, VALUES, CONTROL, PYTHON_HALO = 21, 22, 23, 24  # message tags (apart from the Python MPI executor's)
 ASK, FREEZE, FRONTIER, AGREED, LEFT = range(5)  # CONTROL messages: [run, kind, value]
 NAP_MIN_S, NAP_MAX_S = 2e-5, 1e-3  # how long the main thread sleeps between polls when nothing moves
 NAP_BUSY_S = 2e-3  # at most, while the workers compute (they wake it when they post a batch or all go idle)
@@ -87,9 +92,6 @@ def runs_on_ranks(app, tiling) -> str | None:
         return "the app runs no phase natively on this tiling"
     if layout.native.publish is not None:
         return "the app's state changes size (a run redone with more room would be redone on every rank)"
-    python_halos = [p.name for p in app.phases if p.halo and p.name not in layout.kernels]
-    if python_halos:
-        return f"phases {', '.join(python_halos)} send halos from Python"
     return None
 
 
@@ -238,11 +240,16 @@ class NativeRanksExecutor(NativeExecutor):
         """Take in every message of this executor's that has come (control messages too, with
         ``control``); whether any had."""
         status, got = MPI.Status(), False
-        for tag in (HALO, VALUES, CONTROL) if control else (HALO, VALUES):  # the team's own messages wait for it
+        for tag in (HALO, PYTHON_HALO, VALUES, CONTROL) if control else (HALO, PYTHON_HALO, VALUES):
+            # (the team's own messages wait for it)
             while (message := self.comm.Improbe(MPI.ANY_SOURCE, tag, status)) is not None:
+                got = True
+                if tag == PYTHON_HALO:
+                    ints, values = self.team.receive(message, status)
+                    self._on_message(tag, (ints, values), ints[0], status.Get_source())
+                    continue
                 buf = np.empty(status.Get_count(MPI.DOUBLE))
                 message.Recv([buf, MPI.DOUBLE])
-                got = True
                 self._on_message(tag, buf, int(buf[0]), status.Get_source())
         return got
 
@@ -260,6 +267,9 @@ class NativeRanksExecutor(NativeExecutor):
             requests = [self._request(VALUES, -1, r, slot, HEAD + self._T * self._width) for r in others]
             buf = requests[0][1]
             gather_values(g, sh, instance, buf)
+        elif not self._plans.native[int(g.links[instance])]:  # payloads packed in Python
+            self._send_python_halos(instance, rank)
+            return
         else:
             L = int(g.links[instance])
             requests = [self._request(HALO, L, rank, slot, int(batch_words(g, instance, rank, False)))]
@@ -270,6 +280,34 @@ class NativeRanksExecutor(NativeExecutor):
         for request, _ in requests:
             request.Start()
             self._sending.append((request, buf))
+
+    def _send_python_halos(self, instance: int, rank: int) -> None:
+        """The payloads tiles here packed in Python for tiles on ``rank`` (kept in those tiles'
+        inboxes here by the packing), as one message routed by (run, instance, then each
+        payload's source and reader)."""
+        g, L = self._g, int(self._g.links[instance])
+        src_of, _ = self._edges_of(self._links[L][1])
+        ints, values = [self._run_id, instance], []
+        for i in range(g.bo_ptr[L, rank], g.bo_ptr[L, rank + 1]):
+            e = int(g.bo[i])
+            src, reader = int(src_of[e - g.lk_base[L]]), int(g.rd[e])
+            held = self._inbox[reader]
+            values.append(held[instance].pop(src))
+            if not held[instance]:
+                del held[instance]
+            ints += [src, reader]
+        self._sending.extend((request, None) for request in self.team.post(values, rank, PYTHON_HALO, ints))
+        self._comm_count += len(values)
+
+    def _python_halos(self, instance: int, rank: int, ints: list[int], values: list) -> None:
+        """Payloads packed in Python on ``rank``: into the readers' inboxes, then counted in as
+        the batch of (``instance``, ``rank``) (no words to copy)."""
+        for (src, reader), payload in zip(zip(ints[2::2], ints[3::2], strict=True), values, strict=True):
+            if self._owner_list[reader] != self.rank:
+                raise ShoalError(f"rank {self.rank} received halos for tile {reader}, which it does not hold")
+            self._inbox[reader].setdefault(instance, {})[src] = payload
+        count_in_batch(self._g, self._shared, instance, rank)
+        self._comm_count += len(values)
 
     def _request(self, tag: int, links: int, rank: int, slot: int, words: int) -> tuple:
         """The persistent send of (``tag``, links kind, ``rank``, staging ``slot``) and its buffer,
@@ -308,12 +346,16 @@ class NativeRanksExecutor(NativeExecutor):
             return
         if tag == CONTROL:
             self._on_control(source, int(buf[1]), int(buf[2]))
-        elif int(buf[1]) >= self._g.n:  # a rank a loop decision ahead: wait until this one has decided
+            return
+        instance = int(buf[0][1]) if tag == PYTHON_HALO else int(buf[1])
+        if instance >= self._g.n:  # a rank a loop decision ahead: wait until this one has decided
             self._future.append((tag, buf, source))
         elif tag == VALUES:
-            deliver_values(self._g, self._shared, int(buf[1]), source, buf)
+            deliver_values(self._g, self._shared, instance, source, buf)
+        elif tag == PYTHON_HALO:
+            self._python_halos(instance, source, *buf)
         else:
-            self._halos(int(buf[1]), source, buf)
+            self._halos(instance, source, buf)
 
     def _start_segment(self, instance: int) -> None:
         super()._start_segment(instance)
