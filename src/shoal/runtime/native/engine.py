@@ -682,6 +682,20 @@ def gather_batch(g, s, instance, rank, buf):
 
 
 @nb.njit(nogil=True, cache=True)
+def count_in_batch(g, s, instance, rank):
+    """Count in the batch of ``instance`` from ``rank``, its payloads where its readers here
+    read them (their staging slots, or their inboxes for payloads packed in Python): each
+    reader may now be ready."""
+    L = g.links[instance]
+    now = monotonic_ns()
+    T = g.T
+    for i in range(g.bir_ptr[L, rank], g.bir_ptr[L, rank + 1]):
+        reader = g.bir[i]
+        if _ready(s, instance * T + reader, now):
+            _push(s, g.owner[reader], instance * T + reader)
+
+
+@nb.njit(nogil=True, cache=True)
 def deliver_batch(g, s, instance, rank, buf):
     """Hand the tiles here the halos of ``instance`` that ``rank`` sent in ``buf``: into their
     staging slots, then count them in (tasks made ready are queued). False, and nothing
@@ -702,26 +716,8 @@ def deliver_batch(g, s, instance, rank, buf):
             s.staging[b + j] = buf[k + j]
         k += w
         s.written[slot * nedges + e] = instance
-    now = monotonic_ns()
-    T = g.T
-    for i in range(g.bir_ptr[L, rank], g.bir_ptr[L, rank + 1]):
-        reader = g.bir[i]
-        if _ready(s, instance * T + reader, now):
-            _push(s, g.owner[reader], instance * T + reader)
+    count_in_batch(g, s, instance, rank)
     return True
-
-
-@nb.njit(nogil=True, cache=True)
-def count_in_batch(g, s, instance, rank):
-    """Count in the batch of ``instance`` from ``rank`` whose payloads came as Python objects
-    (into the readers' inboxes, nothing to copy): each reader here may now be ready."""
-    L = g.links[instance]
-    now = monotonic_ns()
-    T = g.T
-    for i in range(g.bir_ptr[L, rank], g.bir_ptr[L, rank + 1]):
-        reader = g.bir[i]
-        if _ready(s, instance * T + reader, now):
-            _push(s, g.owner[reader], instance * T + reader)
 
 
 @nb.njit(nogil=True, cache=True)
