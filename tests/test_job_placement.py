@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from shoal.cluster import Cluster
 from shoal.errors import ShoalError
 from shoal.placement import JOB_POLICIES, get_policy, job_policy
-from shoal.placement.job_policies import LocalityParams, collision_tasks, register_job_policy
+from shoal.placement.job_policies import LocalityParams, collision_tasks, cut_limit, register_job_policy
 from shoal.placement.job_split import node_work, split_count, split_job
 from shoal.placement.jobs import REPLY, REQUEST, WORK, CostProfile, job_costs, job_table
 
@@ -199,7 +199,7 @@ def test_locality_keeps_a_task_together_and_no_node_beyond_the_average_plus_its_
     job_node = job_policy("locality").place(jobs, owner, cluster, params)
     costs = jobs["cost"]
     total = costs[np.argsort(jobs["job"])].sum()  # summed in id order, as the policy does
-    tasks = collision_tasks(jobs, costs, params.threshold * total / cluster.nodes)
+    tasks = collision_tasks(jobs, costs, cut_limit(params.threshold, total, cluster.nodes))
     assert sorted(np.concatenate([np.zeros(0, int)] + tasks).tolist()) == list(range(len(costs)))
     assert all(len(set(job_node[t].tolist())) == 1 for t in tasks)
     # Homes stay under avgLoad; each pending task goes to a node at or under it.

@@ -19,6 +19,7 @@ job id, whatever the order of the table's rows; ties go by job id and node id, n
 from __future__ import annotations
 
 import abc
+import math
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -223,6 +224,12 @@ class LocalityParams:
                              f"got {self.threshold}")
 
 
+def cut_limit(threshold: float, total: float, nodes: int) -> float:
+    """The cost above which a group is cut: ``threshold`` times the average load per node
+    (``inf`` for an infinite threshold, even when there is no load: never cut)."""
+    return math.inf if math.isinf(threshold) else threshold * float(total) / nodes
+
+
 def collision_tasks(jobs: dict[str, np.ndarray], costs: np.ndarray, limit: float) -> list[np.ndarray]:
     """The contact-mechanics paper's collision tasks (§V-B, Fig. 4): jobs grouped, big groups cut.
 
@@ -308,7 +315,7 @@ class Locality(_Policy):
             share = np.full(cluster.nodes, total / cluster.nodes)
         else:
             share = total * cluster.core_array / cluster.total_cores
-        tasks = collision_tasks(jobs, costs, params.threshold * total / cluster.nodes)
+        tasks = collision_tasks(jobs, costs, cut_limit(params.threshold, total, cluster.nodes))
         loads = [float(costs[rows].sum()) for rows in tasks]
         load = np.zeros(cluster.nodes)
         job_node = np.full(len(costs), -1, dtype=np.int64)
