@@ -225,8 +225,22 @@ class LocalityParams:
 
 
 def cut_limit(threshold: float, total: float, nodes: int) -> float:
-    """The cost above which a group is cut: ``threshold`` times the average load per node
-    (``inf`` for an infinite threshold, even when there is no load: never cut)."""
+    """The cost above which :func:`collision_tasks` cuts a group.
+
+    Parameters
+    ----------
+    threshold : float
+        ``locality.threshold``: a multiple of the average load per node (``inf``: never cut).
+    total : float
+        The jobs' summed cost.
+    nodes : int
+        Nodes the load is shared by.
+
+    Returns
+    -------
+    float
+        ``threshold * total / nodes``; ``inf`` for an infinite threshold, even with no load.
+    """
     return math.inf if math.isinf(threshold) else threshold * float(total) / nodes
 
 
