@@ -39,9 +39,9 @@ from .kernels import (
     FWAVE,
     MINMOD,
     RUSANOV,
-    SOURCE_TILE,
     VANLEER,
     advance,
+    balance_round,
     block_flags,
     block_speeds,
     fastest_cell,
@@ -315,13 +315,9 @@ class SWEApp(App):
         if not self.regrid_step(ctx.step):
             return 0
         topo = self._topology(tiling, tile)
-        around = np.full(topo.kind.shape, -1, dtype=np.int64)
-        inside = topo.kind == SOURCE_TILE
-        around[inside] = state["target"][topo.local[inside]]
         recv = topo.receive
-        if recv.tiles:
-            around[recv.k, recv.f] = np.concatenate([halos[t] for t in recv.tiles])
-        state["target"] = balanced(state["target"], around)
+        received = np.concatenate([halos[t] for t in recv.tiles]) if recv.tiles else EMPTY["lev"]
+        state["target"] = balance_round(state["target"], topo.kind, topo.local, recv.k, recv.f, received)
         return len(state["lev"])
 
     def regrid(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:

@@ -687,6 +687,26 @@ def block_speeds(h, hu, hv, lev, block, g, dry):
     return out
 
 
+@nb.njit(cache=True, nogil=True)
+def balance_round(target, kind, local, recv_k, recv_f, received):
+    """One Jacobi round of 2:1 balance of a tile's target levels (:func:`.blocks.balanced`):
+    each block's new target is at least each face neighbour's minus one, the neighbours in
+    the tile (``kind`` ``SOURCE_TILE``, block ``local``) read from ``target``, those of other
+    tiles from ``received`` (the pairs ``recv_k, recv_f`` in order). Returns the new targets."""
+    nb_ = len(target)
+    top = np.full(nb_, -1, np.int64)  # each block's highest neighbour target
+    for k in range(nb_):
+        for f in range(4):
+            if kind[k, f] == SOURCE_TILE:
+                top[k] = max(top[k], target[local[k, f]])
+    for e in range(len(recv_k)):
+        top[recv_k[e]] = max(top[recv_k[e]], np.int64(received[e]))
+    out = np.empty(nb_, np.int64)
+    for k in range(nb_):
+        out[k] = max(target[k], top[k] - 1)
+    return out
+
+
 @nb.njit(cache=True, nogil=True, error_model="numpy")
 def block_flags(h, hu, hv, b, lev, block, dx0, gradient, threshold, sea_level, dry, still):
     """Per block: whether the refinement criterion flags a cell (``surface``: a wet cell's

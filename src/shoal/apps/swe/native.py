@@ -32,7 +32,7 @@ from ...runtime.native import KERNEL, Native
 from ...runtime.native.engine import DEFER, PACKER
 from ...runtime.native.plan import words
 from .boundary import DEPTH, INFLOW
-from .kernels import SOURCE_TILE, _write_strip, advance, fastest_cell, layout
+from .kernels import _write_strip, advance, balance_round, fastest_cell, layout
 
 FIELDS = ("h", "hu", "hv", "b", "h0", "hu0", "hv0", "speed", "lev", "t", "report", "strips_in", "target",
           "recv_lev")
@@ -167,21 +167,12 @@ def _balance(step, mem, ints, consts):
     balance of the target levels; False off regrid steps."""
     if not _regrid_step(step, consts):
         return False
-    nb_ = ints[H_NB]
-    kind = _table(ints, H_KIND, nb_, 4)
-    local = _table(ints, H_LOCAL, nb_, 4)
+    nb_, nrecv = ints[H_NB], ints[H_NRECV]
     target = _field(mem, ints, TARGET).view(np.int64)
-    inbox = _field(mem, ints, INBOX)
-    around = np.full((nb_, 4), -1, np.int64)
-    for k in range(nb_):
-        for f in range(4):
-            if kind[k, f] == SOURCE_TILE:
-                around[k, f] = target[local[k, f]]
-    ks, fs = ints[H_RECV_K], ints[H_RECV_F]
-    for e in range(ints[H_NRECV]):  # the inbox: each source's targets in its pairs' order, end to end
-        around[ints[ks + e], ints[fs + e]] = np.int64(inbox[1 + e])
-    for k in range(nb_):
-        target[k] = max(target[k], around[k].max() - 1)
+    # the inbox: each source's targets in its pairs' order, end to end
+    target[:] = balance_round(target, _table(ints, H_KIND, nb_, 4), _table(ints, H_LOCAL, nb_, 4),
+                              ints[ints[H_RECV_K]:ints[H_RECV_K] + nrecv], ints[ints[H_RECV_F]:ints[H_RECV_F] + nrecv],
+                              _field(mem, ints, INBOX)[1:1 + nrecv])
     return True
 
 
@@ -263,12 +254,13 @@ def native_plan(app, tiling) -> Native:
         return app._topology(tiling, tile)
 
     def scratch(state, tile):
-        """The saved stage, the report, the inbox (room for every strip the tile receives and its
-        level), the target levels and the levels received."""
-        nrecv = len(topology(tile).receive.k)
-        return {"h0": np.zeros(len(state["h"])), "hu0": np.zeros(len(state["h"])), "hv0": np.zeros(len(state["h"])),
-                "report": np.full(5, -1.0), "strips_in": np.zeros(1 + (1 + strip) * nrecv),
-                "target": np.array(state["lev"], dtype=np.int64), "recv_lev": np.zeros(nrecv, np.int64)}
+        """Per field the kernels make afresh, its length, dtype and first value: the saved stage,
+        the report, the inbox (room for every strip the tile receives and its level), the
+        target levels and the levels received."""
+        pool, nrecv = len(state["h"]), len(topology(tile).receive.k)
+        return {"h0": (pool, np.float64, 0), "hu0": (pool, np.float64, 0), "hv0": (pool, np.float64, 0),
+                "report": (5, np.float64, -1), "strips_in": (1 + (1 + strip) * nrecv, np.float64, 0),
+                "target": (len(state["lev"]), np.int64, 0), "recv_lev": (nrecv, np.int64, 0)}
 
     descriptors = {}
 
@@ -276,9 +268,9 @@ def native_plan(app, tiling) -> Native:
         """The time as an array the kernels write, the scratch fields, each tile's descriptor."""
         for t, state in states.items():
             state["t"] = np.asarray(state["t"], dtype=np.float64).reshape(())
-            for name, made in scratch(state, t).items():
-                if name not in state or state[name].shape != made.shape:
-                    state[name] = made
+            for name, (n, dtype, first) in scratch(state, t).items():
+                if name not in state or state[name].shape != (n,):  # (made only where the sizes changed)
+                    state[name] = np.full(n, first, dtype)
             topo = topology(t)
             send, recv = topo.send, topo.receive
             rows = np.array([[reader, send.split[i], send.split[i + 1] - send.split[i]]
@@ -320,7 +312,7 @@ def native_plan(app, tiling) -> Native:
 
     def move(tile, state, step):
         """The blocks to their target levels (new pools)."""
-        return app._move_blocks(state, state["target"].copy(), topology(tile))
+        return app._move_blocks(state, state["target"], topology(tile))
 
     stages = [phase.name for phase in app.phases if phase.name.startswith("stage")]
     kernels = {"cfl": cfl_kernel, "stage1": stage1_kernel, "stage2": stage2_kernel}

@@ -103,6 +103,8 @@ TABLE_SLOTS = 8
 def _slots(table: tuple, blank) -> tuple:
     """``table`` padded with ``blank`` to a positive multiple of :data:`TABLE_SLOTS` entries."""
     return table + (blank,) * (-len(table) % TABLE_SLOTS or (0 if table else TABLE_SLOTS))
+
+
 VARIABLE = -2  # a message row whose size the engine records (a packer's payload)
 _handles = itertools.count(1)
 
