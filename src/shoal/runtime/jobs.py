@@ -94,8 +94,8 @@ def range_tiles(row: dict) -> list[int]:
 
 @dataclass(frozen=True)
 class RangeRun:
-    """What one range did: its results per tile, the work it reports, when it ran (the clock of
-    ``time.perf_counter``), its CPU seconds, the bytes of its inputs and results (two each,
+    """What one range did: its results per tile, the work it reports, when it ran (seconds on
+    the clock :func:`run_range` was given), its CPU seconds, the bytes of its inputs and results (two each,
     0 where it read one tile), the input bytes from tiles of other nodes, and what its first
     tile keeps for the next window, ``(a, b, seconds, items)``."""
 
@@ -110,9 +110,11 @@ class RangeRun:
     measured: tuple
 
 
-def run_range(runner, row: dict, first: int, stop: int, inputs: dict, ctx, node: int, owner_of) -> RangeRun:
+def run_range(runner, row: dict, first: int, stop: int, inputs: dict, ctx, node: int, owner_of,
+              clock=time.perf_counter) -> RangeRun:
     """Run items ``first:stop`` of job ``row`` with the app's job method ``runner`` on the tiles'
-    ``inputs``, on node ``node`` (``owner_of[tile]``: each tile's node).
+    ``inputs``, on node ``node`` (``owner_of[tile]``: each tile's node); ``clock`` (seconds) is
+    the executor's, so the range's times share its rows' origin.
 
     Raises
     ------
@@ -120,9 +122,9 @@ def run_range(runner, row: dict, first: int, stop: int, inputs: dict, ctx, node:
         If the method returns results for other tiles than the job reads.
     """
     tiles = range_tiles(row)
-    t0, c0 = time.perf_counter(), time.thread_time()
+    t0, c0 = clock(), time.thread_time()
     work, results = runner(row, inputs, first, stop, ctx)
-    c1, t1 = time.thread_time(), time.perf_counter()
+    c1, t1 = time.thread_time(), clock()
     if sorted(results) != tiles:
         raise ShoalError(f"job {row['job']} reads tiles {tiles} and returned results for {sorted(results)}")
     sizes_in = [payload_bytes(inputs[t]) for t in tiles] + [0] * (2 - len(tiles))

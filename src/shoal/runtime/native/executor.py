@@ -255,8 +255,7 @@ class NativeExecutor(NodePools):
         switch = sys.getswitchinterval()
         sys.setswitchinterval(GIL_SWITCH_S)
         RUNS[self._handle] = self
-        self._t0 = time.monotonic_ns()
-        self._wall0 = time.perf_counter()
+        self._t0 = time.monotonic_ns()  # the clock the workers stamp rows with: the wall is on it too
         reported = 0
         self._stop_from = reported_before[0]
         try:
@@ -280,7 +279,7 @@ class NativeExecutor(NodePools):
                 gc.enable()
             if publish is not None:  # however the run ended (a callback's error too); once is enough
                 publish(states)
-        wall = time.perf_counter() - self._wall0
+        wall = (time.monotonic_ns() - self._t0) * 1e-9
         done = int(self._shared.control[STEPS_DONE])
         if on_step is not None:
             for k in range(reported, done):
@@ -362,12 +361,12 @@ class NativeExecutor(NodePools):
         tiles = range_tiles(row)
         try:
             ran = run_range(self._job_runners[phase], row, first, stop, {t: self._job_inputs[t] for t in tiles},
-                            self._context(instance), node, self._owner_list)
+                            self._context(instance), node, self._owner_list, clock=time.monotonic)
         except BaseException as exc:
             self._fail(exc, row["a"], instance)
             return -1
         self._job_rows.append(job_row(self._seq.step[instance] + self.first_step, self._seq.iteration[instance], phase,
-                                      row, first, stop, node, worker, ran.start - self._wall0, ran.end - self._wall0,
+                                      row, first, stop, node, worker, ran.start - self._t0 * 1e-9, ran.end - self._t0 * 1e-9,
                                       ran))
         self._window.setdefault(tiles[0], []).append(ran.measured)
         for t in tiles:  # (a node barrier's other tiles are counted in by the engine: nothing to hand them)
