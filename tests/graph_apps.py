@@ -10,6 +10,10 @@ tests compare with.
 ``JacobiHeat`` takes the same implicit steps by Jacobi sweeps, a loop of one phase compiled for
 the native executor (halos by copy plans into a ghost ring) or left in Python (halos as
 payloads), bitwise alike.
+
+``MeshContact`` pushes a mesh's vertices apart by penalty contacts found by jobs between its
+parts; ``DampedMeshContact`` adds a compiled phase that damps their velocities, so that a run
+with jobs also runs natively (on MPI ranks too).
 """
 
 from __future__ import annotations
@@ -360,8 +364,8 @@ class MeshContact(App):
         force = np.zeros_like(state["x"])
         where = np.searchsorted(state["ids"], records[:, 0].astype(np.int64))
         np.add.at(force, where, records[:, 2:])  # in that order, one addition after another
-        state["v"] = state["v"] + self.dt * force
-        state["x"] = state["x"] + self.dt * state["v"]
+        state["v"] += self.dt * force  # (in place: a native executor's fields are views of its memory)
+        state["x"] += self.dt * state["v"]
         state["force"] = force
         return len(state["ids"])
 
@@ -373,3 +377,31 @@ class MeshContact(App):
             if "force" in s:
                 f[s["ids"]] = s["force"]
         return {"x": x, "v": v, "force": f}
+
+
+@nb.njit(KERNEL, nogil=True, cache=True)
+def damp_kernel(tile, step, iteration, mem, ints, consts, reduced, out):
+    v = mem[:2 * ints[0]]
+    for i in range(v.size):
+        v[i] *= consts[0]
+    return ints[0]
+
+
+class DampedMeshContact(MeshContact):
+    """:class:`MeshContact` whose velocities are multiplied by ``keep`` after every contact step,
+    by a compiled kernel (natively) or by NumPy (the same product, the same bits)."""
+
+    name = "damped-mesh-contact-test"
+    phases = (*MeshContact.phases, Phase("damp", work="vertices"))
+
+    def __init__(self, partition, vertices, keep=0.98, **kwargs):
+        super().__init__(partition, vertices, **kwargs)
+        self.keep = keep
+
+    def damp(self, tile, state, halos, ctx, tiling):
+        state["v"] *= self.keep
+        return len(state["ids"])
+
+    def native(self, tiling):
+        return Native(kernels={"damp": damp_kernel}, fields=("v",), consts=np.array([self.keep]),
+                      ints=lambda tile: np.array([len(self.owned[tile])], np.int64))

@@ -2,7 +2,8 @@
 the inputs of tiles elsewhere sent to it, and sends results back to their tiles' ranks. The
 mesh with penalty contacts ends bitwise where the local executor's one-node run does, and the
 ranges run where a local run of the same owners and cluster shape runs them, each job's items
-once."""
+once: on the Python MPI executor and on the native one (the mesh with a compiled phase, so that
+it runs natively)."""
 
 import json
 import subprocess
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import mpi_env, mpi_python
-from graph_apps import MeshContact, sheet
+from graph_apps import DampedMeshContact, MeshContact, sheet
 from shoal.cluster import Cluster
 from shoal.mesh import MeshPartition
 from shoal.runtime import LocalExecutor
@@ -32,12 +33,13 @@ SCRIPT = """
 import json, sys, time
 sys.path.insert(0, {tests!r})
 import numpy as np
-from graph_apps import MeshContact, sheet
+from graph_apps import DampedMeshContact, MeshContact, sheet
 from shoal.cluster import Cluster
 from shoal.mesh import MeshPartition
 from shoal.placement import get_policy
 from shoal.runtime.launch import current_team
 from shoal.runtime.mpi import REDUCE, MPIExecutor
+from shoal.runtime.native.ranks import NativeRanksExecutor
 
 
 class LateJobs(MPIExecutor):
@@ -75,11 +77,15 @@ team = current_team()
 V, E = sheet(14)
 for parts, placement, job_policy, split, overlap in {cases!r}:
     mesh = MeshPartition.from_mesh(V, E, parts)
-    app = MeshContact(mesh, V, job_split=split)
+    app = {app}(mesh, V, job_split=split)
     cluster = Cluster.uniform(team.size, {workers})
     owner = np.array(placement) if isinstance(placement, list) else get_policy(placement).place(mesh, cluster, 1)
-    executor = LateJobs if {late} else MPIExecutor
-    with executor(app, mesh, cluster, owner, team, overlap=overlap, job_policy=job_policy) as ex:
+    if {native}:
+        ex = NativeRanksExecutor(app, mesh, cluster, owner, team, job_policy=job_policy)
+    else:
+        ex = (LateJobs if {late} else MPIExecutor)(app, mesh, cluster, owner, team, overlap=overlap,
+                                                   job_policy=job_policy)
+    with ex:
         res = ex.run({steps})
     mine = {{t: s for t, s in res.states.items() if owner[t] == team.rank}}
     states = team.to_root(mine, app.pack_state, app.unpack_state)
@@ -97,9 +103,9 @@ for parts, placement, job_policy, split, overlap in {cases!r}:
 """
 
 
-def local_run(parts, nodes, workers, owner, job_policy, split):
+def local_run(parts, nodes, workers, owner, job_policy, split, app=MeshContact):
     mesh = MeshPartition.from_mesh(V, E, parts)
-    app = MeshContact(mesh, V, job_split=split)
+    app = app(mesh, V, job_split=split)
     with LocalExecutor(app, mesh, Cluster.uniform(nodes, workers), owner, job_policy=job_policy) as ex:
         res = ex.run(STEPS)
     return mesh, res, app.gather(res.states, mesh)
@@ -111,15 +117,22 @@ def one_node():
     return local_run(1, 1, 1, np.zeros(1, np.int64), "even", 0)[2]
 
 
+@pytest.fixture(scope="module")
+def one_node_damped():
+    """The same of the mesh with a compiled phase."""
+    return local_run(1, 1, 1, np.zeros(1, np.int64), "even", 0, DampedMeshContact)[2]
+
+
 def rows(jobs, keys=("step", "job", "first", "stop", "node")):
     return sorted(zip(*(np.asarray(jobs[k]).tolist() for k in keys), strict=True))
 
 
-def launch(ranks, workers, cases, tmp_path, late=False):
-    """Run ``cases`` on ``ranks`` ranks of ``workers`` workers: rank 0's result of each."""
+def launch(ranks, workers, cases, tmp_path, late=False, app=MeshContact):
+    """Run ``cases`` on ``ranks`` ranks of ``workers`` workers, on the native executor for
+    :class:`DampedMeshContact`: rank 0's result of each."""
     script = tmp_path / "contacts.py"
     script.write_text(SCRIPT.format(tests=str(Path(__file__).parent), workers=workers, steps=STEPS, cases=cases,
-                                    late=late))
+                                    late=late, app=app.__name__, native=app is DampedMeshContact))
     # a generous timeout: a busy host slows the ranks down, a hang still fails
     done = subprocess.run(mpi_python(ranks, script), capture_output=True, text=True, timeout=240, env=mpi_env())
     assert done.returncode == 0, done.stderr
@@ -128,7 +141,7 @@ def launch(ranks, workers, cases, tmp_path, late=False):
     return results
 
 
-def check(ranks, workers, cases, results, one_node):
+def check(ranks, workers, cases, results, one_node, app=MeshContact):
     """Each case's state is the one-node run's bit for bit, and its ranges ran where, and as
     often as, a local run's of the same owners on as many nodes."""
     for (parts, _, job_policy, split, _), got in zip(cases, results, strict=True):
@@ -136,7 +149,7 @@ def check(ranks, workers, cases, results, one_node):
         for name in ("x", "v", "force"):
             assert bytes.fromhex(got["state"][name]) == one_node[name].tobytes(), f"{case}: {name}"
         owner = np.array(got["owner"])
-        _, local, _ = local_run(parts, ranks, workers, owner, job_policy, split)
+        _, local, _ = local_run(parts, ranks, workers, owner, job_policy, split, app)
         j = got["jobs"]
         # Each range once; the first window on the node the policy chose alike. Later windows are
         # placed from what the last one measured (profiled and locality cost pairs by it), which
@@ -168,3 +181,13 @@ def test_job_inputs_that_come_before_a_rank_placed_the_jobs_wait_for_it(ranks, o
     results = launch(ranks, 2, cases, tmp_path, late=True)
     check(ranks, 2, cases, results, one_node)
     assert all(r["early"] >= STEPS for r in results)  # at every step
+
+
+@pytest.mark.mpi(ranks=(2, 3))
+def test_the_native_executor_runs_jobs_on_ranks_to_the_local_runs_bits_and_places(ranks, one_node_damped, tmp_path):
+    """The same protocol natively: emitted jobs to every rank, inputs to the ranges' ranks,
+    results and what ranges measured back; a rank without tiles (the first case, on three
+    ranks) runs the ranges placed on it. (Its halos always overlap: the case without is left.)"""
+    cases = [case for case in CASES if case[4]]
+    results = launch(ranks, 2, cases, tmp_path, app=DampedMeshContact)
+    check(ranks, 2, cases, results, one_node_damped, DampedMeshContact)

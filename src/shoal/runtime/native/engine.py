@@ -540,6 +540,17 @@ def _idle(s, node, clock):
         atomic_add(s.sleepers, node, -1)
 
 
+@nb.njit(nogil=True, cache=True, inline="always")
+def _leave_step(s, node, clock, step, now):
+    """A task or job range of ``step`` here has ended: the last one ends the step (and the
+    segment, at the run's limit)."""
+    if atomic_add(s.left, step, -1) == 1:
+        _count_cpu(s, node, clock)  # the step's CPU counted before anyone reads it as done
+        s.step_end[step] = now
+        if atomic_add(s.control, STEPS_DONE, 1) + 1 >= atomic_load(s.control, LIMIT) and _at_limit(s):
+            finish_segment(s, DONE)
+
+
 @nb.njit(nogil=True, cache=True)
 def work(g, s, kernels, packers, mem, ints, consts, node, worker, nphases, width):
     """One worker's share of the segment: run tasks of ``node`` until the segment ends; return
@@ -558,16 +569,24 @@ def work(g, s, kernels, packers, mem, ints, consts, node, worker, nphases, width
             if task == EMPTY:
                 _count_cpu(s, node, clock)
                 return atomic_load(s.control, STATUS)
-        if task < EMPTY:  # a range of a job, run in Python; then its tiles count its results in
+        if task < EMPTY:  # a range of a job, run in Python; then its tiles here count its results in
             unit = -2 - task
+            instance = s.control[JOB_INSTANCE]
+            step = g.step[instance]
+            if step != clock[0]:
+                _count_cpu(s, node, clock)
+                clock[0] = step
             if python_range(g.handle, worker, unit) != 0:
                 _fail(s, 0, ERROR_PYTHON)
                 return FAILED
-            instance, now = s.control[JOB_INSTANCE], monotonic_ns()
+            now = monotonic_ns()
             for k in range(s.u_ptr[unit], s.u_ptr[unit + 1]):
                 reader = s.u_tiles[k]
                 if _ready(s, instance * T + reader, now):
                     _push(s, g.owner[reader], instance * T + reader)
+            if g.ranks > 1:
+                _call_mover(s)  # results for tiles on other processes wait to be sent
+            _leave_step(s, node, clock, step, now)
             continue
         instance, tile = task // T, task % T
         step = g.step[instance]
@@ -637,11 +656,7 @@ def work(g, s, kernels, packers, mem, ints, consts, node, worker, nphases, width
                 _post(s, instance * (g.ranks + 1) + g.ranks)  # this process's values, to every other
             if atomic_add(s.remaining, instance, -1) == 1:
                 _gathered(g, s, instance, t1)  # the last value in
-        if atomic_add(s.left, step, -1) == 1:
-            _count_cpu(s, node, clock)  # the step's CPU counted before anyone reads it as done
-            s.step_end[step] = t1
-            if atomic_add(s.control, STEPS_DONE, 1) + 1 >= atomic_load(s.control, LIMIT) and _at_limit(s):
-                finish_segment(s, DONE)
+        _leave_step(s, node, clock, step, t1)
         if nxt < g.n and _ready(s, nxt * T + tile, t1):
             own = nxt * T + tile
 
@@ -693,6 +708,23 @@ def count_in_batch(g, s, instance, rank):
         reader = g.bir[i]
         if _ready(s, instance * T + reader, now):
             _push(s, g.owner[reader], instance * T + reader)
+
+
+@nb.njit(nogil=True, cache=True)
+def count_in(g, s, tasks):
+    """Count one input of each of ``tasks`` in (job results from another process); queue those
+    made ready."""
+    now = monotonic_ns()
+    for task in tasks:
+        if _ready(s, task, now):
+            _push(s, g.owner[task % g.T], task)
+
+
+@nb.njit(nogil=True, cache=True)
+def queue_range(s, node, unit):
+    """Queue range ``unit`` of the current job phase on ``node`` (its last input from another
+    process has come)."""
+    _push(s, node, -2 - unit)
 
 
 @nb.njit(nogil=True, cache=True)
@@ -825,6 +857,8 @@ def warm_messages() -> None:
     gather_batch(g, s, 0, 0, buf)
     deliver_batch(g, s, 0, 0, buf)
     count_in_batch(g, s, 0, 0)
+    count_in(g, s, np.zeros(0, np.int64))
+    queue_range(s, 0, 0)
     gather_values(g, s, 0, buf)
     deliver_values(g, s, 0, 0, buf)
     freeze(s)

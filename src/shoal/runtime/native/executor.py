@@ -360,18 +360,29 @@ class NativeExecutor(NodePools):
         phase = self._seq.phase[instance]
         tiles = range_tiles(row)
         try:
-            ran = run_range(self._job_runners[phase], row, first, stop, {t: self._job_inputs[t] for t in tiles},
+            ran = run_range(self._job_runners[phase], row, first, stop, self._range_inputs(instance, tiles),
                             self._context(instance), node, self._owner_list, clock=time.monotonic)
+            self._job_rows.append(job_row(self._seq.step[instance] + self.first_step, self._seq.iteration[instance],
+                                          phase, row, first, stop, node, worker, ran.start - self._t0 * 1e-9,
+                                          ran.end - self._t0 * 1e-9, ran))
+            self._hand_results(instance, (row["job"], first), tiles, ran)
         except BaseException as exc:
             self._fail(exc, row["a"], instance)
             return -1
-        self._job_rows.append(job_row(self._seq.step[instance] + self.first_step, self._seq.iteration[instance], phase,
-                                      row, first, stop, node, worker, ran.start - self._t0 * 1e-9, ran.end - self._t0 * 1e-9,
-                                      ran))
-        self._window.setdefault(tiles[0], []).append(ran.measured)
-        for t in tiles:  # (a node barrier's other tiles are counted in by the engine: nothing to hand them)
-            self._inbox[t].setdefault(instance, {})[(row["job"], first)] = ran.results[t]
         return 0
+
+    def _range_inputs(self, instance: int, tiles: list[int]) -> dict:
+        """The inputs of ``tiles`` for the job phase ``instance``: each packed after its tile's
+        task before."""
+        return {t: self._job_inputs[t] for t in tiles}
+
+    def _hand_results(self, instance: int, key: tuple[int, int], tiles: list[int], ran) -> None:
+        """A range's results into its tiles' inboxes, under the range's (job, first item), and
+        what it measured to its first tile's window (the engine then counts the results in; a
+        node barrier's other tiles are counted in with nothing to hand them)."""
+        self._window.setdefault(tiles[0], []).append(ran.measured)
+        for t in tiles:
+            self._inbox[t].setdefault(instance, {})[key] = ran.results[t]
 
     def _pack(self, tile: int, instance: int) -> None:
         """Pack ``tile``'s Python halos for ``instance`` into its readers' inboxes; record sizes."""
@@ -587,7 +598,7 @@ class NativeExecutor(NodePools):
         sh.mine_left[start:n] = np.where(gathers[new_], mine, 0)
         if R > 1:  # per (instance, rank): the tiles here that send it halos
             sh.out_left[start * R:n * R] = self._across["to_rank"].sum(axis=1)[link_ids[new_]].ravel()
-        np.add.at(sh.left, step[new_], mine)
+        np.add.at(sh.left, step[new_], mine + emits[new_])  # (the step waits for its jobs' placement)
         if seq.pending is not None:
             sh.left[seq.pending[1]] += 1  # the step also waits for the loop's decision
 
@@ -629,8 +640,9 @@ class NativeExecutor(NodePools):
         """Every tile is about to run ``instance``, whose halos nobody has packed (the run's
         start, or after a loop's decision): pack them here, then queue every tile's task."""
         g, sh = self._g, self._shared
-        if not self._here.any():  # a process left without tiles (MPI): it has nothing to run
-            sh.control[STEPS_DONE] = sh.control[LIMIT]
+        if not self._here.any():  # a process left without tiles (MPI): nothing to run but jobs placed on it
+            if not g.emits.any():
+                sh.control[STEPS_DONE] = sh.control[LIMIT]
             return
         if g.links[instance] >= 0 and g.pypack[instance]:
             for t in np.flatnonzero(self._here).tolist():  # (an MPI rank's tiles)
@@ -708,7 +720,6 @@ class NativeExecutor(NodePools):
         again = loop_again(self.app, loop, step, it, value)  # raises if a required loop did not converge
         if not again:
             self._iterations[(step, loop.name)] = it + 1
-        sh.left[rel_step] -= 1  # the decision is taken
         start = len(seq)
         seq.decide(again)
         limit = int(sh.control[LIMIT])
@@ -718,9 +729,7 @@ class NativeExecutor(NodePools):
             self._grow(len(seq))
             self._build(start)
         sh = self._shared
-        if not sh.left[rel_step]:  # the loop was the step's end
-            sh.step_end[rel_step] = time.monotonic_ns()
-            sh.control[STEPS_DONE] += 1
+        self._count_off_step(rel_step, 1)  # the decision is taken (it may have been the step's end)
         if len(seq) == start or sh.control[STEPS_DONE] >= limit:
             return False  # the run's last step ended with this decision
         self._start_segment(start)
@@ -735,31 +744,55 @@ class NativeExecutor(NodePools):
         listed = [self._emitted.pop(t) for t in range(T)]
         self._units, counts = plan_ranges(self.app, self.job_policy, self.owner, self.cluster, phase.node_barrier,
                                           listed)
+        here = self._here
         ptr, tiles = [0], []
-        for row, _, _, node in self._units:  # whom each range counts in: its tiles (and its node's, at a barrier)
+        for row, _, _, node in self._units:  # whom a range counts in: its tiles here (and its node's, at a barrier)
             mine = range_tiles(row)
-            tiles += mine + ([t for t in self._tiles_of_node[node] if t not in mine] if phase.node_barrier else [])
+            tiles += [t for t in mine if here[t]]
+            if phase.node_barrier and node in self._pools:
+                tiles += [t for t in self._tiles_of_node[node] if t not in mine]
             ptr.append(len(tiles))
         sh = self._shared = sh._replace(u_ptr=np.asarray(ptr, np.int64), u_tiles=np.asarray(tiles, np.int64))
         # Every tile's task before has ended: its task here waits for its ranges only.
         sh.need[instance * T:(instance + 1) * T] = counts
-        queued = [[] for _ in range(self.cluster.nodes)]
-        for u, (_, _, _, node) in enumerate(self._units):
-            queued[node].append(-2 - u)
+        queued, later = [[] for _ in range(self.cluster.nodes)], [0] * self.cluster.nodes
+        mine = [u for u, unit in enumerate(self._units) if unit[3] in self._pools]
+        for u in mine:
+            node = self._units[u][3]
+            if self._range_ready(instance, u):
+                queued[node].append(-2 - u)
+            else:  # queued once its inputs from other processes have come
+                later[node] += 1
         now = time.monotonic_ns()
-        for t in np.flatnonzero(np.asarray(counts) == 0).tolist():
+        for t in np.flatnonzero((np.asarray(counts) == 0) & here).tolist():
             sh.r_ready[instance * T + t] = now
             queued[self._owner_list[t]].append(instance * T + t)
-        self._queue(queued)
+        self._queue(queued, later)
+        # The step waited for this placement; now for the ranges run here too.
+        self._count_off_step(int(self._g.step[instance]), 1 - len(mine))
 
-    def _queue(self, tasks: list[list[int]]) -> None:
-        """Append ``tasks[node]`` to each node's queue (the workers stopped), with room for them."""
+    def _range_ready(self, instance: int, unit: int) -> bool:
+        """Whether range ``unit`` of the job phase ``instance`` has every input (here: always)."""
+        return True
+
+    def _count_off_step(self, rel_step: int, done: int) -> None:
+        """``done`` of what step ``rel_step`` waits for here have ended (the workers stopped):
+        the last of them ends it."""
+        sh = self._shared
+        sh.left[rel_step] -= done
+        if not sh.left[rel_step]:
+            sh.step_end[rel_step] = time.monotonic_ns()
+            sh.control[STEPS_DONE] += 1
+
+    def _queue(self, tasks: list[list[int]], later: list[int]) -> None:
+        """Append ``tasks[node]`` to each node's queue (the workers stopped), with room for them
+        and ``later[node]`` more ranges."""
         sh = self._shared
         cap = sh.queue.shape[1]
         pending = [[int(sh.queue[n, k % cap]) for k in range(sh.q_head[n], sh.q_tail[n])] + tasks[n]
                    for n in range(len(tasks))]
         # room for the ranges and, as ranges end, every tile of the node (one task each at most)
-        need = max(len(p) + len(self._tiles_of_node[n]) for n, p in enumerate(pending)) + 1
+        need = max(len(p) + later[n] + len(self._tiles_of_node[n]) for n, p in enumerate(pending)) + 1
         if need > cap:  # a ring with room for every range and tile (its items from the start)
             sh = self._shared = sh._replace(queue=np.zeros((len(tasks), max(need, 2 * cap)), np.int64))
             for n, items in enumerate(pending):

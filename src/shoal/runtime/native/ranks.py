@@ -36,30 +36,43 @@ per rank pair and phase, encoded as the Python MPI executor encodes its messages
 (:func:`~shoal.runtime.mpi.encode`: JSON and numbers, never unpickled); the receiving rank puts
 them in its tiles' inboxes and counts them in as a batch.
 
+Jobs: every tile here hands its emitted jobs (and what its last ranges measured) to every
+other rank, one message per rank pair, so that every rank places the same jobs and cuts the
+same ranges. Each rank then sends the input of each tile here once to every rank whose ranges
+read it, queues its own ranges as their inputs are all here, and, when one has run, hands the
+results for tiles here to them and sends the others to their tiles' ranks (what the range
+measured travels with its first tile's result). A rank's steps wait for the ranges it runs, so
+it leaves a run only once they have run and their results have left; a rank without tiles
+still runs the ranges placed on it.
+
 Apps run here whose state keeps its size (no ``publish``: a run redone with more room would
-have to be redone on every rank), without jobs (not yet).
+have to be redone on every rank).
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from typing import TYPE_CHECKING
 
 import numpy as np
 from mpi4py import MPI
 
 from ...errors import ShoalError
+from ..jobs import range_tiles
 from .engine import (
     DECIDE,
     DONE,
     FROZEN,
     HEAD,
     IDLE_CALL,
+    JOB_INSTANCE,
     LIMIT,
     RUNNING,
     STATUS,
     STEPS_DONE,
     batch_words,
+    count_in,
     count_in_batch,
     deliver_batch,
     deliver_values,
@@ -67,6 +80,7 @@ from .engine import (
     gather_batch,
     gather_values,
     next_batch,
+    queue_range,
     thaw,
     wait_for_batches,
     warm_messages,
@@ -78,6 +92,8 @@ if TYPE_CHECKING:
     from ..mpi import MPITeam
 
 HALO, VALUES, CONTROL, PYTHON_HALO = 21, 22, 23, 24  # message tags (apart from the Python MPI executor's)
+JOBS, JOB_INPUT, JOB_RESULT = 25, 26, 27
+ENCODED = (PYTHON_HALO, JOBS, JOB_INPUT, JOB_RESULT)  # tags of messages encoded as the Python executor's
 ASK, FREEZE, FRONTIER, AGREED, LEFT = range(5)  # CONTROL messages: [run, kind, value]
 NAP_MIN_S, NAP_MAX_S = 2e-5, 1e-3  # how long the main thread sleeps between polls when nothing moves
 NAP_BUSY_S = 2e-3  # at most, while the workers compute (they wake it when they post a batch or all go idle)
@@ -85,8 +101,6 @@ NAP_BUSY_S = 2e-3  # at most, while the workers compute (they wake it when they 
 
 def runs_on_ranks(app, tiling) -> str | None:
     """Why the native executor cannot run ``app`` on MPI ranks, or ``None`` when it can."""
-    if any(p.jobs or p.emits_jobs for p in app.phases):
-        return "it does not run job phases yet"
     layout = NativeLayout.of(app, tiling)
     if layout is None:
         return "the app runs no phase natively on this tiling"
@@ -106,7 +120,7 @@ class NativeRanksExecutor(NativeExecutor):
         cluster's nodes are not the ranks.
     """
 
-    def __init__(self, app, tiling, cluster, owner, team: MPITeam):
+    def __init__(self, app, tiling, cluster, owner, team: MPITeam, job_policy: str = "locality"):
         if cluster.nodes != team.size:
             raise ShoalError(f"an MPI run has one node per rank: {cluster.nodes} nodes but {team.size} ranks")
         why = runs_on_ranks(app, tiling)
@@ -116,7 +130,7 @@ class NativeRanksExecutor(NativeExecutor):
         self.team, self.comm, self.rank = team, team.comm, team.rank
         self._run_id = 0
         self._early: list[tuple[int, int, np.ndarray, int]] = []  # (run, tag, buffer, source) of a later run
-        super().__init__(app, tiling, cluster, owner)
+        super().__init__(app, tiling, cluster, owner, job_policy=job_policy)
         warm_messages()
 
     def _nodes_here(self) -> list[int]:
@@ -137,6 +151,18 @@ class NativeRanksExecutor(NativeExecutor):
         self._left: dict[int, int] = {}  # rank 0: the ranks that have left this run, and their steps
         self._frozen_by: list[int] = []  # rank 0: the ranks it froze and that answered with a frontier
         self._comm_s, self._comm_count = 0.0, 0
+        # Jobs: per job phase's instance, the emitted jobs of tiles elsewhere and the inputs
+        # fetched from their ranks (kept from their arrival, which may come before this rank has
+        # placed the jobs); per (instance, range here) how many inputs it lacks, and per
+        # (instance, tile elsewhere) the ranges waiting for it; results for tiles here that came
+        # before the placement; results for other ranks that ranges here made.
+        self._emitted_at: dict[int, dict] = {}
+        self._fetched: dict[int, dict] = {}
+        self._lacking: dict[tuple[int, int], int] = {}
+        self._awaiting: dict[tuple[int, int], list[int]] = {}
+        self._placed = -1  # the last job phase's instance placed here
+        self._results_early: dict[int, list] = {}
+        self._outgoing: deque = deque()  # (rank, ints, values), appended by workers, sent by the main thread
         result = super().run(*args, **kwargs)
         # What moving messages cost: the replay charges it per message.
         result.comm_cpu_s = np.zeros(self.cluster.nodes)
@@ -198,7 +224,7 @@ class NativeRanksExecutor(NativeExecutor):
         self._progress()
         end = seq.step_first[done] if done < len(seq.step_first) else len(seq)
         gathering = np.flatnonzero(self._g.nvals[:end])  # a last step's reduction keeps no step open
-        while self._sending or (sh.remaining[gathering] > 0).any():
+        while self._sending or self._outgoing or (sh.remaining[gathering] > 0).any():
             if not self._progress():
                 time.sleep(NAP_MIN_S)
         if self.rank != 0:
@@ -225,6 +251,10 @@ class NativeRanksExecutor(NativeExecutor):
         while (code := int(next_batch(sh))) >= 0:
             moved = True
             self._leave(code)
+        while self._outgoing:  # job results for tiles on other ranks
+            moved = True
+            rank, ints, values = self._outgoing.popleft()
+            self._sending.extend((request, None) for request in self.team.post(values, rank, JOB_RESULT, ints))
         moved = self._receive() or moved
         if self._waiting:
             waiting, self._waiting = self._waiting, []
@@ -240,11 +270,11 @@ class NativeRanksExecutor(NativeExecutor):
         """Take in every message of this executor's that has come (control messages too, with
         ``control``); whether any had."""
         status, got = MPI.Status(), False
-        for tag in (HALO, PYTHON_HALO, VALUES, CONTROL) if control else (HALO, PYTHON_HALO, VALUES):
+        for tag in (HALO, VALUES, *ENCODED, CONTROL) if control else (HALO, VALUES, *ENCODED):
             # (the team's own messages wait for it)
             while (message := self.comm.Improbe(MPI.ANY_SOURCE, tag, status)) is not None:
                 got = True
-                if tag == PYTHON_HALO:
+                if tag in ENCODED:
                     ints, values = self.team.receive(message, status)
                     self._on_message(tag, (ints, values), ints[0], status.Get_source())
                     continue
@@ -262,6 +292,9 @@ class NativeRanksExecutor(NativeExecutor):
                 self._held.append(code)  # the limit agreed may be higher
             return
         slot = instance % g.stamp_depth
+        if rank == R and g.emits[instance]:
+            self._send_emitted(instance)
+            return
         if rank == R:  # one buffer for every other rank's request
             others = [r for r in range(R) if r != self.rank]
             requests = [self._request(VALUES, -1, r, slot, HEAD + self._T * self._width) for r in others]
@@ -309,6 +342,118 @@ class NativeRanksExecutor(NativeExecutor):
         count_in_batch(self._g, self._shared, instance, rank)
         self._comm_count += len(values)
 
+    # ----- jobs: emitted to every rank, inputs to the ranks of the ranges, results back -------
+    def _send_emitted(self, instance: int) -> None:
+        """The jobs every tile here emitted (with what its last ranges measured), to every other
+        rank: routed by (run, instance, then the tiles)."""
+        tiles = np.flatnonzero(self._here).tolist()
+        ints, values = [self._run_id, instance, *tiles], [self._emitted[t] for t in tiles]
+        for rank in range(self._ranks):
+            if rank != self.rank:
+                self._sending.extend((request, None) for request in self.team.post(values, rank, JOBS, ints))
+        self._comm_count += len(tiles) * (self._ranks - 1)
+
+    def _emitted_elsewhere(self, instance: int, rank: int, ints: list[int], values: list) -> None:
+        """The jobs ``rank``'s tiles emitted: kept for the placement, then counted in as that
+        rank's values (the last rank's in ends the segment: see :meth:`_emit`)."""
+        tiles = ints[2:]
+        if len(tiles) != len(values) or any(self._owner_list[t] != rank for t in tiles):
+            raise ShoalError(f"rank {self.rank} received jobs of tiles {tiles} from rank {rank}, "
+                             "which does not hold them")
+        self._emitted_at.setdefault(instance, {}).update(zip(tiles, values, strict=True))
+        self._comm_count += len(tiles)
+        deliver_values(self._g, self._shared, instance, rank, np.zeros(HEAD))
+
+    def _emit(self) -> None:
+        """Place the jobs as every rank does, then send the inputs of tiles here to every rank
+        whose ranges read them (once per rank; each tile here packed its input before it
+        emitted), and hand in the results that came before this placement."""
+        self._progress()  # this rank's jobs leave first (the last tile's post may still be on the outbox)
+        instance = int(self._shared.control[JOB_INSTANCE])
+        self._emitted.update(self._emitted_at.pop(instance - 1, {}))  # (emitted by the phase before)
+        self._fetched = {k: v for k, v in self._fetched.items() if k >= instance}  # (earlier ranges have run)
+        self._placed = instance
+        super()._emit()
+        here, wanted = self._here, {}
+        for row, _, _, node in self._units:
+            if node != self.rank:
+                for t in range_tiles(row):
+                    if here[t]:
+                        wanted.setdefault(node, set()).add(t)
+        for node in sorted(wanted):
+            tiles = sorted(wanted[node])
+            self._sending.extend((request, None) for request in self.team.post(
+                [self._job_inputs[t] for t in tiles], node, JOB_INPUT, [self._run_id, instance, *tiles]))
+            self._comm_count += len(tiles)
+        for ints, values in self._results_early.pop(instance, []):
+            self._results_arrived(instance, ints, values)
+
+    def _range_ready(self, instance: int, unit: int) -> bool:
+        """Whether range ``unit`` here has every input; if not, it waits for those it lacks."""
+        fetched = self._fetched.get(instance, {})
+        lacking = [t for t in range_tiles(self._units[unit][0]) if not self._here[t] and t not in fetched]
+        if lacking:
+            self._lacking[(instance, unit)] = len(lacking)
+            for t in lacking:
+                self._awaiting.setdefault((instance, t), []).append(unit)
+        return not lacking
+
+    def _inputs_arrived(self, instance: int, rank: int, ints: list[int], values: list) -> None:
+        """Inputs of ``rank``'s tiles for ranges here: kept; a range placed already that lacked
+        only them is queued."""
+        tiles = ints[2:]
+        if len(tiles) != len(values) or any(self._owner_list[t] != rank for t in tiles):
+            raise ShoalError(f"rank {self.rank} received job inputs of tiles {tiles} from rank {rank}, "
+                             "which does not hold them")
+        self._fetched.setdefault(instance, {}).update(zip(tiles, values, strict=True))
+        self._comm_count += len(tiles)
+        for t in tiles:
+            for unit in self._awaiting.pop((instance, t), ()):
+                self._lacking[(instance, unit)] -= 1
+                if not self._lacking[(instance, unit)]:
+                    del self._lacking[(instance, unit)]
+                    queue_range(self._shared, self.rank, unit)
+
+    def _range_inputs(self, instance: int, tiles: list[int]) -> dict:
+        fetched = self._fetched.get(instance, {})
+        return {t: self._job_inputs[t] if self._here[t] else fetched[t] for t in tiles}
+
+    def _hand_results(self, instance: int, key: tuple[int, int], tiles: list[int], ran) -> None:
+        """Results for tiles here into their inboxes; the others, one message per rank, for the
+        main thread to send (routed by run, instance, the range's job and first item, whether
+        it carries what the range measured, and the tiles)."""
+        by_rank: dict[int, list[int]] = {}
+        for t in tiles:
+            by_rank.setdefault(self._owner_list[t], []).append(t)
+        for rank, theirs in by_rank.items():
+            carries = theirs[0] == tiles[0]
+            if rank == self.rank:
+                if carries:
+                    self._window.setdefault(tiles[0], []).append(ran.measured)
+                for t in theirs:
+                    self._inbox[t].setdefault(instance, {})[key] = ran.results[t]
+                continue
+            values = [ran.results[t] for t in theirs] + ([np.array(ran.measured, np.float64)] if carries else [])
+            self._outgoing.append((rank, [self._run_id, instance, *key, int(carries), *theirs], values))
+
+    def _results_arrived(self, instance: int, ints: list[int], values: list) -> None:
+        """A range's results for tiles here, from the rank that ran it: into their inboxes, then
+        counted in (held until this rank has placed the jobs: their counts are set then)."""
+        if instance > self._placed:
+            self._results_early.setdefault(instance, []).append((ints, values))
+            return
+        key, carries, tiles = (ints[2], ints[3]), ints[4], ints[5:]
+        values = list(values)
+        if carries:  # what the range measured, for its first tile (the first here)
+            a, b, seconds, items = np.asarray(values.pop()).tolist()
+            self._window.setdefault(tiles[0], []).append((int(a), int(b), seconds, int(items)))
+        if len(tiles) != len(values) or not all(self._here[t] for t in tiles):
+            raise ShoalError(f"rank {self.rank} received job results for tiles it does not hold: {tiles}")
+        for t, value in zip(tiles, values, strict=True):
+            self._inbox[t].setdefault(instance, {})[key] = value
+        self._comm_count += len(tiles)
+        count_in(self._g, self._shared, np.asarray(tiles, np.int64) + instance * self._T)
+
     def _request(self, tag: int, links: int, rank: int, slot: int, words: int) -> tuple:
         """The persistent send of (``tag``, links kind, ``rank``, staging ``slot``) and its buffer,
         made at its first use in a run; free to fill again (its last send waited for). Batches
@@ -347,13 +492,19 @@ class NativeRanksExecutor(NativeExecutor):
         if tag == CONTROL:
             self._on_control(source, int(buf[1]), int(buf[2]))
             return
-        instance = int(buf[0][1]) if tag == PYTHON_HALO else int(buf[1])
+        instance = int(buf[0][1]) if tag in ENCODED else int(buf[1])
         if instance >= self._g.n:  # a rank a loop decision ahead: wait until this one has decided
             self._future.append((tag, buf, source))
         elif tag == VALUES:
             deliver_values(self._g, self._shared, instance, source, buf)
         elif tag == PYTHON_HALO:
             self._python_halos(instance, source, *buf)
+        elif tag == JOBS:
+            self._emitted_elsewhere(instance, source, *buf)
+        elif tag == JOB_INPUT:
+            self._inputs_arrived(instance, source, *buf)
+        elif tag == JOB_RESULT:
+            self._results_arrived(instance, *buf)
         else:
             self._halos(instance, source, buf)
 
