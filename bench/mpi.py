@@ -12,7 +12,8 @@
    with the shoal of revision REV (a temporary ``git worktree``) in the same round: before and
    after, and their ratio within each round.
 3. Idle fraction on 2 ranks with halos sent the moment they are packed (overlap) and held
-   until the rank finishes the phase (``run.overlap=false``).
+   until the rank finishes the phase (``run.overlap=false``, which only the Python executor
+   runs), and the native executor on 2 ranks against the Python one (``--executor python``).
 4. ``shoal replay`` of each 2-rank trace on a model of this machine (ping-pong latency and
    bandwidth, the executor's calibrated per-task overhead, one interpreter lock per rank)
    against the measured step time: without and with the time per message the workers spent
@@ -208,6 +209,7 @@ def payload_costs(repeats: int) -> tuple[list[dict], dict]:
 
 
 CONFIGS = [("local 1x2", None, 2, ()), ("1 rank x 2", 1, 2, ()), ("2 ranks x 1", 2, 1, ()),
+           ("2 ranks x 1, python", 2, 1, ("--executor", "python")),
            ("2 ranks x 1, no overlap", 2, 1, ("--set", "run.overlap=false")), ("2 ranks x 2", 2, 2, ())]
 MODELS = {"no message CPU": 0.0, "message CPU": None}  # None: the time per message the trace measured
 
@@ -242,6 +244,7 @@ def one_round(argv: list[str], folder: Path, model: dict, before: Path | None = 
     out["ranks vs threads"] = out["1 rank x 2", "step_s"] / out["2 ranks x 1", "step_s"]
     out["local vs ranks"] = out["local 1x2", "step_s"] / out["2 ranks x 1", "step_s"]
     out["overlap"] = out["2 ranks x 1, no overlap", "step_s"] / out["2 ranks x 1", "step_s"]
+    out["native vs python"] = out["2 ranks x 1, python", "step_s"] / out["2 ranks x 1", "step_s"]
     return out
 
 
@@ -268,6 +271,7 @@ def runs(repeats: int, model: dict, bench: Benchmark, before: Path | None = None
             print(f"2 ranks x 1 worker vs 1 rank x 2 workers: {st['ranks vs threads'].show(unit='x')} "
                   f"(local executor 1x2: {st['local vs ranks'].show(unit='x')})")
             print(f"overlap vs none: {st['overlap'].show(unit='x')}")
+            print(f"2 ranks x 1, the native executor vs the Python one: {st['native vs python'].show(unit='x')}")
             for label, ranks, _, _ in CONFIGS if before is not None else ():
                 if ranks == 2:
                     print(f"{label}: before ({baseline[:10]}) {st[label, 'before_step_s'].show(1e3)} ms, "

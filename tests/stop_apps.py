@@ -5,8 +5,8 @@ from shoal.tiling import Tiling
 
 
 def stop_app(name: str):
-    """The app, tiling and steps of a stop test: 2D SPH (the Python executor on ranks), or the
-    synthetic hot spot (the native one), given work enough to be stopped well before its end."""
+    """The app, tiling and steps of a stop test: 2D SPH (run on the Python executor), or the
+    synthetic hot spot (on the native one), given work enough to be stopped well before its end."""
     if name == "sph2d":
         app, tiles, steps = get_app("sph2d").tiny_app(), 6, 200
     else:

@@ -235,15 +235,15 @@ from shoal.placement import get_policy
 from shoal.runtime import Simulation
 from shoal.runtime.launch import current_team
 
-asker, out, name = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+asker, out, name, executor = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[5]
 sys.path.insert(0, sys.argv[4])
 from stop_apps import stop_app
 
 team = current_team()
 app, tiling, end = stop_app(name)
 cluster = Cluster.uniform(team.size, 1)
-sim = Simulation(app, tiling, cluster, get_policy("sfc").place(tiling, cluster), team=team)
-assert sim.executor.backend == ("python" if name == "sph2d" else "native")
+sim = Simulation(app, tiling, cluster, get_policy("sfc").place(tiling, cluster), team=team, executor=executor)
+assert sim.executor.backend == executor
 if team.rank == asker:
     sim.add_measurement(lambda r: sim.request_stop() if r.step == 3 else None)
 sim.run(end)
@@ -257,15 +257,17 @@ sim.close()
 
 
 @pytest.mark.mpi(ranks=(2, 3))
-@pytest.mark.parametrize("app", ["sph2d", "synthetic"], ids=["python-executor", "native-executor"])
-def test_a_stop_asked_on_any_rank_ends_every_rank_at_the_same_step(ranks, app, tmp_path):
+@pytest.mark.parametrize(("app", "executor"), [("sph2d", "python"), ("synthetic", "native")],
+                         ids=["python-executor", "native-executor"])
+def test_a_stop_asked_on_any_rank_ends_every_rank_at_the_same_step(ranks, app, executor, tmp_path):
     """On the native executor rank 0 freezes every rank (none starts a step past its frontier,
     tasks that would are held), takes the largest frontier, and every rank runs that many steps.
     Asked on another rank (on 2 ranks: it asks rank 0), or on rank 0 itself (on 3)."""
     asker = 1 if ranks == 2 else 0
     script = tmp_path / "stop.py"
     script.write_text(STOP_SCRIPT)
-    done = subprocess.run(mpi_python(ranks, script, asker, tmp_path / "state.npz", app, Path(__file__).parent),
+    done = subprocess.run(mpi_python(ranks, script, asker, tmp_path / "state.npz", app, Path(__file__).parent,
+                                     executor),
                           capture_output=True, text=True, timeout=240, env=mpi_env())
     assert done.returncode == 0, done.stderr
     with np.load(tmp_path / "state.npz") as z:

@@ -272,6 +272,21 @@ class MPITeam(Team):
         wait_quietly(self.comm.Iallreduce(values, out, op=MPI.SUM))
         return out
 
+    def concatenate(self, values: np.ndarray) -> np.ndarray:
+        """Every rank's int64 ``values`` end to end, in rank order, on every rank.
+
+        Parameters
+        ----------
+        values : ndarray
+            This rank's (one axis; any length, none too).
+        """
+        values = np.ascontiguousarray(values, np.int64)
+        counts = np.empty(self.size, np.int64)
+        wait_quietly(self.comm.Iallgather(np.array([values.size], np.int64), counts))
+        out = np.empty(int(counts.sum()), np.int64)
+        wait_quietly(self.comm.Iallgatherv(values, [out, counts]))
+        return out
+
     def max(self, value: float) -> float:
         out = np.empty(1)
         wait_quietly(self.comm.Iallreduce(np.array([value], dtype=np.float64), out, op=MPI.MAX))

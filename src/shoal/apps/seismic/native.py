@@ -263,7 +263,7 @@ def native_plan(app, tiling, check_every: int, velocity: tuple[str, ...], stress
 
     descriptors = {}
 
-    def prepare(states, first_step, steps):
+    def prepare(states, first_step, steps, across):
         """Room for the run's samples, the source's values for its steps, and each tile's
         descriptor (the fields' offsets in its memory)."""
         times = [(s + 0.5) * app.dt if force else s * app.dt for s in range(first_step, first_step + steps)]

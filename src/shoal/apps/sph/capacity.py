@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...runtime.native.plan import words
+from ...runtime.native.plan import Across, words
 from .particles import _members, neighbour_boxes
 
 # The integer descriptor of a tile: its cell box [lo, hi), its capacity, then each field's
@@ -93,20 +93,24 @@ class CapacityPlan:
         self._payload: dict[tuple[int, int], int] = {}
         self._descriptors: dict[int, np.ndarray] = {}
 
-    def prepare(self, states: dict, first_step: int, steps: int) -> None:
-        """Every tile's fields at its capacity, its clock and inboxes, and its descriptor."""
+    def prepare(self, states: dict, first_step: int, steps: int, across: Across) -> None:
+        """Every tile's fields at its capacity, its clock and inboxes, and its descriptor (of
+        the tiles in ``states``: on MPI ranks, this rank's; the rooms of payloads from tiles
+        elsewhere, and the world's particle count, come ``across`` the ranks)."""
         tiling, room = self.tiling, self.room
         T = tiling.ntiles
-        share = sum(len(s["id"]) for s in states.values()) / T
-        self._payload.clear()
-        inbound = np.zeros(T, np.int64)
-        for src in range(T):
+        share = across.sum(sum(len(s["id"]) for s in states.values())) / T
+        mine = {}
+        for src in states:
             los, his, inner, nbrs = neighbour_boxes(tiling, src, 1)
             starts, _ = _members(states[src]["cell"], los, his, np.asarray(inner[0]), np.asarray(inner[1]))
             for k, reader in enumerate(nbrs):
-                rows = self._payload[(src, reader)] = room.payload(int(starts[k + 1] - starts[k]))
-                inbound[reader] += rows
-        for t in range(T):
+                mine[(src, reader)] = room.payload(int(starts[k + 1] - starts[k]))
+        self._payload = across.union(mine)  # every rank sizes every payload alike
+        inbound = np.zeros(T, np.int64)
+        for (_, reader), rows in self._payload.items():
+            inbound[reader] += rows
+        for t in states:
             state = states[t]
             clock = self.clock(state)
             cap = room.particles(max([len(state[name]) for name in (*self.particle_fields, *self.rows_fields)]),
@@ -145,3 +149,7 @@ class CapacityPlan:
 
     def ints(self, tile: int) -> np.ndarray:
         return self._descriptors[tile]
+
+    def reader_ints(self, tile: int) -> np.ndarray:
+        """What packers read of a reader another MPI rank holds: its cell box."""
+        return np.concatenate([self.tiling.lo[tile], self.tiling.hi[tile]]).astype(np.int64)

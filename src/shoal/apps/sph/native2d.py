@@ -299,7 +299,7 @@ def native_plan(app, tiling) -> Native | None:
             raise ShoalError(f"time step {float(clock[DT])} is not positive and finite")
 
     return Native(kernels={"rates": rates_kernel, "move": move_kernel, "migrate": migrate_kernel},
-                  fields=plan.fields, ints=plan.ints, consts=consts, prepare=plan.prepare,
+                  fields=plan.fields, ints=plan.ints, reader_ints=plan.reader_ints, consts=consts, prepare=plan.prepare,
                   packers={"rates": ring_packer, "migrate": migrant_packer},
                   inboxes={name: field for name, (field, _) in plan.inboxes.items()},
                   payload_words=plan.payload_words, publish=plan.publish, grow=plan.room.grow, explain=explain)

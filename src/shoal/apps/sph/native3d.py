@@ -325,7 +325,7 @@ def native_plan(app, tiling) -> Native:
         check_moves(old, {"x": x, "id": ids, "cell": grid.index(x)}, grid, remedy)
 
     return Native(kernels={"density": density_kernel, "forces": forces_kernel, "migrate": migrate_kernel},
-                  fields=plan.fields, ints=plan.ints, consts=consts, prepare=plan.prepare,
+                  fields=plan.fields, ints=plan.ints, reader_ints=plan.reader_ints, consts=consts, prepare=plan.prepare,
                   packers={"density": positions_packer, "forces": motion_packer, "migrate": migrant_packer},
                   inboxes={name: field for name, (field, _) in plan.inboxes.items()},
                   payload_words=plan.payload_words, publish=plan.publish, grow=plan.room.grow, explain=explain)

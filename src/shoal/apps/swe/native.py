@@ -264,7 +264,7 @@ def native_plan(app, tiling) -> Native:
 
     descriptors = {}
 
-    def prepare(states, first_step, steps):
+    def prepare(states, first_step, steps, across):
         """The time as an array the kernels write, the scratch fields, each tile's descriptor."""
         for t, state in states.items():
             state["t"] = np.asarray(state["t"], dtype=np.float64).reshape(())

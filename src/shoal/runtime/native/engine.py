@@ -721,6 +721,13 @@ def count_in(g, s, tasks):
 
 
 @nb.njit(nogil=True, cache=True)
+def out_of_room(s):
+    """End the segment as a task here with no room would (another process's had none: every
+    process redoes the run)."""
+    _fail(s, 0, ERROR_CAPACITY)
+
+
+@nb.njit(nogil=True, cache=True)
 def queue_range(s, node, unit):
     """Queue range ``unit`` of the current job phase on ``node`` (its last input from another
     process has come)."""
@@ -859,6 +866,7 @@ def warm_messages() -> None:
     count_in_batch(g, s, 0, 0)
     count_in(g, s, np.zeros(0, np.int64))
     queue_range(s, 0, 0)
+    out_of_room(s)
     gather_values(g, s, 0, buf)
     deliver_values(g, s, 0, 0, buf)
     freeze(s)

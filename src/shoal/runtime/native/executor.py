@@ -82,7 +82,7 @@ from .engine import (
     warm,
     work,
 )
-from .plan import NativeLayout, copy_plans, noop_kernel, noop_packer
+from .plan import Across, NativeLayout, copy_plans, noop_kernel, noop_packer
 from .trampoline import RUNS
 
 OPS = {"sum": SUM, "min": MIN, "max": MAX}
@@ -225,7 +225,7 @@ class NativeExecutor(NodePools):
         self._seq = TaskSequence(self.phases, self.app.loops, steps)
         self._seq.extend()
         if self.layout is not None and self.layout.native.prepare is not None:
-            self.layout.native.prepare(states, first_step, steps)
+            self.layout.native.prepare(states, first_step, steps, self._sharing())
         self._mem, self._mem_off = (self.layout.memory(states) if self.layout is not None
                                     else (np.zeros(0), np.zeros(T + 1, np.int64)))
         publish = self.layout.native.publish if self.layout is not None else None
@@ -272,6 +272,7 @@ class NativeExecutor(NodePools):
                     self._emit()
                 elif status != DECIDE or not self._decide():
                     break
+            self._ended()
         finally:
             RUNS.pop(self._handle, None)
             sys.setswitchinterval(switch)
@@ -770,6 +771,14 @@ class NativeExecutor(NodePools):
         self._queue(queued, later)
         # The step waited for this placement; now for the ranges run here too.
         self._count_off_step(int(self._g.step[instance]), 1 - len(mine))
+
+    def _ended(self) -> None:
+        """The run's steps are done, its states not yet published (MPI ranks agree on a redo
+        here)."""
+
+    def _sharing(self) -> Across:
+        """What ``prepare`` shares with the run's other processes (in one process: none)."""
+        return Across()
 
     def _range_ready(self, instance: int, unit: int) -> bool:
         """Whether range ``unit`` of the job phase ``instance`` has every input (here: always)."""

@@ -43,6 +43,32 @@ def noop_packer(src, reader, mem, ints, reader_ints, consts, slot):
     return 0
 
 
+class Across:
+    """What the processes of a run share before it starts, for :attr:`Native.prepare`: in one
+    process, nothing (the MPI ranks' version: :mod:`~shoal.runtime.native.ranks`)."""
+
+    def sum(self, value: float) -> float:
+        """``value`` summed over the processes.
+
+        Parameters
+        ----------
+        value : float
+            This process's part.
+        """
+        return float(value)
+
+    def union(self, values: dict[tuple[int, int], int]) -> dict[tuple[int, int], int]:
+        """Every process's ``values`` in one table (each keyed by pairs of tiles its own tiles
+        lead: no key is given twice).
+
+        Parameters
+        ----------
+        values : dict of (int, int) to int
+            This process's entries.
+        """
+        return dict(values)
+
+
 @dataclass(frozen=True)
 class Native:
     """How an app's phases run with no Python (see :meth:`~shoal.runtime.app.App.native`).
@@ -69,10 +95,11 @@ class Native:
         ``scratch(tile) -> {field: array}``: fields of ``fields`` a state may lack (ghost cells,
         work arrays a run makes afresh; list them in the app's ``transient``), made when it does.
     prepare : callable, optional
-        ``prepare(states, first_step, steps)``: called at the start of every run, before the
-        states are laid out, to size what the run's steps fill (room for samples recorded each
-        step, room for particles) or make per-run tables. ``ints`` is called after it, on the
-        same run.
+        ``prepare(states, first_step, steps, across)``: called at the start of every run, before
+        the states are laid out, to size what the run's steps fill (room for samples recorded
+        each step, room for particles) or make per-run tables. ``ints`` is called after it, on
+        the same run. On MPI ranks ``states`` holds this rank's tiles only; :class:`Across`
+        shares what the sizes need from the others (every rank calls it alike).
     packers : mapping of str to compiled function, optional
         Per native phase whose halos vary in size (particles), its packer
         (:data:`~shoal.runtime.native.engine.PACKER`) instead of a copy plan; the reader finds
@@ -106,6 +133,9 @@ class Native:
         ``relayout(step) -> bool``: whether a deferred part may resize fields at ``step``. A run
         then ends after that step (fewer steps than asked: the caller runs the rest), and the
         next one lays the memory out anew.
+    reader_ints : callable, optional
+        ``reader_ints(tile) -> int64 array``: on MPI ranks, the descriptor of a tile held by
+        another rank, as far as packers read it of their reader (its box, say); default none.
     """
 
     kernels: Mapping[str, Any]
@@ -114,7 +144,7 @@ class Native:
     consts: np.ndarray = field(default_factory=lambda: np.zeros(0))
     halos: Callable[[str, int, int], list[Copy]] | None = None
     scratch: Callable[[int], dict[str, np.ndarray]] | None = None
-    prepare: Callable[[dict, int, int], None] | None = None
+    prepare: Callable[[dict, int, int, Across], None] | None = None
     packers: Mapping[str, Any] = field(default_factory=dict)
     inboxes: Mapping[str, str] = field(default_factory=dict)
     payload_words: Callable[[str, int, int], int] | None = None
@@ -123,6 +153,7 @@ class Native:
     explain: Callable[[str, int, dict], None] | None = None
     deferred: Mapping[str, Callable[[int, dict, int], int]] = field(default_factory=dict)
     relayout: Callable[[int], bool] | None = None
+    reader_ints: Callable[[int], np.ndarray] | None = None
 
 
 def words(a: np.ndarray) -> int:
@@ -228,8 +259,11 @@ class NativeLayout:
         return True
 
     def descriptors(self, tiling) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every tile's integer descriptor end to end, their offsets, and the constants."""
-        rows = [np.asarray(self.native.ints(t), np.int64) if self.native.ints and self.fields[t]
+        """Every tile's integer descriptor end to end, their offsets, and the constants (of a
+        tile another process holds, what packers read of it: ``reader_ints``)."""
+        native = self.native
+        rows = [np.asarray(native.ints(t), np.int64) if native.ints and self.fields[t]
+                else np.asarray(native.reader_ints(t), np.int64) if native.reader_ints and not self.fields[t]
                 else np.zeros(0, np.int64) for t in range(self.ntiles)]
         offsets = np.zeros(self.ntiles + 1, np.int64)
         np.cumsum([len(r) for r in rows], out=offsets[1:])

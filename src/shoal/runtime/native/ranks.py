@@ -45,8 +45,12 @@ measured travels with its first tile's result). A rank's steps wait for the rang
 it leaves a run only once they have run and their results have left; a rank without tiles
 still runs the ranges placed on it.
 
-Apps run here whose state keeps its size (no ``publish``: a run redone with more room would
-have to be redone on every rank).
+Apps whose state changes size (particles) run from a copy of their memory, as in one process,
+and every rank sizes its payloads alike (:class:`RanksAcross`: each rank sizes those its tiles
+send, and all share them). A rank whose tile has no room tells every other rank, which stops
+its run; a run ends with every rank saying whether it had room (a rank may finish before
+another runs out), and, if any had none, every rank redoes it with more (each attempt a new
+run: its messages are not the last one's).
 """
 
 from __future__ import annotations
@@ -80,13 +84,14 @@ from .engine import (
     gather_batch,
     gather_values,
     next_batch,
+    out_of_room,
     queue_range,
     thaw,
     wait_for_batches,
     warm_messages,
 )
 from .executor import NativeExecutor
-from .plan import NativeLayout
+from .plan import Across, NativeLayout
 
 if TYPE_CHECKING:
     from ..mpi import MPITeam
@@ -94,7 +99,7 @@ if TYPE_CHECKING:
 HALO, VALUES, CONTROL, PYTHON_HALO = 21, 22, 23, 24  # message tags (apart from the Python MPI executor's)
 JOBS, JOB_INPUT, JOB_RESULT = 25, 26, 27
 ENCODED = (PYTHON_HALO, JOBS, JOB_INPUT, JOB_RESULT)  # tags of messages encoded as the Python executor's
-ASK, FREEZE, FRONTIER, AGREED, LEFT = range(5)  # CONTROL messages: [run, kind, value]
+ASK, FREEZE, FRONTIER, AGREED, LEFT, NO_ROOM = range(6)  # CONTROL messages: [run, kind, value]
 NAP_MIN_S, NAP_MAX_S = 2e-5, 1e-3  # how long the main thread sleeps between polls when nothing moves
 NAP_BUSY_S = 2e-3  # at most, while the workers compute (they wake it when they post a batch or all go idle)
 
@@ -104,9 +109,23 @@ def runs_on_ranks(app, tiling) -> str | None:
     layout = NativeLayout.of(app, tiling)
     if layout is None:
         return "the app runs no phase natively on this tiling"
-    if layout.native.publish is not None:
-        return "the app's state changes size (a run redone with more room would be redone on every rank)"
     return None
+
+
+class RanksAcross(Across):
+    """What :attr:`Native.prepare <shoal.runtime.native.Native>` shares between MPI ranks:
+    sums, and tables keyed by pairs of tiles (each rank gives the entries of its tiles, every
+    rank gets all), as numbers only."""
+
+    def __init__(self, team: MPITeam):
+        self.team = team
+
+    def sum(self, value: float) -> float:
+        return float(self.team.sum(np.array([float(value)]))[0])
+
+    def union(self, values: dict[tuple[int, int], int]) -> dict[tuple[int, int], int]:
+        rows = self.team.concatenate(np.array([[a, b, v] for (a, b), v in values.items()], np.int64).reshape(-1))
+        return {(int(a), int(b)): int(v) for a, b, v in rows.reshape(-1, 3).tolist()}
 
 
 class NativeRanksExecutor(NativeExecutor):
@@ -140,7 +159,18 @@ class NativeRanksExecutor(NativeExecutor):
         return self.team.size, self.rank, self.owner
 
     def run(self, *args, **kwargs):
+        result = super().run(*args, **kwargs)
+        # What moving messages cost: the replay charges it per message.
+        result.comm_cpu_s = np.zeros(self.cluster.nodes)
+        result.comm_messages = np.zeros(self.cluster.nodes, np.int64)
+        result.comm_cpu_s[self.rank], result.comm_messages[self.rank] = self._comm_s, self._comm_count
+        return result
+
+    def _run(self, *args):
+        """One attempt of the run (a redo with more room is a new run: messages of the last
+        attempt are dropped)."""
         self._run_id += 1
+        self._finished = self._redo = False  # the end of the run reached; another rank had no room
         self._sending: list = []  # (request, buffer) of messages not yet seen complete
         self._persistent: dict[tuple, tuple] = {}  # (tag, links kind, rank, slot) -> (persistent send, buffer)
         self._waiting: list = []  # (instance, rank, buffer) of batches whose slots are still being read
@@ -163,12 +193,32 @@ class NativeRanksExecutor(NativeExecutor):
         self._placed = -1  # the last job phase's instance placed here
         self._results_early: dict[int, list] = {}
         self._outgoing: deque = deque()  # (rank, ints, values), appended by workers, sent by the main thread
-        result = super().run(*args, **kwargs)
-        # What moving messages cost: the replay charges it per message.
-        result.comm_cpu_s = np.zeros(self.cluster.nodes)
-        result.comm_messages = np.zeros(self.cluster.nodes, np.int64)
-        result.comm_cpu_s[self.rank], result.comm_messages[self.rank] = self._comm_s, self._comm_count
-        return result
+        return super()._run(*args)
+
+    def _sharing(self) -> Across:
+        return RanksAcross(self.team)
+
+    # ----- no room: every rank redoes the run ---------------------------------------------------
+    def _no_room(self):
+        """A tile here had no room, or another rank said one of its had: tell the others (once),
+        end the run with them, and redo it."""
+        if not self._redo:
+            for rank in range(self._ranks):
+                if rank != self.rank:
+                    self._control(rank, NO_ROOM)
+        self._redo = True
+        self._finish(int(self._shared.control[STEPS_DONE]), aborted=True)
+        self.team.max(1.0)  # (as every rank that finished the run asks: see _ended)
+        super()._no_room()
+
+    def _ended(self) -> None:
+        """The run's steps are done here: for an app whose state changes size, end it with every
+        rank and redo it if one had no room (before the states are published)."""
+        if self.layout is None or self.layout.native.publish is None:
+            return
+        self._finish(int(self._shared.control[STEPS_DONE]))
+        if self.team.max(float(self._redo)) > 0:
+            NativeExecutor._no_room(self)
 
     # ----- the run's waits: messages move meanwhile ------------------------------------------
     def _segment(self, on_step, stop, reported: int) -> int:
@@ -213,17 +263,20 @@ class NativeRanksExecutor(NativeExecutor):
         result.messages = {k: v[mine] for k, v in result.messages.items()}
         return result
 
-    def _finish(self, done: int) -> None:
+    def _finish(self, done: int, aborted: bool = False) -> None:
         """Send what this rank's tiles owe the steps run, take in every other rank's values of
-        them (a reduction nothing in the run waits for: the last step's, a lagged one), tell
-        rank 0 this rank has left, and wait for every rank to do as much (messages still move
-        meanwhile: rank 0 may be negotiating a stop)."""
+        them (a reduction nothing in the run waits for: the last step's, a lagged one; not in
+        a run ``aborted`` for room), tell rank 0 this rank has left, and wait for every rank to
+        do as much (messages still move meanwhile: rank 0 may be negotiating a stop). Once a run."""
+        if self._finished:
+            return
+        self._finished = True
         seq, sh = self._seq, self._shared
         if sh.control[STATUS] == DECIDE:  # the last decision ended the run
             sh.control[STATUS] = DONE
         self._progress()
         end = seq.step_first[done] if done < len(seq.step_first) else len(seq)
-        gathering = np.flatnonzero(self._g.nvals[:end])  # a last step's reduction keeps no step open
+        gathering = np.flatnonzero(self._g.nvals[:end]) if not aborted else []  # (a last step's keeps none open)
         while self._sending or self._outgoing or (sh.remaining[gathering] > 0).any():
             if not self._progress():
                 time.sleep(NAP_MIN_S)
@@ -541,7 +594,11 @@ class NativeRanksExecutor(NativeExecutor):
         self._sending.append((self.comm.Isend([buf, MPI.DOUBLE], dest=rank, tag=CONTROL), buf))
 
     def _on_control(self, source: int, kind: int, value: int) -> None:
-        if kind == ASK and not self._negotiated and self._answers is None:
+        if kind == NO_ROOM:
+            self._redo = True
+            if self._workers_running():
+                out_of_room(self._shared)
+        elif kind == ASK and not self._negotiated and self._answers is None:
             self._negotiate()
         elif kind == FREEZE:
             if self._workers_running():
