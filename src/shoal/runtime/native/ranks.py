@@ -67,6 +67,9 @@ from ..jobs import range_tiles
 from .engine import (
     DECIDE,
     DONE,
+    ERROR_CAPACITY,
+    ERROR_KIND,
+    FAILED,
     FROZEN,
     HEAD,
     IDLE_CALL,
@@ -223,6 +226,9 @@ class NativeRanksExecutor(NativeExecutor):
     # ----- the run's waits: messages move meanwhile ------------------------------------------
     def _segment(self, on_step, stop, reported: int) -> int:
         sh = self._shared
+        if self._redo:  # another rank had no room while this one was between segments: no more of this run
+            sh.control[ERROR_KIND], sh.control[STATUS] = ERROR_CAPACITY, FAILED
+            return reported
         sh.control[STATUS] = RUNNING if sh.control[STEPS_DONE] < sh.control[LIMIT] else DONE  # (no tile here: done)
         for run, tag, buf, source in self._take_early():
             self._on_message(tag, buf, run, source)
