@@ -1,0 +1,7 @@
+"""Cloth with asynchronous contact (the contact-mechanics paper): work in progress, not yet a
+registered app.
+
+- :mod:`.surface`: the triangle surface at rest, its stencils, a generated sheet, OBJ input;
+- :mod:`.forces`: stretch and bend as compiled kernels, summed per vertex in stencil order;
+- :mod:`.model`: the material, lumped masses and kick–drift.
+"""
