@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import brentq
 
 from ...errors import ShoalError
 
@@ -151,6 +150,8 @@ def stoker_celerity(hl: float, hr: float, g: float = 9.81) -> float:
 
     def f(c: float) -> float:
         return -8 * g * hr * c * c * (cl - c) ** 2 + (c * c - g * hr) ** 2 * (c * c + g * hr)
+
+    from scipy.optimize import brentq  # here, not on import: every run imports the app, few ask this
 
     return float(brentq(f, cr, cl, xtol=1e-15 * cl, rtol=4 * np.finfo(float).eps))
 
