@@ -3,5 +3,7 @@ registered app.
 
 - :mod:`.surface`: the triangle surface at rest, its stencils, a generated sheet, OBJ input;
 - :mod:`.forces`: stretch and bend as compiled kernels, summed per vertex in stencil order;
-- :mod:`.model`: the material, lumped masses and kick–drift.
+- :mod:`.model`: the material, lumped masses and kick–drift;
+- :mod:`.contact`: closest points of vertex–face and edge–edge pairs, and the nested penalty
+  layers' forces.
 """

@@ -1,0 +1,202 @@
+"""Contact between the cloth's primitives: closest points, and the nested penalty layers.
+
+Asynchronous contact mechanics answers contact with a conceptually unbounded sequence of
+nested penalty layers (the contact-mechanics paper §II-A): layer ``l = 1, 2, ...`` has the
+thickness ``η_l = η l^(-1/4)``, the stiffness ``k_l = k l³`` and its own step
+``Δt_l = Δt l^(-3/2)``, and pushes a pair whose gap ``d`` is below ``η_l`` with the energy
+``k_l (η_l - d)² / 2``. The formulas are those of the one public code of the family (the
+paper gives none); shoal rounds each step down to ``Δt / n_l`` with ``n_l = ⌈l^(3/2)⌉``, so
+that every layer's clock ticks on the material one's.
+
+A pair is a vertex and a triangle, or two edges. Its force acts along the line between its
+closest points, on each primitive's vertices by the closest point's barycentric weights: the
+forces sum to zero and their moments too (they are equal, opposite and on one line), so
+contact conserves linear and angular momentum, as the material forces do.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+
+
+def layer_thickness(eta: float, layer: int) -> float:
+    """``η_l = η l^(-1/4)``: layer ``layer``'s thickness, m (``eta``: the first's).
+
+    Parameters
+    ----------
+    eta : float
+        The first layer's thickness, m.
+    layer : int
+        The layer, from 1.
+    """
+    return eta * layer ** -0.25
+
+
+def layer_stiffness(k: float, layer: int) -> float:
+    """``k_l = k l³``: layer ``layer``'s stiffness, N/m (``k``: the first's).
+
+    Parameters
+    ----------
+    k : float
+        The first layer's stiffness, N/m.
+    layer : int
+        The layer, from 1.
+    """
+    return k * layer ** 3
+
+
+def layer_substeps(layer: int) -> int:
+    """``n_l = ⌈l^(3/2)⌉``: layer ``layer`` ticks every ``Δt / n_l`` (its step ``Δt l^(-3/2)``
+    rounded down to a divisor of the material step).
+
+    Parameters
+    ----------
+    layer : int
+        The layer, from 1.
+    """
+    return math.ceil(layer ** 1.5 - 1e-12)
+
+
+def layers_to_stop(mass: float, speed: float, eta: float, k: float) -> int:
+    """The fewest layers whose energies at contact, ``Σ k_l η_l² / 2``, reach a body's kinetic
+    energy ``m v² / 2``: a lower bound of the layers a head-on impact wakes (the gap never
+    reaches 0).
+
+    Parameters
+    ----------
+    mass : float
+        The body's mass, kg.
+    speed : float
+        Its speed towards the obstacle, m/s.
+    eta, k : float
+        The first layer's thickness (m) and stiffness (N/m).
+    """
+    need, stored, layer = 0.5 * mass * speed * speed, 0.0, 0
+    while stored < need:
+        layer += 1
+        stored += 0.5 * layer_stiffness(k, layer) * layer_thickness(eta, layer) ** 2
+    return max(layer, 1)
+
+
+@nb.njit(cache=True, nogil=True)
+def point_triangle(px, py, pz, ax, ay, az, bx, by, bz, cx, cy, cz):
+    """The point of triangle ``abc`` closest to ``p``: its squared distance and barycentric
+    weights ``(d², wa, wb, wc)`` (Ericson, *Real-Time Collision Detection*, §5.1.5)."""
+    abx, aby, abz = bx - ax, by - ay, bz - az
+    acx, acy, acz = cx - ax, cy - ay, cz - az
+    apx, apy, apz = px - ax, py - ay, pz - az
+    d1 = abx * apx + aby * apy + abz * apz
+    d2 = acx * apx + acy * apy + acz * apz
+    if d1 <= 0.0 and d2 <= 0.0:
+        return apx * apx + apy * apy + apz * apz, 1.0, 0.0, 0.0
+    bpx, bpy, bpz = px - bx, py - by, pz - bz
+    d3 = abx * bpx + aby * bpy + abz * bpz
+    d4 = acx * bpx + acy * bpy + acz * bpz
+    if d3 >= 0.0 and d4 <= d3:
+        return bpx * bpx + bpy * bpy + bpz * bpz, 0.0, 1.0, 0.0
+    vc = d1 * d4 - d3 * d2
+    if vc <= 0.0 and d1 >= 0.0 and d3 <= 0.0:
+        v = d1 / (d1 - d3)
+        return _gap2(px, py, pz, ax + v * abx, ay + v * aby, az + v * abz), 1.0 - v, v, 0.0
+    cpx, cpy, cpz = px - cx, py - cy, pz - cz
+    d5 = abx * cpx + aby * cpy + abz * cpz
+    d6 = acx * cpx + acy * cpy + acz * cpz
+    if d6 >= 0.0 and d5 <= d6:
+        return cpx * cpx + cpy * cpy + cpz * cpz, 0.0, 0.0, 1.0
+    vb = d5 * d2 - d1 * d6
+    if vb <= 0.0 and d2 >= 0.0 and d6 <= 0.0:
+        w = d2 / (d2 - d6)
+        return _gap2(px, py, pz, ax + w * acx, ay + w * acy, az + w * acz), 1.0 - w, 0.0, w
+    va = d3 * d6 - d5 * d4
+    if va <= 0.0 and d4 - d3 >= 0.0 and d5 - d6 >= 0.0:
+        w = (d4 - d3) / ((d4 - d3) + (d5 - d6))
+        return _gap2(px, py, pz, bx + w * (cx - bx), by + w * (cy - by), bz + w * (cz - bz)), 0.0, 1.0 - w, w
+    denom = 1.0 / (va + vb + vc)
+    v, w = vb * denom, vc * denom
+    return (_gap2(px, py, pz, ax + abx * v + acx * w, ay + aby * v + acy * w, az + abz * v + acz * w),
+            1.0 - v - w, v, w)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _gap2(px, py, pz, qx, qy, qz):
+    return (px - qx) ** 2 + (py - qy) ** 2 + (pz - qz) ** 2
+
+
+@nb.njit(cache=True, nogil=True)
+def segment_segment(p0x, p0y, p0z, p1x, p1y, p1z, q0x, q0y, q0z, q1x, q1y, q1z):
+    """The closest points of segments ``p0 p1`` and ``q0 q1``: their squared distance and
+    parameters ``(d², s, t)``, the points ``p0 + s (p1 - p0)`` and ``q0 + t (q1 - q0)``
+    (Ericson §5.1.9; parallel segments take ``s`` at its clamped projection)."""
+    d1x, d1y, d1z = p1x - p0x, p1y - p0y, p1z - p0z
+    d2x, d2y, d2z = q1x - q0x, q1y - q0y, q1z - q0z
+    rx, ry, rz = p0x - q0x, p0y - q0y, p0z - q0z
+    a = d1x * d1x + d1y * d1y + d1z * d1z
+    e = d2x * d2x + d2y * d2y + d2z * d2z
+    f = d2x * rx + d2y * ry + d2z * rz
+    c = d1x * rx + d1y * ry + d1z * rz
+    b = d1x * d2x + d1y * d2y + d1z * d2z
+    denom = a * e - b * b
+    s = min(max((b * f - c * e) / denom, 0.0), 1.0) if denom > 1e-14 * a * e else 0.0
+    t = (b * s + f) / e
+    if t < 0.0:
+        t, s = 0.0, min(max(-c / a, 0.0), 1.0)
+    elif t > 1.0:
+        t, s = 1.0, min(max((b - c) / a, 0.0), 1.0)
+    return (_gap2(p0x + s * d1x, p0y + s * d1y, p0z + s * d1z, q0x + t * d2x, q0y + t * d2y, q0z + t * d2z),
+            s, t)
+
+
+@nb.njit(cache=True, nogil=True)
+def layered_push(gap, eta, k, layers):
+    """The force (N, pushing the pair apart) and energy (J) of layers ``1..layers`` at ``gap``."""
+    force = energy = 0.0
+    for layer in range(1, layers + 1):
+        thickness = eta * layer ** -0.25
+        if gap < thickness:
+            stiffness = k * layer ** 3
+            force += stiffness * (thickness - gap)
+            energy += 0.5 * stiffness * (thickness - gap) ** 2
+    return force, energy
+
+
+@nb.njit(cache=True, nogil=True)
+def vertex_face(x, p, a, b, c, eta, k, layers, out):
+    """The layers' forces between vertex ``p`` and triangle ``abc`` into ``out`` (rows: p, a, b,
+    c); returns the energy (J)."""
+    d2, wa, wb, wc = point_triangle(x[p, 0], x[p, 1], x[p, 2], x[a, 0], x[a, 1], x[a, 2],
+                                    x[b, 0], x[b, 1], x[b, 2], x[c, 0], x[c, 1], x[c, 2])
+    gap = math.sqrt(d2)
+    force, energy = layered_push(gap, eta, k, layers)
+    out[:, :] = 0.0
+    if force == 0.0 or gap == 0.0:
+        return energy
+    for axis in range(3):
+        n = (x[p, axis] - (wa * x[a, axis] + wb * x[b, axis] + wc * x[c, axis])) / gap
+        out[0, axis] = force * n
+        out[1, axis] = -wa * force * n
+        out[2, axis] = -wb * force * n
+        out[3, axis] = -wc * force * n
+    return energy
+
+
+@nb.njit(cache=True, nogil=True)
+def edge_edge(x, p0, p1, q0, q1, eta, k, layers, out):
+    """The layers' forces between edges ``p0 p1`` and ``q0 q1`` into ``out`` (rows: p0, p1, q0,
+    q1); returns the energy (J)."""
+    d2, s, t = segment_segment(x[p0, 0], x[p0, 1], x[p0, 2], x[p1, 0], x[p1, 1], x[p1, 2],
+                               x[q0, 0], x[q0, 1], x[q0, 2], x[q1, 0], x[q1, 1], x[q1, 2])
+    gap = math.sqrt(d2)
+    force, energy = layered_push(gap, eta, k, layers)
+    out[:, :] = 0.0
+    if force == 0.0 or gap == 0.0:
+        return energy
+    for axis in range(3):
+        n = ((1.0 - s) * x[p0, axis] + s * x[p1, axis] - (1.0 - t) * x[q0, axis] - t * x[q1, axis]) / gap
+        out[0, axis] = (1.0 - s) * force * n
+        out[1, axis] = s * force * n
+        out[2, axis] = -(1.0 - t) * force * n
+        out[3, axis] = -t * force * n
+    return energy
+
