@@ -5,5 +5,7 @@ registered app.
 - :mod:`.forces`: stretch and bend as compiled kernels, summed per vertex in stencil order;
 - :mod:`.model`: the material, lumped masses and kick–drift;
 - :mod:`.contact`: closest points of vertex–face and edge–edge pairs, and the nested penalty
-  layers' forces.
+  layers' forces;
+- :mod:`.app`: the material stepped on the parts of a mesh partition, bitwise the one-piece
+  model on any partition and executor (no contact yet).
 """

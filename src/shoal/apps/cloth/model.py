@@ -151,12 +151,14 @@ class ClothModel:
         energies = np.empty(steps)
         for k in range(steps):
             energies[k] = self.forces(x, f)
-            _kick_drift(x, v, f, inverse, free, g, dt, damping)
+            kick_drift(x, v, f, inverse, free, g, dt, damping)
         return energies
 
 
 @nb.njit(cache=True, nogil=True)
-def _kick_drift(x, v, f, inverse, free, g, dt, damping):
+def kick_drift(x, v, f, inverse, free, g, dt, damping):
+    """One kick of the free vertices (forces ``f`` times their inverse masses, and gravity
+    ``g``; the velocity then loses ``damping dt`` of itself), then every vertex's drift."""
     keep = 1.0 - damping * dt
     for i in range(x.shape[0]):
         if free[i]:
