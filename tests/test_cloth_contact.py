@@ -74,12 +74,12 @@ def test_layered_forces_are_the_energys_gradient_and_conserve_momentum(pair, lay
         x = np.array([[0.2, 0.3, 0.004], [0, 0, 0], [1, 0, 0], [0, 1, 0]]) + rng.normal(0, 1e-4, (4, 3))
 
         def energy(y, out):
-            return vertex_face(y, 0, 1, 2, 3, eta, k, layers, out)
+            return vertex_face(y, 0, 1, 2, 3, eta, k, 1, layers, out)
     else:
         x = np.array([[-1, 0.1, 0.003], [1, -0.1, 0.003], [0.1, -1, 0], [-0.1, 1, 0]]) + rng.normal(0, 1e-4, (4, 3))
 
         def energy(y, out):
-            return edge_edge(y, 0, 1, 2, 3, eta, k, layers, out)
+            return edge_edge(y, 0, 1, 2, 3, eta, k, 1, layers, out)
     f = np.zeros((4, 3))
     assert energy(x, f) > 0
     scratch = np.zeros((4, 3))
@@ -98,15 +98,16 @@ def test_layered_forces_are_the_energys_gradient_and_conserve_momentum(pair, lay
 
 def test_a_pair_beyond_the_first_layer_feels_nothing_and_inner_layers_add_up():
     eta, k = 0.01, 10.0
-    assert layered_push(0.0101, eta, k, 5) == (0.0, 0.0)
+    assert layered_push(0.0101, eta, k, 1, 5) == (0.0, 0.0)
     # at a gap of 0.0085 only layers 1 and 2 reach it: thicknesses 0.01 and 0.0084...
     assert layer_thickness(eta, 2) < 0.0085 < layer_thickness(eta, 1)
-    force, energy = layered_push(0.0085, eta, k, 5)
+    force, energy = layered_push(0.0085, eta, k, 1, 5)
     assert force == pytest.approx(k * (eta - 0.0085)) and energy == pytest.approx(0.5 * k * (eta - 0.0085) ** 2)
-    force, _ = layered_push(0.005, eta, k, 5)
+    force, _ = layered_push(0.005, eta, k, 1, 5)
     expected = sum(layer_stiffness(k, n) * (layer_thickness(eta, n) - 0.005) for n in range(1, 6)
                    if layer_thickness(eta, n) > 0.005)
     assert force == pytest.approx(expected)
+    assert sum(layered_push(0.005, eta, k, n, n)[0] for n in range(1, 6)) == pytest.approx(force)  # layer by layer
 
 
 def test_the_layers_formulas_and_their_substeps():

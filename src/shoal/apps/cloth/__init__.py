@@ -6,6 +6,8 @@ registered app.
 - :mod:`.model`: the material, lumped masses and kick–drift;
 - :mod:`.contact`: closest points of vertex–face and edge–edge pairs, and the nested penalty
   layers' forces;
+- :mod:`.acm`: asynchronous contact mechanics in one piece: collision windows, conservative
+  detection along trajectories, layers added with a rollback and dropped after a clean window;
 - :mod:`.app`: the material stepped on the parts of a mesh partition, bitwise the one-piece
   model on any partition and executor (no contact yet).
 """

@@ -149,10 +149,10 @@ def segment_segment(p0x, p0y, p0z, p1x, p1y, p1z, q0x, q0y, q0z, q1x, q1y, q1z):
 
 
 @nb.njit(cache=True, nogil=True)
-def layered_push(gap, eta, k, layers):
-    """The force (N, pushing the pair apart) and energy (J) of layers ``1..layers`` at ``gap``."""
+def layered_push(gap, eta, k, first, last):
+    """The force (N, pushing the pair apart) and energy (J) of layers ``first..last`` at ``gap``."""
     force = energy = 0.0
-    for layer in range(1, layers + 1):
+    for layer in range(first, last + 1):
         thickness = eta * layer ** -0.25
         if gap < thickness:
             stiffness = k * layer ** 3
@@ -162,13 +162,13 @@ def layered_push(gap, eta, k, layers):
 
 
 @nb.njit(cache=True, nogil=True)
-def vertex_face(x, p, a, b, c, eta, k, layers, out):
-    """The layers' forces between vertex ``p`` and triangle ``abc`` into ``out`` (rows: p, a, b,
-    c); returns the energy (J)."""
+def vertex_face(x, p, a, b, c, eta, k, first, last, out):
+    """The forces of layers ``first..last`` between vertex ``p`` and triangle ``abc`` into
+    ``out`` (rows: p, a, b, c); returns their energy (J)."""
     d2, wa, wb, wc = point_triangle(x[p, 0], x[p, 1], x[p, 2], x[a, 0], x[a, 1], x[a, 2],
                                     x[b, 0], x[b, 1], x[b, 2], x[c, 0], x[c, 1], x[c, 2])
     gap = math.sqrt(d2)
-    force, energy = layered_push(gap, eta, k, layers)
+    force, energy = layered_push(gap, eta, k, first, last)
     out[:, :] = 0.0
     if force == 0.0 or gap == 0.0:
         return energy
@@ -182,13 +182,13 @@ def vertex_face(x, p, a, b, c, eta, k, layers, out):
 
 
 @nb.njit(cache=True, nogil=True)
-def edge_edge(x, p0, p1, q0, q1, eta, k, layers, out):
-    """The layers' forces between edges ``p0 p1`` and ``q0 q1`` into ``out`` (rows: p0, p1, q0,
-    q1); returns the energy (J)."""
+def edge_edge(x, p0, p1, q0, q1, eta, k, first, last, out):
+    """The forces of layers ``first..last`` between edges ``p0 p1`` and ``q0 q1`` into ``out``
+    (rows: p0, p1, q0, q1); returns their energy (J)."""
     d2, s, t = segment_segment(x[p0, 0], x[p0, 1], x[p0, 2], x[p1, 0], x[p1, 1], x[p1, 2],
                                x[q0, 0], x[q0, 1], x[q0, 2], x[q1, 0], x[q1, 1], x[q1, 2])
     gap = math.sqrt(d2)
-    force, energy = layered_push(gap, eta, k, layers)
+    force, energy = layered_push(gap, eta, k, first, last)
     out[:, :] = 0.0
     if force == 0.0 or gap == 0.0:
         return energy
