@@ -22,13 +22,14 @@ SMALL = ["app.cells=[24,20,14]", "app.spacing=100.0", "app.absorbing=4", "app.f0
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """A 3D run in float64 with frames every 10 steps, and a 2D one in float32 without frames."""
+    """A 3D run in float32 with frames every 10 steps, and a 2D one in float64 without frames
+    (each its scenario's precision: the kernels the warm-up compiled)."""
     base = tmp_path_factory.mktemp("streams")
     three = run_scenario("seismic-halfspace", steps=STEPS, tiles=4, nodes=1, workers=1,
-                         set=[*SMALL, "app.dtype=\"float64\"", "run.frame_every=10"], out=base / "3d")
+                         set=[*SMALL, "app.dtype=\"float32\"", "run.frame_every=10"], out=base / "3d")
     two = run_scenario("seismic-layered-2d", steps=STEPS, tiles=3, nodes=1, workers=1,
                        set=["app.cells=[60,24]", "app.absorbing=5", "app.source_at=[700.0,200.0]",
-                            "app.receivers=[[1000.0,0.0],[200.0,50.0]]", "app.dtype=\"float32\"",
+                            "app.receivers=[[1000.0,0.0],[200.0,50.0]]", "app.dtype=\"float64\"",
                             "run.frame_every=0"], out=base / "2d")
     return three, two
 
@@ -52,8 +53,8 @@ def test_the_stream_holds_every_receiver_and_component_with_codes_coordinates_an
         assert st.starttime == obspy.UTCDateTime(0) and st.delta == dt and st.npts == STEPS + 1
         # Z points up: the run's vz (depth down) with its sign turned; bit for bit otherwise
         np.testing.assert_array_equal(trace.data, -seis[r, :, 2] if c == 2 else seis[r, :, c])
-        assert trace.data.dtype == np.float64
-        x, y, z = RECEIVERS[r]
+        assert trace.data.dtype == np.float64 and np.array_equal(trace.data.astype(np.float32), trace.data)
+        x, y, z = RECEIVERS[r]  # (a float32 run's values, in float64)
         assert (st.coordinates.x, st.coordinates.y, st.coordinates.z, st.coordinates.elevation) == (x, y, z, -z)
         assert st.distance == pytest.approx(np.hypot(x - SOURCE[0], y - SOURCE[1]), abs=1e-9)
     assert stream[3].stats.distance == 0.0  # the receiver right above the source
@@ -81,7 +82,7 @@ def test_a_2d_run_has_no_y_traces_and_reads_from_its_final_state(runs):
     stream = to_obspy(run.path)
     assert [t.stats.channel[-1] for t in stream] == ["X", "Z", "X", "Z"]
     np.testing.assert_array_equal(stream[3].data, -seis[1, :, 2])
-    assert np.array_equal(stream[0].data.astype(np.float32), stream[0].data)  # a float32 run's values
+    assert not np.array_equal(stream[0].data.astype(np.float32), stream[0].data)  # a float64 run's values
     assert [t.stats.distance for t in stream[::2]] == [300.0, 500.0]
 
 
