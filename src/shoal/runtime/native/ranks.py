@@ -412,15 +412,21 @@ class NativeRanksExecutor(NativeExecutor):
                 self._sending.extend((request, None) for request in self.team.post(values, rank, JOBS, ints))
         self._comm_count += len(tiles) * (self._ranks - 1)
 
+    def _held_by(self, rank: int, ints: list[int], values: list, what: str) -> list[int]:
+        """The tiles a message from ``rank`` routes its ``values`` to (after its run and
+        instance), each one ``rank``'s; counted as payloads moved."""
+        tiles = ints[2:]
+        if len(tiles) != len(values) or any(self._owner_list[t] != rank for t in tiles):
+            raise ShoalError(f"rank {self.rank} received {what} of tiles {tiles} from rank {rank}, "
+                             "which does not hold them")
+        self._comm_count += len(tiles)
+        return tiles
+
     def _emitted_elsewhere(self, instance: int, rank: int, ints: list[int], values: list) -> None:
         """The jobs ``rank``'s tiles emitted: kept for the placement, then counted in as that
         rank's values (the last rank's in ends the segment: see :meth:`_emit`)."""
-        tiles = ints[2:]
-        if len(tiles) != len(values) or any(self._owner_list[t] != rank for t in tiles):
-            raise ShoalError(f"rank {self.rank} received jobs of tiles {tiles} from rank {rank}, "
-                             "which does not hold them")
+        tiles = self._held_by(rank, ints, values, "jobs")
         self._emitted_at.setdefault(instance, {}).update(zip(tiles, values, strict=True))
-        self._comm_count += len(tiles)
         deliver_values(self._g, self._shared, instance, rank, np.zeros(HEAD))
 
     def _emit(self) -> None:
@@ -460,12 +466,8 @@ class NativeRanksExecutor(NativeExecutor):
     def _inputs_arrived(self, instance: int, rank: int, ints: list[int], values: list) -> None:
         """Inputs of ``rank``'s tiles for ranges here: kept; a range placed already that lacked
         only them is queued."""
-        tiles = ints[2:]
-        if len(tiles) != len(values) or any(self._owner_list[t] != rank for t in tiles):
-            raise ShoalError(f"rank {self.rank} received job inputs of tiles {tiles} from rank {rank}, "
-                             "which does not hold them")
+        tiles = self._held_by(rank, ints, values, "job inputs")
         self._fetched.setdefault(instance, {}).update(zip(tiles, values, strict=True))
-        self._comm_count += len(tiles)
         for t in tiles:
             for unit in self._awaiting.pop((instance, t), ()):
                 self._lacking[(instance, unit)] -= 1
