@@ -149,3 +149,15 @@ def edit_dataset(dataset: str, index: int, value):
         del f[dataset]
         f[dataset] = values
     return edit
+
+
+def minus_gradient(energy, x: np.ndarray, h: float) -> np.ndarray:
+    """``-∂energy/∂x`` by central differences of step ``h``, entry by entry (the forces a
+    conservative model must give)."""
+    out = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[index] += h
+        down[index] -= h
+        out[index] = -(energy(up) - energy(down)) / (2 * h)
+    return out

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import minus_gradient
 from shoal.apps.cloth.contact import (
     edge_edge,
     layer_stiffness,
@@ -83,14 +84,7 @@ def test_layered_forces_are_the_energys_gradient_and_conserve_momentum(pair, lay
     f = np.zeros((4, 3))
     assert energy(x, f) > 0
     scratch = np.zeros((4, 3))
-    h = 1e-8
-    numeric = np.zeros_like(x)
-    for i in range(4):
-        for axis in range(3):
-            up, down = x.copy(), x.copy()
-            up[i, axis] += h
-            down[i, axis] -= h
-            numeric[i, axis] = -(energy(up, scratch) - energy(down, scratch)) / (2 * h)
+    numeric = minus_gradient(lambda y: energy(y, scratch), x, 1e-8)
     assert np.abs(f - numeric).max() <= 1e-5 * np.abs(f).max()
     assert np.abs(f.sum(axis=0)).max() <= 1e-13 * np.abs(f).max()  # no net force
     assert np.abs(np.cross(x, f).sum(axis=0)).max() <= 1e-12 * np.abs(f).max()  # no net moment

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import minus_gradient
 from shoal.apps.cloth.model import ClothModel, Material
 from shoal.apps.cloth.surface import Surface, read_obj, sheet
 from shoal.errors import ShoalError
@@ -28,14 +29,7 @@ def test_the_forces_are_minus_the_energys_gradient():
     model, x = _crumpled()
     f = np.zeros_like(x)
     model.forces(x, f)
-    h = 1e-7
-    numeric = np.zeros_like(x)
-    for i in range(len(x)):
-        for k in range(3):
-            up, down = x.copy(), x.copy()
-            up[i, k] += h
-            down[i, k] -= h
-            numeric[i, k] = -(_energy(model, up) - _energy(model, down)) / (2 * h)
+    numeric = minus_gradient(lambda y: _energy(model, y), x, 1e-7)
     assert np.abs(f - numeric).max() <= 1e-5 * np.abs(f).max()
 
 
@@ -123,6 +117,8 @@ def test_a_sheet_has_its_stencils_and_an_obj_file_reads_back_the_same(tmp_path):
     assert len(s.vertices) == 16 and len(s.triangles) == 18
     assert len(s.hinges) == len(s.edges) - 4 * 3  # every edge but the border's
     assert s.stencils == 18 + len(s.hinges)
+    for (x0, x1, x2, x3), (a, b) in zip(s.hinges.tolist(), s.hinge_triangles.tolist(), strict=True):
+        assert set(s.triangles[a].tolist()) == {x0, x1, x2} and set(s.triangles[b].tolist()) == {x0, x1, x3}
     normals = np.cross(*(s.vertices[s.triangles[:, k]] - s.vertices[s.triangles[:, 0]] for k in (1, 2)))
     assert (normals[:, 2] > 0).all()
     lines = [f"v {a} {b} {c}" for a, b, c in s.vertices] + [f"f {a + 1}/1 {b + 1} {c + 1}" for a, b, c in s.triangles]

@@ -126,8 +126,9 @@ class ContactCloth:
             x0, v0, rollbacks = x.copy(), v.copy(), 0
             while True:
                 track = self._simulate(x, v, g)
-                bound, least = window_gaps(track, self.pairs, self.eta * (self.layers + 1.0) ** -0.25)
-                close = bound < self.eta * (self.layers + 1.0) ** -0.25
+                next_layer = self.eta * (self.layers + 1.0) ** -0.25  # each pair's first inactive layer's thickness
+                bound, least = window_gaps(track, self.pairs, next_layer)
+                close = bound < next_layer
                 if not close.any():
                     break
                 self.layers = self.layers + close
@@ -137,10 +138,11 @@ class ContactCloth:
                                      f"layers (gap {least[k]:.3g} m): lower the time step or raise the stiffness")
                 x[:], v[:] = x0, v0
                 rollbacks += 1
-            innermost = self.eta * np.maximum(self.layers, 1) ** -0.25
-            # (the bound against the innermost layer: refined against it, not against the next)
-            out, _ = window_gaps(track, self.pairs, innermost)
-            self.layers = np.where((self.layers > 0) & (out >= innermost), self.layers - 1, self.layers)
+            active = np.flatnonzero(self.layers)
+            innermost = self.eta * self.layers[active] ** -0.25
+            # (a bound refined against the innermost layer, not the next: those pairs only)
+            out, _ = window_gaps(track, self.pairs[active], innermost)
+            self.layers[active[out >= innermost]] -= 1
             self.log.rollbacks.append(rollbacks)
             self.log.pairs.append(int((self.layers > 0).sum()))
             self.log.layers.append(int(self.layers.sum()))
@@ -193,7 +195,7 @@ def _penalty_window_step(x, v, inverse, pairs, layers, active, times, ticks, eta
                     vertex_face(x, p[1], p[2], p[3], p[4], eta, k, layer, layer, out)
                 else:
                     edge_edge(x, p[1], p[2], p[3], p[4], eta, k, layer, layer, out)
-                step = dt / math.ceil(layer ** 1.5 - 1e-12)
+                step = dt / layer_substeps(layer)
                 for r in range(4):
                     q = p[1 + r]
                     for axis in range(3):

@@ -59,85 +59,85 @@ class ClothApp(App):
         self.gravity = np.asarray(gravity, np.float64)
         self.free = np.ones(n, bool) if pinned is None else ~np.asarray(pinned, bool)
         self.velocity = np.zeros((n, 3)) if velocity is None else np.asarray(velocity, np.float64)
+        self._for = None  # the tiling the plans below are for
+        self._sends: dict[tuple[int, int], np.ndarray] = {}
         self._parts: dict[int, dict[str, np.ndarray]] = {}
 
     def check_tiling(self, tiling) -> None:
         if not isinstance(tiling, MeshPartition):
             raise ShoalError("the cloth runs on a mesh partition of its triangles (MeshPartition)")
 
-    def _needs(self, tiling: MeshPartition) -> dict[tuple[int, int], np.ndarray]:
-        """Per (reader, source) part, the vertices the reader's stencils read and the source
-        sends: of every vertex a part lacks, its lowest-numbered holder."""
-        key = id(tiling)
-        if getattr(self, "_needs_of", (None,))[0] != key:
-            m, n = self.model, len(self.model.surface.vertices)
-            holder = np.full(n, np.iinfo(np.int64).max)
-            for part in range(tiling.ntiles):
-                held = tiling.vertices_of(part)
-                holder[held] = np.minimum(holder[held], part)
-            needs = {}
-            for part in range(tiling.ntiles):
-                mine = np.zeros(n, bool)
-                mine[tiling.vertices_of(part)] = True
-                touched = np.zeros(n, bool)
-                touched[m.surface.triangles[mine[m.surface.triangles].any(axis=1)].ravel()] = True
-                if len(m.hinges):
-                    touched[m.hinges[mine[m.hinges].any(axis=1)].ravel()] = True
-                lacking = np.flatnonzero(touched & ~mine)
-                for src in np.unique(holder[lacking]).tolist():
-                    needs[(part, src)] = lacking[holder[lacking] == src]
-            self._needs_of = (key, needs)
-        return self._needs_of[1]
-
-    def reads(self, phase, step: int, decomposition) -> list:
-        needs = self._needs(decomposition)
-        return [sorted(src for (dst, src) in needs if dst == t) for t in range(decomposition.ntiles)]
-
-    def _part(self, tile: int, tiling: MeshPartition) -> dict[str, np.ndarray]:
-        """What tile ``tile`` evaluates: the stencils touching its vertices (in global order) and
-        their rows per vertex it holds."""
-        got = self._parts.get(tile)
-        if got is None:
-            m = self.model
-            held = tiling.vertices_of(tile)
-            mine = np.zeros(len(m.surface.vertices), bool)
+    def _plan(self, tiling: MeshPartition) -> None:
+        """For ``tiling``: per part, the stencils touching its vertices (in global order) on its
+        own numbering of the vertices they read (those it holds, then those it lacks, by their
+        source part), and per (reader, source) the source's positions of what it sends: of every
+        vertex a part lacks, its lowest-numbered holder."""
+        if self._for is tiling:
+            return
+        m, n = self.model, len(self.model.surface.vertices)
+        holder = np.full(n, np.iinfo(np.int64).max)
+        for part in range(tiling.ntiles):
+            held = tiling.vertices_of(part)
+            holder[held] = np.minimum(holder[held], part)
+        self._sends, self._parts = {}, {}
+        local = np.full(n, -1, np.int64)
+        for part in range(tiling.ntiles):
+            held = tiling.vertices_of(part)
+            mine = np.zeros(n, bool)
             mine[held] = True
             tri = np.flatnonzero(mine[m.surface.triangles].any(axis=1))
-            hin = np.flatnonzero(mine[m.hinges].any(axis=1)) if len(m.hinges) else np.zeros(0, np.int64)
-            ptr, order = stencil_rows(m.surface.triangles[tri], m.hinges[hin], len(m.surface.vertices))
-            got = self._parts[tile] = {
-                "held": held, "triangles": np.ascontiguousarray(m.surface.triangles[tri]),
-                "dm_inv": np.ascontiguousarray(m.dm_inv[tri]), "area": m.area[tri],
-                "hinges": np.ascontiguousarray(m.hinges[hin]), "rest_angle": m.rest_angle[hin],
-                "weight": m.weight[hin], "ptr": ptr, "order": order,
+            hin = np.flatnonzero(mine[m.hinges].any(axis=1))
+            touched = np.zeros(n, bool)
+            touched[m.surface.triangles[tri].ravel()] = touched[m.hinges[hin].ravel()] = True
+            lacking = np.flatnonzero(touched & ~mine)
+            lacking = lacking[np.argsort(holder[lacking], kind="stable")]  # grouped by source, as halos land
+            reads = np.concatenate([held, lacking])
+            local[reads] = np.arange(len(reads))
+            slots, at = {}, len(held)
+            for src in np.unique(holder[lacking]).tolist():
+                want = lacking[holder[lacking] == src]
+                self._sends[(part, src)] = np.searchsorted(tiling.vertices_of(src), want)
+                slots[src] = slice(at, at + len(want))
+                at += len(want)
+            triangles, hinges = local[m.surface.triangles[tri]], local[m.hinges[hin]]
+            ptr, order = stencil_rows(triangles, hinges, len(reads))
+            self._parts[part] = {
+                "held": np.arange(len(held)), "reads": len(reads), "slots": slots, "triangles": triangles,
+                "dm_inv": np.ascontiguousarray(m.dm_inv[tri]), "area": m.area[tri], "hinges": hinges,
+                "rest_angle": m.rest_angle[hin], "weight": m.weight[hin], "ptr": ptr, "order": order,
                 "rows": np.zeros((3 * len(tri) + 4 * len(hin), 3)),
                 "inverse": np.where(self.free[held], 1.0 / m.mass[held], 0.0), "free": self.free[held]}
-        return got
+            local[reads] = -1
+        self._for = tiling
+
+    def reads(self, phase, step: int, decomposition) -> list:
+        self._plan(decomposition)
+        return [sorted(self._parts[t]["slots"]) for t in range(decomposition.ntiles)]
 
     def init_tile(self, tile: int, tiling) -> dict[str, Any]:
         held = tiling.vertices_of(tile)
         return {"ids": held, "x": self.model.surface.vertices[held].copy(), "v": self.velocity[held].copy()}
 
     def pack_halos(self, state, src: int, tiling) -> dict[int, np.ndarray]:
-        """Per part reading ``src``, the rows ``(vertex, x, y, z)`` of the vertices it lacks."""
-        return {dst: np.column_stack([want.astype(np.float64), state["x"][np.searchsorted(state["ids"], want)]])
-                for (dst, s), want in self._needs(tiling).items() if s == src}
+        """Per part reading ``src``, the positions of the vertices it lacks from ``src``."""
+        self._plan(tiling)
+        return {dst: state["x"][which] for (dst, s), which in self._sends.items() if s == src}
 
     def move(self, tile: int, state, halos: dict, ctx, tiling) -> int:
-        part = self._part(tile, tiling)
-        x = np.full((len(self.model.surface.vertices), 3), np.nan)  # (what no stencil here reads stays NaN)
-        x[state["ids"]] = state["x"]
-        for rows in halos.values():
-            x[rows[:, 0].astype(np.int64)] = rows[:, 1:]
+        self._plan(tiling)
+        part = self._parts[tile]
+        x = np.empty((part["reads"], 3))  # the part's own numbering: what it holds, then what it read
+        held = part["held"]
+        x[held] = state["x"]
+        for src, positions in halos.items():
+            x[part["slots"][src]] = positions
         mu, lam = self.model.material.lame
         stretch(x, part["triangles"], part["dm_inv"], part["area"], mu, lam, part["rows"], 0)
-        if len(part["hinges"]):
-            bend(x, part["hinges"], part["rest_angle"], part["weight"], part["rows"], 3 * len(part["triangles"]))
-        f = np.zeros_like(x)
-        accumulate(part["rows"], part["ptr"], part["order"], part["held"], f)
-        kick_drift(state["x"], state["v"], np.ascontiguousarray(f[part["held"]]), part["inverse"], part["free"],
-                   self.gravity, self.dt, self.damping)
-        return len(part["held"])
+        bend(x, part["hinges"], part["rest_angle"], part["weight"], part["rows"], 3 * len(part["triangles"]))
+        f = np.empty((len(held), 3))
+        accumulate(part["rows"], part["ptr"], part["order"], held, f)
+        kick_drift(state["x"], state["v"], f, part["inverse"], part["free"], self.gravity, self.dt, self.damping)
+        return len(held)
 
     def gather(self, states: dict[int, Any], tiling) -> dict[str, np.ndarray]:
         n = len(self.model.surface.vertices)

@@ -21,6 +21,7 @@ import math
 import numba as nb
 
 
+@nb.njit(cache=True, nogil=True)
 def layer_thickness(eta: float, layer: int) -> float:
     """``η_l = η l^(-1/4)``: layer ``layer``'s thickness, m (``eta``: the first's).
 
@@ -34,6 +35,7 @@ def layer_thickness(eta: float, layer: int) -> float:
     return eta * layer ** -0.25
 
 
+@nb.njit(cache=True, nogil=True)
 def layer_stiffness(k: float, layer: int) -> float:
     """``k_l = k l³``: layer ``layer``'s stiffness, N/m (``k``: the first's).
 
@@ -47,6 +49,7 @@ def layer_stiffness(k: float, layer: int) -> float:
     return k * layer ** 3
 
 
+@nb.njit(cache=True, nogil=True)
 def layer_substeps(layer: int) -> int:
     """``n_l = ⌈l^(3/2)⌉``: layer ``layer`` ticks every ``Δt / n_l`` (its step ``Δt l^(-3/2)``
     rounded down to a divisor of the material step).
@@ -153,9 +156,9 @@ def layered_push(gap, eta, k, first, last):
     """The force (N, pushing the pair apart) and energy (J) of layers ``first..last`` at ``gap``."""
     force = energy = 0.0
     for layer in range(first, last + 1):
-        thickness = eta * layer ** -0.25
+        thickness = layer_thickness(eta, layer)
         if gap < thickness:
-            stiffness = k * layer ** 3
+            stiffness = layer_stiffness(k, layer)
             force += stiffness * (thickness - gap)
             energy += 0.5 * stiffness * (thickness - gap) ** 2
     return force, energy

@@ -84,20 +84,13 @@ class ClothModel:
         self.dm_inv, self.area = rest_frames(v, t)
         self.hinges = hinges
         self.rest_angle = np.array([dihedral(v, *h) for h in hinges.tolist()], dtype=np.float64).reshape(-1)
-        shared = self.area[self._triangle_of_hinge(0)] + self.area[self._triangle_of_hinge(1)] if len(hinges) else 0
-        edge2 = np.sum((v[hinges[:, 1]] - v[hinges[:, 0]]) ** 2, axis=1) if len(hinges) else np.zeros(0)
-        self.weight = (material.bending * 3 * edge2 / shared) if len(hinges) else np.zeros(0)
+        shared = self.area[surface.hinge_triangles].sum(axis=1)
+        edge2 = np.sum((v[hinges[:, 1]] - v[hinges[:, 0]]) ** 2, axis=1)
+        self.weight = material.bending * 3 * edge2 / shared
         self.ptr, self.order = stencil_rows(t, hinges, len(v))
         self.rows = np.zeros((3 * len(t) + 4 * len(hinges), 3))
         self.mass = np.bincount(t.ravel(), weights=np.repeat(material.density * self.area / 3, 3), minlength=len(v))
         self.all_vertices = np.arange(len(v), dtype=np.int64)
-
-    def _triangle_of_hinge(self, side: int) -> np.ndarray:
-        """The triangle on ``side`` 0 (``x0, x1, x2``) or 1 (``x1, x0, x3``) of every hinge."""
-        t, h = self.surface.triangles, self.hinges
-        key = {tuple(row): k for k, row in enumerate(np.sort(t, axis=1).tolist())}
-        cols = [0, 1, 2] if side == 0 else [0, 1, 3]
-        return np.array([key[tuple(sorted(row))] for row in h[:, cols].tolist()], dtype=np.int64)
 
     def forces(self, x: np.ndarray, out: np.ndarray, vertices: np.ndarray | None = None) -> float:
         """The material forces at positions ``x`` into ``out`` (of ``vertices``, default all),

@@ -112,15 +112,25 @@ class Surface:
                              f"both run along edge {ab[k].tolist()} the same way")
 
     @cached_property
+    def _twins(self) -> np.ndarray:
+        """Where each interior edge's pair of half-edges starts in :attr:`_half_edges`."""
+        key = np.sort(self._half_edges[0], axis=1)
+        return np.flatnonzero((key[1:] == key[:-1]).all(axis=1))
+
+    @cached_property
     def hinges(self) -> np.ndarray:
         """The bend stencils, shape (h, 4): per interior edge ``(x0, x1, x2, x3)``, the edge
         ``x0 -> x1`` as triangle ``(x0, x1, x2)`` runs along it, ``x3`` the opposite vertex of
         the triangle across it; in the order of the edges' sorted vertex pairs."""
         ab, _, opposite = self._half_edges
-        key = np.sort(ab, axis=1)
-        twin = np.flatnonzero((key[1:] == key[:-1]).all(axis=1))  # first of each interior pair
-        # The pair's first half-edge runs low -> high; its triangle is (x0, x1, x2).
+        twin = self._twins  # (the pair's first half-edge runs low -> high: its triangle is (x0, x1, x2))
         return np.stack([ab[twin, 0], ab[twin, 1], opposite[twin], opposite[twin + 1]], axis=1).astype(np.int64)
+
+    @cached_property
+    def hinge_triangles(self) -> np.ndarray:
+        """The two triangles of every hinge, shape (h, 2): ``(x0, x1, x2)``'s, then ``(x1, x0, x3)``'s."""
+        tri, twin = self._half_edges[1], self._twins
+        return np.stack([tri[twin], tri[twin + 1]], axis=1).astype(np.int64)
 
     @cached_property
     def edges(self) -> np.ndarray:

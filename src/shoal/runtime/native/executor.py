@@ -757,8 +757,8 @@ class NativeExecutor(NodePools):
         # Every tile's task before has ended: its task here waits for its ranges only.
         sh.need[instance * T:(instance + 1) * T] = counts
         queued, later = [[] for _ in range(self.cluster.nodes)], [0] * self.cluster.nodes
-        mine = [u for u, unit in enumerate(self._units) if unit[3] in self._pools]
-        for u in mine:
+        ranges_here = [u for u, unit in enumerate(self._units) if unit[3] in self._pools]
+        for u in ranges_here:
             node = self._units[u][3]
             if self._range_ready(instance, u):
                 queued[node].append(-2 - u)
@@ -770,7 +770,7 @@ class NativeExecutor(NodePools):
             queued[self._owner_list[t]].append(instance * T + t)
         self._queue(queued, later)
         # The step waited for this placement; now for the ranges run here too.
-        self._count_off_step(int(self._g.step[instance]), 1 - len(mine))
+        self._count_off_step(int(self._g.step[instance]), 1 - len(ranges_here))
 
     def _ended(self) -> None:
         """The run's steps are done, its states not yet published (MPI ranks agree on a redo

@@ -221,7 +221,7 @@ class NativeRanksExecutor(NativeExecutor):
             return
         self._finish(int(self._shared.control[STEPS_DONE]))
         if self.team.max(float(self._redo)) > 0:
-            NativeExecutor._no_room(self)
+            super()._no_room()
 
     # ----- the run's waits: messages move meanwhile ------------------------------------------
     def _segment(self, on_step, stop, reported: int) -> int:
