@@ -105,7 +105,7 @@ def test_a_pair_beyond_the_first_layer_feels_nothing_and_inner_layers_add_up():
 
 
 def test_the_layers_formulas_and_their_substeps():
-    assert [layer_substeps(n) for n in range(1, 6)] == [1, 3, 6, 8, 12]  # ⌈l^1.5⌉
+    assert [layer_substeps(n) for n in range(1, 11)] == [1, 4, 8, 8, 16, 16, 32, 32, 32, 32]  # 2^⌈log2 l^1.5⌉
     assert layer_thickness(0.01, 16) == pytest.approx(0.005) and layer_stiffness(2.0, 3) == 54.0
     # A faster body needs more layers to stop, never fewer.
     counts = [layers_to_stop(0.01, v, 0.001, 100.0) for v in (0.0, 0.1, 1.0, 10.0, 100.0)]

@@ -4,8 +4,10 @@ registered app.
 - :mod:`.surface`: the triangle surface at rest, its stencils, a generated sheet, OBJ input;
 - :mod:`.forces`: stretch and bend as compiled kernels, summed per vertex in stencil order;
 - :mod:`.model`: the material, lumped masses and kick–drift;
-- :mod:`.contact`: closest points of vertex–face and edge–edge pairs, and the nested penalty
-  layers' forces;
+- :mod:`.contact`: closest points of vertex–face, edge–edge and cloth–obstacle pairs, and the
+  nested penalty layers' forces;
+- :mod:`.obstacles`: kinematic capsules (a sphere, a rod), still or spun with a speed profile;
+- :mod:`.broad`: the broad phase, swept boxes in a hashed grid;
 - :mod:`.acm`: asynchronous contact mechanics in one piece: collision windows, conservative
   detection along trajectories, layers added with a rollback and dropped after a clean window;
 - :mod:`.app`: the material stepped on the parts of a mesh partition, bitwise the one-piece

@@ -5,13 +5,15 @@ nested penalty layers (the contact-mechanics paper §II-A): layer ``l = 1, 2, ..
 thickness ``η_l = η l^(-1/4)``, the stiffness ``k_l = k l³`` and its own step
 ``Δt_l = Δt l^(-3/2)``, and pushes a pair whose gap ``d`` is below ``η_l`` with the energy
 ``k_l (η_l - d)² / 2``. The formulas are those of the one public code of the family (the
-paper gives none); shoal rounds each step down to ``Δt / n_l`` with ``n_l = ⌈l^(3/2)⌉``, so
-that every layer's clock ticks on the material one's.
+paper gives none); shoal rounds each step down to ``Δt / n_l`` with ``n_l`` the least power of
+two at or above ``l^(3/2)``, so that every layer's clock ticks on every coarser one's.
 
-A pair is a vertex and a triangle, or two edges. Its force acts along the line between its
-closest points, on each primitive's vertices by the closest point's barycentric weights: the
-forces sum to zero and their moments too (they are equal, opposite and on one line), so
-contact conserves linear and angular momentum, as the material forces do.
+A pair is a vertex and a triangle, two edges, or a vertex, an edge or a triangle and a
+kinematic obstacle (a capsule). Its force acts along the line between its closest points, on
+each primitive's vertices by the closest point's barycentric weights. Between two of the
+cloth's primitives the forces sum to zero and their moments too (they are equal, opposite and
+on one line), so self-contact conserves linear and angular momentum, as the material forces do;
+an obstacle, moved as prescribed, takes no reaction.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from __future__ import annotations
 import math
 
 import numba as nb
+
+# The kinds of contact pair: two primitives of the cloth, or one and an obstacle.
+VERTEX_FACE, EDGE_EDGE, VERTEX_OBSTACLE, EDGE_OBSTACLE, FACE_OBSTACLE = 0, 1, 2, 3, 4
 
 
 @nb.njit(cache=True, nogil=True)
@@ -51,15 +56,20 @@ def layer_stiffness(k: float, layer: int) -> float:
 
 @nb.njit(cache=True, nogil=True)
 def layer_substeps(layer: int) -> int:
-    """``n_l = ⌈l^(3/2)⌉``: layer ``layer`` ticks every ``Δt / n_l`` (its step ``Δt l^(-3/2)``
-    rounded down to a divisor of the material step).
+    """``n_l``, the least power of two at or above ``l^(3/2)``: layer ``layer`` ticks every
+    ``Δt / n_l``, its step ``Δt l^(-3/2)`` rounded down so that every layer's clock ticks on
+    each coarser one's (the ticks of layers ``1..L`` are then ``n_L`` per material step, not the
+    union of ``L`` unrelated grids: a window with deep layers has several times fewer events).
 
     Parameters
     ----------
     layer : int
         The layer, from 1.
     """
-    return math.ceil(layer ** 1.5 - 1e-12)
+    n = 1
+    while n < layer ** 1.5 - 1e-12:
+        n *= 2
+    return n
 
 
 def layers_to_stop(mass: float, speed: float, eta: float, k: float) -> int:
@@ -203,3 +213,73 @@ def edge_edge(x, p0, p1, q0, q1, eta, k, first, last, out):
         out[3, axis] = -t * force * n
     return energy
 
+
+
+@nb.njit(cache=True, nogil=True)
+def point_segment(px, py, pz, ax, ay, az, bx, by, bz):
+    """The closest point of segment ``a b`` to ``p``: the squared distance and the parameter
+    ``t`` of the point ``a + t (b - a)`` (``t = 0`` when the segment is a point)."""
+    dx, dy, dz = bx - ax, by - ay, bz - az
+    length2 = dx * dx + dy * dy + dz * dz
+    t = 0.0
+    if length2 > 0.0:
+        t = min(max(((px - ax) * dx + (py - ay) * dy + (pz - az) * dz) / length2, 0.0), 1.0)
+    return _gap2(px, py, pz, ax + t * dx, ay + t * dy, az + t * dz), t
+
+
+@nb.njit(cache=True, nogil=True)
+def obstacle_closest(x, p, ends):
+    """The closest points of a cloth primitive and an obstacle's axis (pair ``p``, a row
+    ``(kind, q0, q1, q2, obstacle)`` of kind :data:`VERTEX_OBSTACLE`, :data:`EDGE_OBSTACLE` or
+    :data:`FACE_OBSTACLE`, its unused points -1; ``ends`` every obstacle's axis ends): the
+    squared distance, the primitive's point's weights on ``q0, q1, q2``, and the axis point.
+
+    A face's closest approach to a segment is at one of the segment's ends, unless the segment
+    nears one of the face's edges first (an edge–obstacle pair) or crosses it (which a
+    conservative detection never lets happen): the face pair takes the nearer end."""
+    o = p[4]
+    ax, ay, az = ends[o, 0, 0], ends[o, 0, 1], ends[o, 0, 2]
+    bx, by, bz = ends[o, 1, 0], ends[o, 1, 1], ends[o, 1, 2]
+    q0, q1, q2 = p[1], p[2], p[3]
+    if p[0] == VERTEX_OBSTACLE:
+        d2, t = point_segment(x[q0, 0], x[q0, 1], x[q0, 2], ax, ay, az, bx, by, bz)
+        return d2, 1.0, 0.0, 0.0, ax + t * (bx - ax), ay + t * (by - ay), az + t * (bz - az)
+    if p[0] == EDGE_OBSTACLE:
+        if ax == bx and ay == by and az == bz:  # a sphere: its centre against the edge
+            d2, s = point_segment(ax, ay, az, x[q0, 0], x[q0, 1], x[q0, 2], x[q1, 0], x[q1, 1], x[q1, 2])
+            return d2, 1.0 - s, s, 0.0, ax, ay, az
+        d2, s, t = segment_segment(x[q0, 0], x[q0, 1], x[q0, 2], x[q1, 0], x[q1, 1], x[q1, 2], ax, ay, az, bx, by, bz)
+        return d2, 1.0 - s, s, 0.0, ax + t * (bx - ax), ay + t * (by - ay), az + t * (bz - az)
+    da, wa0, wa1, wa2 = point_triangle(ax, ay, az, x[q0, 0], x[q0, 1], x[q0, 2], x[q1, 0], x[q1, 1], x[q1, 2],
+                                       x[q2, 0], x[q2, 1], x[q2, 2])
+    db, wb0, wb1, wb2 = point_triangle(bx, by, bz, x[q0, 0], x[q0, 1], x[q0, 2], x[q1, 0], x[q1, 1], x[q1, 2],
+                                       x[q2, 0], x[q2, 1], x[q2, 2])
+    if db < da:
+        return db, wb0, wb1, wb2, bx, by, bz
+    return da, wa0, wa1, wa2, ax, ay, az
+
+
+@nb.njit(cache=True, nogil=True)
+def cloth_obstacle(x, p, ends, radius, eta, k, first, last, out):
+    """The forces of layers ``first..last`` on a cloth primitive from an obstacle (pair ``p``,
+    see :func:`obstacle_closest`; the obstacle a capsule of ``radius`` around its axis) into
+    ``out``'s rows ``0..2`` (the primitive's points; the obstacle, moved kinematically, takes no
+    reaction); returns their energy (J)."""
+    d2, w0, w1, w2, cx, cy, cz = obstacle_closest(x, p, ends)
+    centre = math.sqrt(d2)
+    force, energy = layered_push(centre - radius, eta, k, first, last)
+    out[:, :] = 0.0
+    if force == 0.0 or centre == 0.0:
+        return energy
+    c = (cx, cy, cz)
+    for axis in range(3):
+        point = w0 * x[p[1], axis]
+        if p[2] >= 0:
+            point += w1 * x[p[2], axis]
+        if p[3] >= 0:
+            point += w2 * x[p[3], axis]
+        n = (point - c[axis]) / centre
+        out[0, axis] = w0 * force * n
+        out[1, axis] = w1 * force * n
+        out[2, axis] = w2 * force * n
+    return energy

@@ -1,0 +1,234 @@
+"""The broad phase: which primitive pairs can come close within a collision window.
+
+A vertex's trajectory in a window is piecewise linear between its events, so the box of its
+positions at the events bounds it all (the *swept box*); a triangle's or an edge's swept box
+bounds its vertices'. Two primitives whose swept boxes, each grown by half a margin, do not
+overlap stay farther apart than the margin for the whole window: no pair that comes within the
+first layer's thickness is ever missed, which the narrow phase (:mod:`.acm`) relies on.
+
+The boxes go into a uniform grid hashed by sorting (the brief's simplification of the paper's
+voxel library and 26-DOP hierarchies, §IV): each box lists the cells it covers, and a pair is
+reported once, in the cell holding the low corner of the two boxes' overlap. The result is
+sorted, so it does not depend on the order of the search: the same window gives the same
+pairs in the same order whatever computed it.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .contact import EDGE_EDGE, EDGE_OBSTACLE, FACE_OBSTACLE, VERTEX_FACE, VERTEX_OBSTACLE
+
+_SHIFT = 30  # a pair's key: kind << 60 | first << 30 | second (ids below 2³⁰, kinds below 8)
+_CELLS_PER_SIDE = 16  # the largest box spans at most this many cells along an axis
+
+
+def pair_keys(kind: int, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """The keys of pairs ``(kind, first, second)``: sorted keys are the canonical order (all
+    vertex–face pairs by vertex then triangle, then edge–edge pairs by their edges, then the
+    vertex–, edge– and face–obstacle pairs by primitive then obstacle).
+
+    Parameters
+    ----------
+    kind : int
+        :data:`~.contact.VERTEX_FACE` (first: a vertex, second: a triangle),
+        :data:`~.contact.EDGE_EDGE` (two edges, first < second), or
+        :data:`~.contact.VERTEX_OBSTACLE`, :data:`~.contact.EDGE_OBSTACLE`,
+        :data:`~.contact.FACE_OBSTACLE` (a vertex, an edge or a triangle; an obstacle).
+    first, second : ndarray of int
+        The pairs' primitives.
+    """
+    return (np.int64(kind) << np.int64(2 * _SHIFT)) | (np.asarray(first, np.int64) << np.int64(_SHIFT)) \
+        | np.asarray(second, np.int64)
+
+
+def split_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(kind, first, second)`` of each key of :func:`pair_keys`.
+
+    Parameters
+    ----------
+    keys : ndarray of int64
+        Pair keys.
+    """
+    keys = np.asarray(keys, np.int64)
+    low = (np.int64(1) << np.int64(_SHIFT)) - 1
+    return keys >> np.int64(2 * _SHIFT), (keys >> np.int64(_SHIFT)) & low, keys & low
+
+
+def swept_boxes(track: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each vertex's swept box over a window: the low and high corners of its positions at
+    every event, shape (n, 3) each.
+
+    Parameters
+    ----------
+    track : ndarray, shape (events, n, 3)
+        Positions at the window's events (its first row the start, its last the end).
+    """
+    return track.min(axis=0), track.max(axis=0)
+
+
+def candidate_pairs(low: np.ndarray, high: np.ndarray, triangles: np.ndarray, edges: np.ndarray,
+                    margin: float) -> np.ndarray:
+    """The keys (:func:`pair_keys`), sorted, of every vertex–face and edge–edge pair sharing no
+    vertex whose swept boxes come within ``margin`` of each other.
+
+    Parameters
+    ----------
+    low, high : ndarray, shape (n, 3)
+        Each vertex's swept box (:func:`swept_boxes`).
+    triangles : ndarray, shape (m, 3)
+        The faces.
+    edges : ndarray, shape (e, 2)
+        The edges.
+    margin : float
+        Boxes closer than this (in every axis) pair, m.
+    """
+    half = 0.5 * margin
+    tl, th = low[triangles].min(axis=1) - half, high[triangles].max(axis=1) + half
+    el, eh = low[edges].min(axis=1) - half, high[edges].max(axis=1) + half
+    vl, vh = low - half, high + half
+    cell = max(float(np.median(th - tl)) if len(tl) else 1.0, float((th - tl).max(initial=0.0)) / _CELLS_PER_SIDE,
+               1e-12)
+    origin = np.minimum(tl.min(axis=0, initial=np.inf), vl.min(axis=0, initial=np.inf)) if len(tl) else vl.min(axis=0)
+    face = _vertex_face(vl, vh, tl, th, triangles, origin, cell)
+    edge = _edge_edge(el, eh, edges, origin, cell)
+    return np.concatenate([np.sort(face), np.sort(edge)])
+
+
+def obstacle_pairs(low: np.ndarray, high: np.ndarray, triangles: np.ndarray, edges: np.ndarray, ends: np.ndarray,
+                   radius: np.ndarray, margin: float) -> np.ndarray:
+    """The keys, sorted, of every vertex–, edge– and face–obstacle pair whose swept boxes come
+    within ``margin``.
+
+    Parameters
+    ----------
+    low, high : ndarray, shape (n, 3)
+        Each vertex's swept box.
+    triangles : ndarray, shape (m, 3)
+        The faces.
+    edges : ndarray, shape (e, 2)
+        The edges.
+    ends : ndarray, shape (events, obstacles, 2, 3)
+        The obstacles' ends at the window's events.
+    radius : ndarray
+        The obstacles' radii, m.
+    margin : float
+        m.
+    """
+    keys = [np.zeros(0, np.int64)]
+    primitives = ((VERTEX_OBSTACLE, low, high), (EDGE_OBSTACLE, low[edges].min(axis=1), high[edges].max(axis=1)),
+                  (FACE_OBSTACLE, low[triangles].min(axis=1), high[triangles].max(axis=1)))
+    for o in range(ends.shape[1]):
+        grow = radius[o] + margin
+        olow, ohigh = ends[:, o].min(axis=(0, 1)) - grow, ends[:, o].max(axis=(0, 1)) + grow
+        for kind, plow, phigh in primitives:
+            near = np.flatnonzero(np.all((plow <= ohigh) & (phigh >= olow), axis=1))
+            keys.append(pair_keys(kind, near, np.full(len(near), o)))
+    return np.sort(np.concatenate(keys))
+
+
+@nb.njit(cache=True, nogil=True)
+def _cells(lo, hi, origin, cell):
+    """The integer cell range ``[a, b]`` per axis that box ``lo..hi`` covers."""
+    a = np.empty(3, np.int64)
+    b = np.empty(3, np.int64)
+    for k in range(3):
+        a[k] = int((lo[k] - origin[k]) // cell)
+        b[k] = int((hi[k] - origin[k]) // cell)
+    return a, b
+
+
+@nb.njit(cache=True, nogil=True)
+def _cell_key(i, j, k):
+    return (i << 42) | (j << 21) | k
+
+
+@nb.njit(cache=True, nogil=True)
+def _grid(lo, hi, origin, cell):
+    """Every (cell key, box) the boxes cover, sorted by cell key."""
+    count = 0
+    for i in range(lo.shape[0]):
+        a, b = _cells(lo[i], hi[i], origin, cell)
+        count += (b[0] - a[0] + 1) * (b[1] - a[1] + 1) * (b[2] - a[2] + 1)
+    keys = np.empty(count, np.int64)
+    ids = np.empty(count, np.int64)
+    at = 0
+    for i in range(lo.shape[0]):
+        a, b = _cells(lo[i], hi[i], origin, cell)
+        for x in range(a[0], b[0] + 1):
+            for y in range(a[1], b[1] + 1):
+                for z in range(a[2], b[2] + 1):
+                    keys[at] = _cell_key(x, y, z)
+                    ids[at] = i
+                    at += 1
+    order = np.argsort(keys, kind="mergesort")
+    return keys[order], ids[order]
+
+
+@nb.njit(cache=True, nogil=True)
+def _overlap_here(alo, ahi, blo, bhi, origin, cell, x, y, z):
+    """Whether boxes a and b overlap, and cell (x, y, z) holds the low corner of their
+    overlap (so each overlapping pair is reported in exactly one cell)."""
+    for k in range(3):
+        if alo[k] > bhi[k] or blo[k] > ahi[k]:
+            return False
+    c0 = int((max(alo[0], blo[0]) - origin[0]) // cell)
+    c1 = int((max(alo[1], blo[1]) - origin[1]) // cell)
+    c2 = int((max(alo[2], blo[2]) - origin[2]) // cell)
+    return c0 == x and c1 == y and c2 == z
+
+
+@nb.njit(cache=True, nogil=True)
+def _vertex_face(vl, vh, tl, th, triangles, origin, cell):
+    keys, ids = _grid(tl, th, origin, cell)
+    out = np.empty(64, np.int64)
+    found = 0
+    for p in range(vl.shape[0]):
+        a, b = _cells(vl[p], vh[p], origin, cell)
+        for x in range(a[0], b[0] + 1):
+            for y in range(a[1], b[1] + 1):
+                for z in range(a[2], b[2] + 1):
+                    key = _cell_key(x, y, z)
+                    at = np.searchsorted(keys, key)
+                    while at < len(keys) and keys[at] == key:
+                        t = ids[at]
+                        at += 1
+                        if triangles[t, 0] == p or triangles[t, 1] == p or triangles[t, 2] == p:
+                            continue
+                        if not _overlap_here(vl[p], vh[p], tl[t], th[t], origin, cell, x, y, z):
+                            continue
+                        if found == len(out):
+                            out = np.concatenate((out, np.empty(len(out), np.int64)))
+                        out[found] = (np.int64(VERTEX_FACE) << 2 * _SHIFT) | (np.int64(p) << _SHIFT) | t
+                        found += 1
+    return out[:found]
+
+
+@nb.njit(cache=True, nogil=True)
+def _edge_edge(el, eh, edges, origin, cell):
+    keys, ids = _grid(el, eh, origin, cell)
+    out = np.empty(64, np.int64)
+    found = 0
+    for e in range(el.shape[0]):
+        a, b = _cells(el[e], eh[e], origin, cell)
+        for x in range(a[0], b[0] + 1):
+            for y in range(a[1], b[1] + 1):
+                for z in range(a[2], b[2] + 1):
+                    key = _cell_key(x, y, z)
+                    at = np.searchsorted(keys, key)
+                    while at < len(keys) and keys[at] == key:
+                        f = ids[at]
+                        at += 1
+                        if f <= e:
+                            continue
+                        if edges[f, 0] == edges[e, 0] or edges[f, 0] == edges[e, 1] \
+                                or edges[f, 1] == edges[e, 0] or edges[f, 1] == edges[e, 1]:
+                            continue
+                        if not _overlap_here(el[e], eh[e], el[f], eh[f], origin, cell, x, y, z):
+                            continue
+                        if found == len(out):
+                            out = np.concatenate((out, np.empty(len(out), np.int64)))
+                        out[found] = (np.int64(EDGE_EDGE) << 2 * _SHIFT) | (np.int64(e) << _SHIFT) | f
+                        found += 1
+    return out[:found]
