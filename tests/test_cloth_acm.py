@@ -55,3 +55,5 @@ def test_bad_contact_constants_are_one_line():
     model, _, _ = _two_sheets(1.0)
     with pytest.raises(ShoalError, match="contact thickness must be positive"):
         ContactCloth(model, DT, 0.0, K)
+    with pytest.raises(ShoalError, match="longer than its mesh and material allow"):
+        ContactCloth(model, 1.01 * model.stable_step(), ETA, K)

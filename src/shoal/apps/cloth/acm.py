@@ -41,6 +41,7 @@ from .contact import (
     VERTEX_OBSTACLE,
     cloth_obstacle,
     edge_edge,
+    friction_kick,
     layer_substeps,
     obstacle_closest,
     point_triangle,
@@ -48,7 +49,7 @@ from .contact import (
     vertex_face,
 )
 from .model import ClothModel
-from .obstacles import Obstacle, crossed_triangles, ends_at, radii
+from .obstacles import Obstacle, crossed_triangles, ends_at, radii, spins_at
 
 SPLITS = 16  # a piece is halved at most this many times before its pair is called close
 
@@ -91,23 +92,33 @@ class ContactCloth:
     damping : float
         Velocity a free vertex loses per second, applied at each material kick (1/s; 0: none,
         the motion then conserves momentum and, without contact, energy).
+    friction : tuple of float
+        Coulomb friction coefficients between the cloth's primitives and against obstacles
+        (:func:`~.contact.friction_kick`; 0: frictionless).
 
     Raises
     ------
     ShoalError
-        If a constant is not positive.
+        If a constant is not positive, or the time step is longer than the material allows
+        (:meth:`~.model.ClothModel.stable_step`).
     """
 
     def __init__(self, model: ClothModel, dt: float, eta: float, stiffness: float, window: int = 10,
                  max_layers: int = 24, obstacles: tuple[Obstacle, ...] = (), pinned: np.ndarray | None = None,
-                 damping: float = 0.0):
+                 damping: float = 0.0, friction: tuple[float, float] = (0.0, 0.0)):
         for name, value in (("time step", dt), ("contact thickness", eta), ("contact stiffness", stiffness),
                             ("window", window), ("layer limit", max_layers)):
             if not value > 0:
                 raise ShoalError(f"the cloth's {name} must be positive, got {value}")
+        if dt > model.stable_step():
+            raise ShoalError(f"the cloth's time step {dt:g} s is longer than its mesh and material allow "
+                             f"({model.stable_step():.3g} s): the kick-drift would blow up")
         if not 0 <= damping * dt < 1:
             raise ShoalError(f"the cloth's damping must be 0 or more and below 1 / time step (1/s), got {damping}")
         self.damping = float(damping)
+        self.friction = np.asarray(friction, np.float64).reshape(2)
+        if not np.all(self.friction >= 0):
+            raise ShoalError(f"the cloth's friction coefficients must be 0 or more, got {tuple(friction)}")
         self.model, self.dt, self.eta, self.k = model, float(dt), float(eta), float(stiffness)
         self.window, self.max_layers = int(window), int(max_layers)
         self.obstacles = tuple(obstacles)
@@ -285,6 +296,7 @@ class ContactCloth:
         track[0] = x
         at = self.time + self.dt * (np.arange(self.window)[:, None] + times[None, :-1]).ravel()
         ends = ends_at(self.obstacles, np.append(at, self.time + self.window * self.dt))
+        omega, pivot = spins_at(self.obstacles, at)
         rows = self.rows(self.keys)
         for step in range(self.window):
             m.forces(x, f)
@@ -292,15 +304,18 @@ class ContactCloth:
             if self.damping:
                 v[self.free] *= 1.0 - self.damping * self.dt
             _penalty_window_step(x, v, self.inverse, rows, self.layers, times, ticks, self.eta, self.k, self.dt,
-                                 track, ends, self.radius, step * events)
+                                 track, ends, self.radius, step * events, self.friction, omega, pivot)
         return track, ends, ticks
 
 
 @nb.njit(cache=True, nogil=True)
-def _penalty_window_step(x, v, inverse, rows, layers, times, ticks, eta, k, dt, track, ends, radius, row):
+def _penalty_window_step(x, v, inverse, rows, layers, times, ticks, eta, k, dt, track, ends, radius, row, mu, omega,
+                         pivot):
     """One material step's events: at each, the ticking layers of every active pair kick its
-    points (layer ``l`` alone, with its own step ``dt / n_l``), then all drift to the next."""
+    points (layer ``l`` alone, with its own step ``dt / n_l``, then its friction: ``mu[0]``
+    between the cloth's primitives, ``mu[1]`` against obstacles), then all drift to the next."""
     out = np.zeros((4, 3))
+    work = np.zeros(10)
     for e in range(len(times) - 1):
         for i in range(len(rows)):
             p = rows[i]
@@ -320,6 +335,8 @@ def _penalty_window_step(x, v, inverse, rows, layers, times, ticks, eta, k, dt, 
                         continue
                     for axis in range(3):
                         v[q, axis] += step * inverse[q] * out[r, axis]
+                friction_kick(x, v, inverse, p, out, step, mu[1 if p[0] >= VERTEX_OBSTACLE else 0], omega[row + e],
+                              pivot, work)
         h = dt * (times[e + 1] - times[e])
         for q in range(x.shape[0]):
             for axis in range(3):

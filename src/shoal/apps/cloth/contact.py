@@ -283,3 +283,62 @@ def cloth_obstacle(x, p, ends, radius, eta, k, first, last, out):
         out[1, axis] = w1 * force * n
         out[2, axis] = w2 * force * n
     return energy
+
+
+@nb.njit(cache=True, nogil=True)
+def friction_kick(x, v, inverse, p, out, step, mu, omega, pivot, work):
+    """Coulomb friction with the normal kick just given (``out``, the forces of
+    :func:`vertex_face`, :func:`edge_edge` or :func:`cloth_obstacle` for pair ``p``, over
+    ``step`` seconds): an impulse against the pair's sliding velocity at its closest points, at
+    most ``mu`` times the normal impulse, and no more than stops the sliding.
+
+    The normal force ``f n`` is the sum of the first primitive's rows (their weights add up to
+    one); each point's weight is its row along ``n`` over ``f``. The impulse acts on the points
+    by their weights, like the normal one: between two of the cloth's primitives it conserves
+    linear momentum. An obstacle's surface moves with its spin: ``omega[o] × (X - pivot[o])``
+    at the cloth's closest point ``X``. ``work`` is scratch space of 10 numbers.
+    """
+    last = 1 if p[0] == VERTEX_FACE else (2 if p[0] == EDGE_EDGE else 3)
+    fx = fy = fz = 0.0
+    for r in range(last):
+        if p[1 + r] >= 0:
+            fx += out[r, 0]
+            fy += out[r, 1]
+            fz += out[r, 2]
+    f = math.sqrt(fx * fx + fy * fy + fz * fz)
+    if f == 0.0 or mu == 0.0:
+        return
+    nx, ny, nz = fx / f, fy / f, fz / f
+    work[:] = 0.0
+    weight, vr, closest = work[:4], work[4:7], work[7:10]
+    reach = 0.0  # the inverse mass the impulse sees
+    for r in range(4):
+        q = p[1 + r]
+        if q < 0 or (r == 3 and p[0] >= VERTEX_OBSTACLE):
+            continue
+        weight[r] = (out[r, 0] * nx + out[r, 1] * ny + out[r, 2] * nz) / f
+        reach += weight[r] * weight[r] * inverse[q]
+        for axis in range(3):
+            vr[axis] += weight[r] * v[q, axis]
+            if r < last:
+                closest[axis] += weight[r] * x[q, axis]
+    if p[0] >= VERTEX_OBSTACLE:  # less the obstacle's surface velocity there
+        o = p[4]
+        dx, dy, dz = closest[0] - pivot[o, 0], closest[1] - pivot[o, 1], closest[2] - pivot[o, 2]
+        vr[0] -= omega[o, 1] * dz - omega[o, 2] * dy
+        vr[1] -= omega[o, 2] * dx - omega[o, 0] * dz
+        vr[2] -= omega[o, 0] * dy - omega[o, 1] * dx
+    along = vr[0] * nx + vr[1] * ny + vr[2] * nz
+    tx, ty, tz = vr[0] - along * nx, vr[1] - along * ny, vr[2] - along * nz
+    slide = math.sqrt(tx * tx + ty * ty + tz * tz)
+    if slide == 0.0 or reach == 0.0:
+        return
+    impulse = min(mu * f * step, slide / reach)
+    for r in range(4):
+        q = p[1 + r]
+        if weight[r] == 0.0:
+            continue
+        scale = weight[r] * inverse[q] * impulse / slide
+        v[q, 0] -= scale * tx
+        v[q, 1] -= scale * ty
+        v[q, 2] -= scale * tz

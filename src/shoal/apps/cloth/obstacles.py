@@ -71,6 +71,25 @@ class Spin:
                 break
         return turned
 
+    def speed_at(self, t: float) -> float:
+        """The angular speed at time ``t``, rad/s.
+
+        Parameters
+        ----------
+        t : float
+            Time, s.
+        """
+        s = t - self.start
+        if s <= 0:
+            return 0.0
+        if s < self.ramp:
+            return self.speed * s / self.ramp
+        s -= self.ramp
+        if s < self.hold:
+            return self.speed
+        s -= self.hold
+        return self.speed * (1.0 - s / self.coast) if s < self.coast else 0.0
+
     def rotate(self, points: np.ndarray, t: float) -> np.ndarray:
         """``points`` (shape (..., 3)) rotated by :meth:`angle` at ``t`` (Rodrigues).
 
@@ -161,6 +180,28 @@ def ends_at(obstacles, times: np.ndarray) -> np.ndarray:
             for e, t in enumerate(times):
                 out[e, o] = obstacle.ends(float(t))
     return out
+
+
+def spins_at(obstacles, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every obstacle's angular velocity at each of ``times`` (shape (len(times), obstacles, 3),
+    rad/s; zero when still) and a point of its axis of rotation (shape (obstacles, 3), m): its
+    surface moves at ``omega × (X - pivot)``.
+
+    Parameters
+    ----------
+    obstacles : sequence of Obstacle
+        The obstacles.
+    times : ndarray
+        Times, s.
+    """
+    omega = np.zeros((len(times), len(obstacles), 3))
+    pivot = np.zeros((len(obstacles), 3))
+    for o, obstacle in enumerate(obstacles):
+        if obstacle.spin is not None:
+            axis = np.asarray(obstacle.spin.axis, np.float64)
+            omega[:, o] = np.outer([obstacle.spin.speed_at(float(t)) for t in times], axis / np.linalg.norm(axis))
+            pivot[o] = obstacle.spin.centre
+    return omega, pivot
 
 
 def radii(obstacles) -> np.ndarray:

@@ -1,0 +1,91 @@
+"""The cloth's scenes, every number in SI units in one place.
+
+:class:`Drape` is the drape of the contact-mechanics paper's family and of the peers' runs (the
+brief's S1): a 1 m square sheet, flat at 0.3 m, falls under gravity onto a still sphere of
+radius 0.25 m at the origin. Its sheet, sphere and gravity are the peers' (ARCSim's and
+MuJoCo's runs of the same scene); its material, layers and steps are shoal's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .acm import ContactCloth
+from .model import ClothModel, Material
+from .obstacles import sphere
+from .surface import sheet
+
+
+@dataclass(frozen=True)
+class Drape:
+    """A sheet dropped onto a sphere.
+
+    Parameters
+    ----------
+    n : int
+        Vertices along a side (33: 1,089 vertices; 65: 4,225).
+    size, height : float
+        The sheet's side and starting z, m.
+    radius : float
+        The sphere's radius, m (at the origin).
+    density : float
+        kg/m² (MuJoCo's run: 0.187 kg on 1 m²).
+    stretch, poisson, bending : float
+        The material (:class:`~.model.Material`): N/m, 1, J.
+    eta, stiffness : float
+        The first contact layer's thickness (m; ARCSim's repulsion thickness) and stiffness
+        (N/m).
+    dt : float, optional
+        The material step, s (default: 0.5 ms at 33 vertices a side, shorter in proportion to
+        the spacing, so at half the mesh's :meth:`~.model.ClothModel.stable_step`).
+    window : int
+        Material steps per collision window.
+    damping : float
+        Velocity lost per second by every vertex, 1/s.
+    friction : tuple of float
+        Coulomb coefficients between the cloth's own primitives and against the sphere
+        (ARCSim's defaults).
+    gravity : float
+        Along z, m/s².
+    """
+
+    n: int = 33
+    size: float = 1.0
+    height: float = 0.3
+    radius: float = 0.25
+    density: float = 0.187
+    stretch: float = 100.0
+    poisson: float = 0.2
+    bending: float = 1e-5
+    eta: float = 0.005
+    stiffness: float = 10.0
+    dt: float | None = None
+    window: int = 10
+    damping: float = 1.0
+    friction: tuple[float, float] = (0.6, 0.3)
+    gravity: float = -9.81
+
+    def build(self) -> tuple[ContactCloth, np.ndarray, np.ndarray]:
+        """The cloth, its positions and its velocities at the start."""
+        surface = sheet(self.n, self.size, self.height)
+        model = ClothModel(surface, Material(self.density, self.stretch, self.poisson, self.bending))
+        cloth = ContactCloth(model, self.step, self.eta, self.stiffness, self.window, damping=self.damping, friction=self.friction,
+                             obstacles=(sphere((0.0, 0.0, 0.0), self.radius),))
+        return cloth, surface.vertices.copy(), np.zeros_like(surface.vertices)
+
+    def windows(self, seconds: float) -> int:
+        """The collision windows in ``seconds`` of simulated time (rounded).
+
+        Parameters
+        ----------
+        seconds : float
+            Simulated time, s.
+        """
+        return round(seconds / (self.step * self.window))
+
+    @property
+    def step(self) -> float:
+        """The material step, s."""
+        return self.dt if self.dt is not None else 5e-4 * 32 / (self.n - 1)
