@@ -34,14 +34,16 @@ from pathlib import Path
 
 from common import Benchmark, add_arguments, repeat
 from mujoco_drape import count_intersections
+from shoal.apps.cloth import output
 from shoal.apps.cloth.scenes import Drape
 
 HERE = Path(__file__).resolve().parent
 
 
-def shoal_drape(n: int, seconds: float) -> dict:
+def shoal_drape(n: int, seconds: float, out: Path | None = None) -> dict:
     """shoal's drape: CPU seconds, the most intersections at any 0.1 s check, and what the
-    windows saw."""
+    windows saw; with ``out``, its frames every 0.1 s, its windows (table and figure) and a
+    picture of its end there (none of it timed)."""
     scene = Drape(n=n)
     cloth, x, v = scene.build()
     gravity = (0.0, 0.0, scene.gravity)
@@ -53,7 +55,13 @@ def shoal_drape(n: int, seconds: float) -> dict:
         cpu += time.process_time() - start
         done += min(per_check, windows - done)
         worst = max(worst, count_intersections(x, cloth.model.surface.triangles))
+        if out:
+            output.write_mesh_frame(out / f"drape-{n}", cloth, x, v)
     log = cloth.log
+    if out:
+        output.write_windows(out / f"drape-{n}-windows.csv", log)
+        output.plot_windows(out / f"drape-{n}-windows.png", log, f"drape, {n * n} vertices")
+        output.picture(out / f"drape-{n}.png", cloth, x, f"drape, {n * n} vertices, t = {cloth.time:.2f} s")
     return {"cpu_s": cpu, "cpu_per_simulated_s": cpu / seconds, "intersections": worst,
             "rollbacks": sum(log.rollbacks), "max_pairs": max(log.pairs), "min_gap": min(log.min_gap),
             "z_min": float(x[:, 2].min()), "z_max": float(x[:, 2].max())}
@@ -68,7 +76,7 @@ def peer(command: list[str], env: dict | None = None) -> dict:
 def one_round(args, k: int, mujoco: str | None, arcsim: str | None) -> dict:
     out = {}
     for n in args.n:
-        ours = shoal_drape(n, args.seconds)
+        ours = shoal_drape(n, args.seconds, args.out if k == 1 else None)
         out[f"shoal_{n}"], out[f"shoal_x_{n}"] = ours["cpu_per_simulated_s"], ours["intersections"]
         line = (f"round {k}, {n * n} vertices: shoal {ours['cpu_per_simulated_s']:.1f} CPU s/s, "
                 f"{ours['intersections']} intersections, {ours['rollbacks']} rollbacks, "
@@ -93,8 +101,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="+", default=[33], help="vertices along a side (default 33)")
     ap.add_argument("--seconds", type=float, default=0.4, help="simulated time, s (default 0.4)")
+    ap.add_argument("--out", type=Path, help="write shoal's first round's frames, windows and picture here")
     add_arguments(ap)
     args = ap.parse_args()
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
     mujoco = os.environ.get("MUJOCO_PYTHON")
     arcsim = os.environ.get("ARCSIM") if os.environ.get("ARCSIM_HOME") else None
     with Benchmark("cloth", args) as bench:

@@ -9,6 +9,7 @@ import pytest
 from vtkmodules.util.numpy_support import vtk_to_numpy
 from vtkmodules.vtkIOXML import vtkXMLImageDataReader, vtkXMLPolyDataReader
 
+from shoal.apps.cloth.surface import sheet
 from shoal.errors import ShoalError
 from shoal.graphics import vtk
 from shoal.graphics.vtk import Array, write_image_data, write_poly_data, write_series
@@ -155,6 +156,19 @@ def test_arrays_of_many_blocks_streamed_in_odd_chunks_read_back_bit_for_bit(tmp_
     _same(pd.GetArray("ints"), np.concatenate([ints, np.zeros(n - len(ints), np.int32)]))
     empty = write_poly_data(tmp_path / "e.vtp", np.zeros((0, 2)), 0.0, [Array.of("rho", np.zeros(0))])
     assert _read(empty).GetNumberOfPoints() == 0
+
+
+def test_a_mesh_frame_is_poly_data_of_its_triangles(tmp_path):
+    cloth = sheet(5, size=0.2, height=0.1)
+    speed = np.linspace(0.0, 1.0, 25)
+    frame = {"x": cloth.vertices, "triangles": cloth.triangles, "speed": speed}
+    path = vtk.write_frame(tmp_path / "cloth", frame, 0.25)
+    data = _read(path)
+    _same(data.GetPoints().GetData(), cloth.vertices)
+    assert data.GetNumberOfPolys() == len(cloth.triangles) and data.GetNumberOfVerts() == 0
+    polys = vtk_to_numpy(data.GetPolys().GetConnectivityArray())
+    np.testing.assert_array_equal(polys, cloth.triangles.ravel())
+    _same(data.GetPointData().GetArray("speed"), speed)
 
 
 def test_image_data_puts_points_and_cells_where_asked_and_zeros_take_no_room(tmp_path):

@@ -252,8 +252,10 @@ def write_image_data(path: str | Path, extent: tuple[int, ...], time: float, *, 
     return f.write(path, body)
 
 
-def write_poly_data(path: str | Path, x: np.ndarray, time: float, fields: Iterable[Array] = ()) -> Path:
-    """Write particles as VTK poly data (``.vtp``): one vertex per particle, atomically.
+def write_poly_data(path: str | Path, x: np.ndarray, time: float, fields: Iterable[Array] = (),
+                    triangles: np.ndarray | None = None) -> Path:
+    """Write particles, or a triangle mesh, as VTK poly data (``.vtp``), atomically: one vertex
+    per particle, or one polygon per triangle.
 
     Parameters
     ----------
@@ -266,6 +268,8 @@ def write_poly_data(path: str | Path, x: np.ndarray, time: float, fields: Iterab
     fields : iterable of Array
         Point data, one tuple per particle; active scalars and vectors as in
         :func:`write_image_data`.
+    triangles : ndarray of int, shape (m, 3), optional
+        A mesh's faces on the points (a cloth): written as polygons instead of vertices.
 
     Returns
     -------
@@ -273,12 +277,16 @@ def write_poly_data(path: str | Path, x: np.ndarray, time: float, fields: Iterab
         ``path``.
     """
     n = len(x)
-    ids = np.arange(n, dtype=np.int64)
+    if triangles is None:
+        kind, cells, connectivity = "Verts", n, np.arange(n, dtype=np.int64)
+    else:
+        kind, cells, connectivity = "Polys", len(triangles), np.asarray(triangles, np.int64).ravel()
+    offsets = np.arange(1, cells + 1, dtype=np.int64) * (len(connectivity) // max(cells, 1))
     f = VTKFile("PolyData")
-    body = (f'{_time_field(f, time)}<Piece NumberOfPoints="{n}" NumberOfVerts="{n}">\n'
+    body = (f'{_time_field(f, time)}<Piece NumberOfPoints="{n}" NumberOf{kind}="{cells}">\n'
             f"<Points>\n{f.array(Array.of(None, pad3(x)))}</Points>\n"
-            f"<Verts>\n{f.array(Array.of('connectivity', ids))}{f.array(Array.of('offsets', ids + 1))}</Verts>\n"
-            f"{_attribute_data(f, 'PointData', fields)}</Piece>\n")
+            f"<{kind}>\n{f.array(Array.of('connectivity', connectivity))}{f.array(Array.of('offsets', offsets))}"
+            f"</{kind}>\n{_attribute_data(f, 'PointData', fields)}</Piece>\n")
     return f.write(path, body)
 
 
@@ -366,13 +374,16 @@ def write_series(run_folder: str | Path) -> Path:
 
 def write_frame(stem: Path, frame: dict[str, np.ndarray], time: float) -> Path | None:
     """A frame as ``stem.vtp`` (particles: positions ``x``, every per-particle array as point
-    data) or ``stem.vti`` (grid arrays of one shape: one cell per grid cell, unit spacing), its
-    arrays ordered and named by :func:`ordered` and its simulated ``time`` as ``TimeValue``;
-    ``None`` for a frame that is neither."""
+    data; a mesh when the frame also holds its ``triangles``) or ``stem.vti`` (grid arrays of
+    one shape: one cell per grid cell, unit spacing), its arrays ordered and named by
+    :func:`ordered` and its simulated ``time`` as ``TimeValue``; ``None`` for a frame that is
+    neither."""
     if _is_particles(frame):
         n = len(frame["x"])
-        fields = ordered({k: a for k, a in frame.items() if k != "x"}, lambda a: a.ndim in (1, 2) and len(a) == n)
-        return write_poly_data(stem.with_suffix(".vtp"), frame["x"], time, [Array.of(k, pad3(a)) for k, a in fields])
+        fields = ordered({k: a for k, a in frame.items() if k not in ("x", "triangles")},
+                         lambda a: a.ndim in (1, 2) and len(a) == n)
+        arrays = [Array.of(k, pad3(a)) for k, a in fields]
+        return write_poly_data(stem.with_suffix(".vtp"), frame["x"], time, arrays, triangles=frame.get("triangles"))
     shape = _grid_shape(frame)
     if shape is None:
         return None

@@ -25,6 +25,7 @@ come in the same order whatever found the pairs.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -56,15 +57,20 @@ SPLITS = 16  # a piece is halved at most this many times before its pair is call
 
 @dataclass
 class WindowLog:
-    """Per kept window: its rollbacks, pairs with layers, layers in all, least gap (at its
-    events, m; infinite when no pair came within the first layer's thickness) and the pairs
-    its broad phase passed to the narrow one."""
+    """Per kept window: when it ended (s), its rollbacks, pairs with layers, layers in all,
+    least gap (at its events, m; infinite when no pair came within the first layer's
+    thickness), the pairs its broad phase passed to the narrow one, and the seconds it took
+    integrating (material and penalty forces) and detecting (broad and narrow phases), over
+    all its attempts."""
 
+    time: list[float] = field(default_factory=list)
     rollbacks: list[int] = field(default_factory=list)
     pairs: list[int] = field(default_factory=list)
     layers: list[int] = field(default_factory=list)
     min_gap: list[float] = field(default_factory=list)
     candidates: list[int] = field(default_factory=list)
+    forces_s: list[float] = field(default_factory=list)
+    detection_s: list[float] = field(default_factory=list)
 
 
 class ContactCloth:
@@ -185,8 +191,12 @@ class ContactCloth:
         s = self.model.surface
         for _ in range(windows):
             x0, v0, rollbacks = x.copy(), v.copy(), 0
+            forces = detection = 0.0
             while True:
+                start = time.perf_counter()
                 track, ends, ticks = self._simulate(x, v, g)
+                middle = time.perf_counter()
+                forces += middle - start
                 low, high = swept_boxes(track)
                 found = np.concatenate([candidate_pairs(low, high, s.triangles, s.edges, self.eta),
                                         obstacle_pairs(low, high, s.triangles, s.edges, ends, self.radius, self.eta)])
@@ -197,6 +207,7 @@ class ContactCloth:
                 next_layer = self.eta * (layers + 1.0) ** -0.25  # each pair's first inactive layer's thickness
                 levels = self._levels(rows)
                 bound, least = window_gaps(track, ends, self.radius, rows, next_layer, levels, ticks)
+                detection += time.perf_counter() - middle
                 close = bound < next_layer
                 if not close.any():
                     break
@@ -220,11 +231,14 @@ class ContactCloth:
             self.keys, self.layers = keys[layers > 0], layers[layers > 0]
             self.time += self.window * self.dt
             self.windows += 1
+            self.log.time.append(self.time)
             self.log.rollbacks.append(rollbacks)
             self.log.pairs.append(len(self.keys))
             self.log.layers.append(int(self.layers.sum()))
             self.log.min_gap.append(float(least.min()) if len(least) else math.inf)
             self.log.candidates.append(len(keys))
+            self.log.forces_s.append(forces)
+            self.log.detection_s.append(detection)
         return self.log
 
     def _levels(self, rows: np.ndarray) -> np.ndarray:

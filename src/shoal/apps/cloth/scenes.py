@@ -38,8 +38,8 @@ class Drape:
         The first contact layer's thickness (m; ARCSim's repulsion thickness) and stiffness
         (N/m).
     dt : float, optional
-        The material step, s (default: 0.5 ms at 33 vertices a side, shorter in proportion to
-        the spacing, so at half the mesh's :meth:`~.model.ClothModel.stable_step`).
+        The material step, s (default: 0.5 ms at a spacing of 1/32 m, in proportion to the
+        spacing: about half the mesh's :meth:`~.model.ClothModel.stable_step`).
     window : int
         Material steps per collision window.
     damping : float
@@ -71,8 +71,8 @@ class Drape:
         """The cloth, its positions and its velocities at the start."""
         surface = sheet(self.n, self.size, self.height)
         model = ClothModel(surface, Material(self.density, self.stretch, self.poisson, self.bending))
-        cloth = ContactCloth(model, self.step, self.eta, self.stiffness, self.window, damping=self.damping, friction=self.friction,
-                             obstacles=(sphere((0.0, 0.0, 0.0), self.radius),))
+        cloth = ContactCloth(model, self.step, self.eta, self.stiffness, self.window, damping=self.damping,
+                             friction=self.friction, obstacles=(sphere((0.0, 0.0, 0.0), self.radius),))
         return cloth, surface.vertices.copy(), np.zeros_like(surface.vertices)
 
     def windows(self, seconds: float) -> int:
@@ -88,4 +88,5 @@ class Drape:
     @property
     def step(self) -> float:
         """The material step, s."""
-        return self.dt if self.dt is not None else 5e-4 * 32 / (self.n - 1)
+        return self.dt if self.dt is not None else 0.016 * self.size / (self.n - 1)  # 0.5 ms at 1/32 m
+
