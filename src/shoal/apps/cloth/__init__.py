@@ -10,6 +10,8 @@ registered app.
 - :mod:`.broad`: the broad phase, swept boxes in a hashed grid;
 - :mod:`.acm`: asynchronous contact mechanics in one piece: collision windows, conservative
   detection along trajectories, layers added with a rollback and dropped after a clean window;
+- :mod:`.scenes`: the drape, every number in one place;
+- :mod:`.output`: mesh frames for ParaView, a picture, the windows' log as a table and a figure;
 - :mod:`.app`: the material stepped on the parts of a mesh partition, bitwise the one-piece
   model on any partition and executor (no contact yet).
 """
