@@ -91,8 +91,9 @@ def candidate_pairs(low: np.ndarray, high: np.ndarray, triangles: np.ndarray, ed
     cell = max(float(np.median(th - tl)) if len(tl) else 1.0, float((th - tl).max(initial=0.0)) / _CELLS_PER_SIDE,
                1e-12)
     origin = np.minimum(tl.min(axis=0, initial=np.inf), vl.min(axis=0, initial=np.inf)) if len(tl) else vl.min(axis=0)
-    face = _vertex_face(vl, vh, tl, th, triangles, origin, cell)
-    edge = _edge_edge(el, eh, edges, origin, cell)
+    vertices = np.arange(len(low), dtype=np.int64)[:, None]
+    face = _grid_pairs(vl, vh, vertices, tl, th, triangles, False, VERTEX_FACE, origin, cell)
+    edge = _grid_pairs(el, eh, edges, el, eh, edges, True, EDGE_EDGE, origin, cell)
     return np.concatenate([np.sort(face), np.sort(edge)])
 
 
@@ -180,12 +181,15 @@ def _overlap_here(alo, ahi, blo, bhi, origin, cell, x, y, z):
 
 
 @nb.njit(cache=True, nogil=True)
-def _vertex_face(vl, vh, tl, th, triangles, origin, cell):
-    keys, ids = _grid(tl, th, origin, cell)
+def _grid_pairs(qlo, qhi, queries, tlo, thi, targets, same, kind, origin, cell):
+    """Keys of the pairs (query, target) whose boxes overlap and that share no vertex (each
+    primitive a row of its vertices); with ``same``, queries and targets are one set and each
+    pair is reported once, the lower first."""
+    keys, ids = _grid(tlo, thi, origin, cell)
     out = np.empty(64, np.int64)
     found = 0
-    for p in range(vl.shape[0]):
-        a, b = _cells(vl[p], vh[p], origin, cell)
+    for q in range(qlo.shape[0]):
+        a, b = _cells(qlo[q], qhi[q], origin, cell)
         for x in range(a[0], b[0] + 1):
             for y in range(a[1], b[1] + 1):
                 for z in range(a[2], b[2] + 1):
@@ -194,41 +198,22 @@ def _vertex_face(vl, vh, tl, th, triangles, origin, cell):
                     while at < len(keys) and keys[at] == key:
                         t = ids[at]
                         at += 1
-                        if triangles[t, 0] == p or triangles[t, 1] == p or triangles[t, 2] == p:
+                        if (same and t <= q) or _share(queries[q], targets[t]):
                             continue
-                        if not _overlap_here(vl[p], vh[p], tl[t], th[t], origin, cell, x, y, z):
+                        if not _overlap_here(qlo[q], qhi[q], tlo[t], thi[t], origin, cell, x, y, z):
                             continue
                         if found == len(out):
                             out = np.concatenate((out, np.empty(len(out), np.int64)))
-                        out[found] = (np.int64(VERTEX_FACE) << 2 * _SHIFT) | (np.int64(p) << _SHIFT) | t
+                        out[found] = (np.int64(kind) << 2 * _SHIFT) | (np.int64(q) << _SHIFT) | t
                         found += 1
     return out[:found]
 
 
 @nb.njit(cache=True, nogil=True)
-def _edge_edge(el, eh, edges, origin, cell):
-    keys, ids = _grid(el, eh, origin, cell)
-    out = np.empty(64, np.int64)
-    found = 0
-    for e in range(el.shape[0]):
-        a, b = _cells(el[e], eh[e], origin, cell)
-        for x in range(a[0], b[0] + 1):
-            for y in range(a[1], b[1] + 1):
-                for z in range(a[2], b[2] + 1):
-                    key = _cell_key(x, y, z)
-                    at = np.searchsorted(keys, key)
-                    while at < len(keys) and keys[at] == key:
-                        f = ids[at]
-                        at += 1
-                        if f <= e:
-                            continue
-                        if edges[f, 0] == edges[e, 0] or edges[f, 0] == edges[e, 1] \
-                                or edges[f, 1] == edges[e, 0] or edges[f, 1] == edges[e, 1]:
-                            continue
-                        if not _overlap_here(el[e], eh[e], el[f], eh[f], origin, cell, x, y, z):
-                            continue
-                        if found == len(out):
-                            out = np.concatenate((out, np.empty(len(out), np.int64)))
-                        out[found] = (np.int64(EDGE_EDGE) << 2 * _SHIFT) | (np.int64(e) << _SHIFT) | f
-                        found += 1
-    return out[:found]
+def _share(a, b):
+    """Whether two primitives (rows of vertices) share a vertex."""
+    for i in a:
+        for j in b:
+            if i == j:
+                return True
+    return False
