@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from shoal.apps.cloth.acm import ContactCloth
 from shoal.apps.cloth.model import ClothModel, Material
 from shoal.apps.cloth.obstacles import Obstacle, Spin, crossed_triangles, sphere
+from shoal.apps.cloth.scenes import Twist
 from shoal.apps.cloth.surface import Surface, sheet
 from shoal.errors import ShoalError
 
@@ -105,3 +106,20 @@ def test_a_cloth_starting_inside_or_pierced_by_an_obstacle_is_one_line(where, me
     acm = ContactCloth(model, 2e-4, 0.003, 20.0, window=5, obstacles=(obstacle,))
     with pytest.raises(ShoalError, match=message):
         acm.run(model.surface.vertices.copy(), np.zeros((25, 3)), 1)
+
+
+def test_a_twisted_sheet_wrings_without_intersecting_and_its_ends_follow_the_turn():
+    scene = Twist(n=12)
+    cloth, x, v = scene.build()
+    ends = ~cloth.free
+    start = x[ends].copy()
+    for _ in range(scene.windows(1.6) // 4):  # past 1.2 s the middle touches itself
+        cloth.run(x, v, 4)
+        assert not _intersects(cloth.model.surface, x)
+    assert max(cloth.log.pairs) > 0 and min(cloth.log.min_gap) > 0
+    turned = scene.speed * cloth.time  # each end by this much, in opposite senses about x
+    left = start[:, 0] < 0
+    for side, sign in ((left, 1.0), (~left, -1.0)):
+        c, s = np.cos(sign * turned), np.sin(sign * turned)
+        y, z = start[side, 1], start[side, 2]
+        np.testing.assert_allclose(x[ends][side][:, 1:], np.stack([c * y - s * z, s * y + c * z], 1), atol=1e-12)

@@ -94,7 +94,12 @@ class ContactCloth:
     obstacles : sequence of Obstacle
         Kinematic obstacles, pushed by the same layers.
     pinned : ndarray of bool, optional
-        Vertices that take no kick (they drift at their own velocity).
+        Vertices that take no kick (they drift at their own velocity, or as ``motion`` leads
+        them).
+    motion : callable, optional
+        ``motion(t)``: the pinned vertices' positions at time ``t`` (shape (pinned, 3), m). Each
+        material step sets their velocities so that they reach the next step's positions (a
+        clamped edge turned, say); without it they drift at their own velocity.
     damping : float
         Velocity a free vertex loses per second, applied at each material kick (1/s; 0: none,
         the motion then conserves momentum and, without contact, energy).
@@ -111,6 +116,7 @@ class ContactCloth:
 
     def __init__(self, model: ClothModel, dt: float, eta: float, stiffness: float, window: int = 10,
                  max_layers: int = 24, obstacles: tuple[Obstacle, ...] = (), pinned: np.ndarray | None = None,
+                 motion=None,
                  damping: float = 0.0, friction: tuple[float, float] = (0.0, 0.0)):
         for name, value in (("time step", dt), ("contact thickness", eta), ("contact stiffness", stiffness),
                             ("window", window), ("layer limit", max_layers)):
@@ -131,6 +137,7 @@ class ContactCloth:
         self.radius = radii(self.obstacles)
         n = len(model.surface.vertices)
         self.free = np.ones(n, bool) if pinned is None else ~np.asarray(pinned, bool)
+        self.motion = motion
         self.inverse = np.where(self.free, 1.0 / model.mass, 0.0)
         self.keys = np.zeros(0, np.int64)  # pairs with layers, sorted
         self.layers = np.zeros(0, np.int64)  # their active layers
@@ -313,6 +320,9 @@ class ContactCloth:
         omega, pivot = spins_at(self.obstacles, at)
         rows = self.rows(self.keys)
         for step in range(self.window):
+            if self.motion is not None:
+                lead = self.motion(self.time + (step + 1) * self.dt)
+                v[~self.free] = (lead - x[~self.free]) / self.dt
             m.forces(x, f)
             v += self.dt * (self.inverse[:, None] * f + self.free[:, None] * g)
             if self.damping:

@@ -14,7 +14,7 @@ import numpy as np
 
 from .acm import ContactCloth
 from .model import ClothModel, Material
-from .obstacles import sphere
+from .obstacles import Spin, sphere
 from .surface import sheet
 
 
@@ -90,3 +90,79 @@ class Drape:
         """The material step, s."""
         return self.dt if self.dt is not None else 0.016 * self.size / (self.n - 1)  # 0.5 ms at 1/32 m
 
+
+
+@dataclass(frozen=True)
+class Twist:
+    """A sheet twisted by its clamped ends (the brief's S2, Newton's cloth-twist setup): its
+    two edges across x are turned in opposite senses about the x axis, without gravity, so the
+    middle wrings and touches itself more and more.
+
+    Parameters
+    ----------
+    n : int
+        Vertices along a side (50: 2,500 vertices).
+    size : float
+        The sheet's side, m (flat in z = 0, centred on the origin).
+    speed : float
+        Each clamped edge's angular speed, rad/s (π/3: 120° between them after a second).
+    density, stretch, poisson, bending : float
+        The material: kg/m², N/m, 1, J.
+    eta, stiffness : float
+        The first contact layer's thickness (m) and stiffness (N/m).
+    friction : float
+        Coulomb coefficient between the cloth's primitives.
+    dt : float, optional
+        The material step, s (default as :class:`Drape`'s).
+    window : int
+        Material steps per collision window.
+    damping : float
+        1/s.
+    """
+
+    n: int = 50
+    size: float = 1.0
+    speed: float = float(np.pi / 3)
+    density: float = 0.187
+    stretch: float = 100.0
+    poisson: float = 0.2
+    bending: float = 1e-5
+    eta: float = 0.005
+    stiffness: float = 10.0
+    friction: float = 0.6
+    dt: float | None = None
+    window: int = 10
+    damping: float = 1.0
+
+    def build(self) -> tuple[ContactCloth, np.ndarray, np.ndarray]:
+        """The cloth, its positions and its velocities at the start (flat, at rest)."""
+        surface = sheet(self.n, self.size)
+        model = ClothModel(surface, Material(self.density, self.stretch, self.poisson, self.bending))
+        x0 = surface.vertices
+        ends = np.isclose(np.abs(x0[:, 0]), self.size / 2)
+        left = Spin(axis=(1.0, 0.0, 0.0), speed=self.speed)
+        right = Spin(axis=(-1.0, 0.0, 0.0), speed=self.speed)
+        clamped = x0[ends]
+        on_left = clamped[:, 0] < 0
+
+        def motion(t: float) -> np.ndarray:
+            return np.where(on_left[:, None], left.rotate(clamped, t), right.rotate(clamped, t))
+
+        cloth = ContactCloth(model, self.step, self.eta, self.stiffness, self.window, damping=self.damping,
+                             friction=(self.friction, 0.0), pinned=ends, motion=motion)
+        return cloth, x0.copy(), np.zeros_like(x0)
+
+    def windows(self, seconds: float) -> int:
+        """The collision windows in ``seconds`` of simulated time (rounded).
+
+        Parameters
+        ----------
+        seconds : float
+            Simulated time, s.
+        """
+        return round(seconds / (self.step * self.window))
+
+    @property
+    def step(self) -> float:
+        """The material step, s."""
+        return self.dt if self.dt is not None else 0.016 * self.size / (self.n - 1)
