@@ -18,8 +18,32 @@ from .obstacles import Spin, sphere
 from .surface import sheet
 
 
+class _Timing:
+    """What a scene's windows and step come to, from its ``n``, ``size``, ``dt`` and ``window``."""
+
+    n: int
+    size: float
+    dt: float | None
+    window: int
+
+    def windows(self, seconds: float) -> int:
+        """The collision windows in ``seconds`` of simulated time (rounded).
+
+        Parameters
+        ----------
+        seconds : float
+            Simulated time, s.
+        """
+        return round(seconds / (self.step * self.window))
+
+    @property
+    def step(self) -> float:
+        """The material step, s."""
+        return self.dt if self.dt is not None else 0.016 * self.size / (self.n - 1)  # 0.5 ms at 1/32 m
+
+
 @dataclass(frozen=True)
-class Drape:
+class Drape(_Timing):
     """A sheet dropped onto a sphere.
 
     Parameters
@@ -75,25 +99,10 @@ class Drape:
                              friction=self.friction, obstacles=(sphere((0.0, 0.0, 0.0), self.radius),))
         return cloth, surface.vertices.copy(), np.zeros_like(surface.vertices)
 
-    def windows(self, seconds: float) -> int:
-        """The collision windows in ``seconds`` of simulated time (rounded).
-
-        Parameters
-        ----------
-        seconds : float
-            Simulated time, s.
-        """
-        return round(seconds / (self.step * self.window))
-
-    @property
-    def step(self) -> float:
-        """The material step, s."""
-        return self.dt if self.dt is not None else 0.016 * self.size / (self.n - 1)  # 0.5 ms at 1/32 m
-
 
 
 @dataclass(frozen=True)
-class Twist:
+class Twist(_Timing):
     """A sheet twisted by its clamped ends (the brief's S2, Newton's cloth-twist setup): its
     two edges across x are turned in opposite senses about the x axis, without gravity, so the
     middle wrings and touches itself more and more.
@@ -151,18 +160,3 @@ class Twist:
         cloth = ContactCloth(model, self.step, self.eta, self.stiffness, self.window, damping=self.damping,
                              friction=(self.friction, 0.0), pinned=ends, motion=motion)
         return cloth, x0.copy(), np.zeros_like(x0)
-
-    def windows(self, seconds: float) -> int:
-        """The collision windows in ``seconds`` of simulated time (rounded).
-
-        Parameters
-        ----------
-        seconds : float
-            Simulated time, s.
-        """
-        return round(seconds / (self.step * self.window))
-
-    @property
-    def step(self) -> float:
-        """The material step, s."""
-        return self.dt if self.dt is not None else 0.016 * self.size / (self.n - 1)
