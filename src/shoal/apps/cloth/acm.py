@@ -212,7 +212,7 @@ class ContactCloth:
                 layers[np.searchsorted(keys, self.keys)] = self.layers
                 rows = self.rows(keys)
                 next_layer = self.eta * (layers + 1.0) ** -0.25  # each pair's first inactive layer's thickness
-                levels = self._levels(rows)
+                levels = self._levels(rows, layers)
                 bound, least = window_gaps(track, ends, self.radius, rows, next_layer, levels, ticks)
                 detection += time.perf_counter() - middle
                 close = bound < next_layer
@@ -248,17 +248,18 @@ class ContactCloth:
             self.log.detection_s.append(detection)
         return self.log
 
-    def _levels(self, rows: np.ndarray) -> np.ndarray:
-        """Per pair, the most layers kicking any of its points (its points move linearly
-        between the ticks of layers up to that many: :func:`window_gaps`); all layers for a pair
-        with a moving obstacle, whose ends follow a curve through every event."""
+    def _levels(self, rows: np.ndarray, layers: np.ndarray) -> np.ndarray:
+        """Per pair of ``rows``, the most layers kicking any of its points while the window ran
+        (``layers``: each pair's then), as its points move linearly between the ticks of layers
+        up to that many (:func:`window_gaps`); all layers for a pair with a moving obstacle,
+        whose ends follow a curve through every event."""
+        points = _points(rows)
         top = np.zeros(len(self.model.surface.vertices) + 1, np.int64)  # (the last: the rows' -1)
-        active = _points(self.rows(self.keys))
-        np.maximum.at(top, active.ravel(), np.repeat(self.layers, 4))
+        np.maximum.at(top, points.ravel(), np.repeat(layers, 4))
         top[-1] = 0
-        levels = top[_points(rows)].max(axis=1, initial=0)
+        levels = top[points].max(axis=1, initial=0)
         moving = np.array([o.spin is not None for o in self.obstacles] + [False])
-        levels[moving[np.where(rows[:, 0] >= VERTEX_OBSTACLE, rows[:, 4], -1)]] = self.layers.max(initial=0)
+        levels[moving[np.where(rows[:, 0] >= VERTEX_OBSTACLE, rows[:, 4], -1)]] = layers.max(initial=0)
         return levels
 
     def _check_start(self, x: np.ndarray) -> None:

@@ -18,13 +18,42 @@ from .obstacles import Spin, sphere
 from .surface import sheet
 
 
-class _Timing:
-    """What a scene's windows and step come to, from its ``n``, ``size``, ``dt`` and ``window``."""
+@dataclass(frozen=True)
+class Sheet:
+    """What every scene's square sheet shares: its mesh, material, contact layers and steps.
 
-    n: int
-    size: float
-    dt: float | None
-    window: int
+    Parameters
+    ----------
+    n : int
+        Vertices along a side.
+    size : float
+        The sheet's side, m.
+    density, stretch, poisson, bending : float
+        The material (:class:`~.model.Material`): kg/m² (MuJoCo's drape: 0.187 kg on 1 m²),
+        N/m, 1, J.
+    eta, stiffness : float
+        The first contact layer's thickness (m; ARCSim's repulsion thickness) and stiffness
+        (N/m).
+    dt : float, optional
+        The material step, s (default: 0.5 ms at a spacing of 1/32 m, in proportion to the
+        spacing: about half the mesh's :meth:`~.model.ClothModel.stable_step`).
+    window : int
+        Material steps per collision window.
+    damping : float
+        Velocity lost per second by every free vertex, 1/s.
+    """
+
+    n: int = 33
+    size: float = 1.0
+    density: float = 0.187
+    stretch: float = 100.0
+    poisson: float = 0.2
+    bending: float = 1e-5
+    eta: float = 0.005
+    stiffness: float = 10.0
+    dt: float | None = None
+    window: int = 10
+    damping: float = 1.0
 
     def windows(self, seconds: float) -> int:
         """The collision windows in ``seconds`` of simulated time (rounded).
@@ -41,33 +70,41 @@ class _Timing:
         """The material step, s."""
         return self.dt if self.dt is not None else 0.016 * self.size / (self.n - 1)  # 0.5 ms at 1/32 m
 
+    def model(self, height: float = 0.0) -> ClothModel:
+        """The sheet flat at ``height`` (m), centred on the z axis, made of the material.
+
+        Parameters
+        ----------
+        height : float
+            Its z, m.
+        """
+        return ClothModel(sheet(self.n, self.size, height),
+                          Material(self.density, self.stretch, self.poisson, self.bending))
+
+    def cloth(self, model: ClothModel, **options) -> ContactCloth:
+        """``model`` with the sheet's layers, steps and damping, and ``options`` (obstacles,
+        friction, pins) for :class:`~.acm.ContactCloth`.
+
+        Parameters
+        ----------
+        model : ClothModel
+            The sheet (:meth:`model`).
+        **options
+            More arguments of :class:`~.acm.ContactCloth`.
+        """
+        return ContactCloth(model, self.step, self.eta, self.stiffness, self.window, damping=self.damping, **options)
+
 
 @dataclass(frozen=True)
-class Drape(_Timing):
-    """A sheet dropped onto a sphere.
+class Drape(Sheet):
+    """A sheet dropped onto a sphere (and the parameters of :class:`Sheet`).
 
     Parameters
     ----------
-    n : int
-        Vertices along a side (33: 1,089 vertices; 65: 4,225).
-    size, height : float
-        The sheet's side and starting z, m.
+    height : float
+        The sheet's starting z, m.
     radius : float
         The sphere's radius, m (at the origin).
-    density : float
-        kg/m² (MuJoCo's run: 0.187 kg on 1 m²).
-    stretch, poisson, bending : float
-        The material (:class:`~.model.Material`): N/m, 1, J.
-    eta, stiffness : float
-        The first contact layer's thickness (m; ARCSim's repulsion thickness) and stiffness
-        (N/m).
-    dt : float, optional
-        The material step, s (default: 0.5 ms at a spacing of 1/32 m, in proportion to the
-        spacing: about half the mesh's :meth:`~.model.ClothModel.stable_step`).
-    window : int
-        Material steps per collision window.
-    damping : float
-        Velocity lost per second by every vertex, 1/s.
     friction : tuple of float
         Coulomb coefficients between the cloth's own primitives and against the sphere
         (ARCSim's defaults).
@@ -75,79 +112,43 @@ class Drape(_Timing):
         Along z, m/s².
     """
 
-    n: int = 33
-    size: float = 1.0
     height: float = 0.3
     radius: float = 0.25
-    density: float = 0.187
-    stretch: float = 100.0
-    poisson: float = 0.2
-    bending: float = 1e-5
-    eta: float = 0.005
-    stiffness: float = 10.0
-    dt: float | None = None
-    window: int = 10
-    damping: float = 1.0
     friction: tuple[float, float] = (0.6, 0.3)
     gravity: float = -9.81
 
     def build(self) -> tuple[ContactCloth, np.ndarray, np.ndarray]:
         """The cloth, its positions and its velocities at the start."""
-        surface = sheet(self.n, self.size, self.height)
-        model = ClothModel(surface, Material(self.density, self.stretch, self.poisson, self.bending))
-        cloth = ContactCloth(model, self.step, self.eta, self.stiffness, self.window, damping=self.damping,
-                             friction=self.friction, obstacles=(sphere((0.0, 0.0, 0.0), self.radius),))
-        return cloth, surface.vertices.copy(), np.zeros_like(surface.vertices)
-
+        model = self.model(self.height)
+        cloth = self.cloth(model, friction=self.friction, obstacles=(sphere((0.0, 0.0, 0.0), self.radius),))
+        x = model.surface.vertices
+        return cloth, x.copy(), np.zeros_like(x)
 
 
 @dataclass(frozen=True)
-class Twist(_Timing):
+class Twist(Sheet):
     """A sheet twisted by its clamped ends (the brief's S2, Newton's cloth-twist setup): its
     two edges across x are turned in opposite senses about the x axis, without gravity, so the
-    middle wrings and touches itself more and more.
+    middle wrings and touches itself more and more (and the parameters of :class:`Sheet`).
 
     Parameters
     ----------
     n : int
         Vertices along a side (50: 2,500 vertices).
-    size : float
-        The sheet's side, m (flat in z = 0, centred on the origin).
     speed : float
         Each clamped edge's angular speed, rad/s (π/3: 120° between them after a second).
-    density, stretch, poisson, bending : float
-        The material: kg/m², N/m, 1, J.
-    eta, stiffness : float
-        The first contact layer's thickness (m) and stiffness (N/m).
     friction : float
         Coulomb coefficient between the cloth's primitives.
-    dt : float, optional
-        The material step, s (default as :class:`Drape`'s).
-    window : int
-        Material steps per collision window.
-    damping : float
-        1/s.
     """
 
     n: int = 50
-    size: float = 1.0
     speed: float = float(np.pi / 3)
-    density: float = 0.187
-    stretch: float = 100.0
-    poisson: float = 0.2
-    bending: float = 1e-5
-    eta: float = 0.005
-    stiffness: float = 10.0
     friction: float = 0.6
-    dt: float | None = None
-    window: int = 10
-    damping: float = 1.0
 
     def build(self) -> tuple[ContactCloth, np.ndarray, np.ndarray]:
-        """The cloth, its positions and its velocities at the start (flat, at rest)."""
-        surface = sheet(self.n, self.size)
-        model = ClothModel(surface, Material(self.density, self.stretch, self.poisson, self.bending))
-        x0 = surface.vertices
+        """The cloth, its positions and its velocities at the start (flat in z = 0, at rest)."""
+        model = self.model()
+        x0 = model.surface.vertices
         ends = np.isclose(np.abs(x0[:, 0]), self.size / 2)
         left = Spin(axis=(1.0, 0.0, 0.0), speed=self.speed)
         right = Spin(axis=(-1.0, 0.0, 0.0), speed=self.speed)
@@ -157,6 +158,5 @@ class Twist(_Timing):
         def motion(t: float) -> np.ndarray:
             return np.where(on_left[:, None], left.rotate(clamped, t), right.rotate(clamped, t))
 
-        cloth = ContactCloth(model, self.step, self.eta, self.stiffness, self.window, damping=self.damping,
-                             friction=(self.friction, 0.0), pinned=ends, motion=motion)
+        cloth = self.cloth(model, friction=(self.friction, 0.0), pinned=ends, motion=motion)
         return cloth, x0.copy(), np.zeros_like(x0)
