@@ -212,7 +212,7 @@ class ContactCloth:
                 layers[np.searchsorted(keys, self.keys)] = self.layers
                 rows = self.rows(keys)
                 next_layer = self.eta * (layers + 1.0) ** -0.25  # each pair's first inactive layer's thickness
-                levels = self._levels(rows, layers)
+                levels = self.levels(rows, rows[layers > 0], layers[layers > 0])
                 bound, least = window_gaps(track, ends, self.radius, rows, next_layer, levels, ticks)
                 detection += time.perf_counter() - middle
                 close = bound < next_layer
@@ -221,15 +221,13 @@ class ContactCloth:
                 layers += close
                 if layers.max() > self.max_layers:
                     k = int(np.argmax(layers))
-                    raise ShoalError(f"window {self.windows}: contact pair {self._name(rows[k])} needs more than "
-                                     f"{self.max_layers} layers (gap {least[k]:.3g} m): lower the time step or "
-                                     "raise the stiffness")
+                    raise self.overflow(rows[k], least[k], self.windows)
                 self.keys, self.layers = keys[layers > 0], layers[layers > 0]
                 x[:], v[:] = x0, v0
                 rollbacks += 1
             touching = np.flatnonzero(least <= 0)  # impossible in a kept window, unless round-off
             if len(touching):
-                self._lost(rows[touching[0]], least[touching[0]])
+                raise self.lost(rows[touching[0]], least[touching[0]], self.windows)
             active = np.flatnonzero(layers)
             innermost = self.eta * layers[active] ** -0.25
             # (a bound refined against the innermost layer, not the next: those pairs only)
@@ -248,16 +246,23 @@ class ContactCloth:
             self.log.detection_s.append(detection)
         return self.log
 
-    def _levels(self, rows: np.ndarray, layers: np.ndarray) -> np.ndarray:
-        """Per pair of ``rows``, the most layers kicking any of its points while the window ran
-        (``layers``: each pair's then), as its points move linearly between the ticks of layers
-        up to that many (:func:`window_gaps`); all layers for a pair with a moving obstacle,
-        whose ends follow a curve through every event."""
-        points = _points(rows)
+    def levels(self, rows: np.ndarray, active: np.ndarray, layers: np.ndarray) -> np.ndarray:
+        """Per pair of ``rows``, the most layers kicking any of its points while the window ran,
+        as its points move linearly between the ticks of layers up to that many
+        (:func:`window_gaps`); all layers for a pair with a moving obstacle, whose ends follow a
+        curve through every event.
+
+        Parameters
+        ----------
+        rows : ndarray, shape (pairs, 5)
+            The pairs tested (:meth:`rows`).
+        active, layers : ndarray
+            Every pair with layers in the window (its rows) and how many.
+        """
         top = np.zeros(len(self.model.surface.vertices) + 1, np.int64)  # (the last: the rows' -1)
-        np.maximum.at(top, points.ravel(), np.repeat(layers, 4))
+        np.maximum.at(top, points_of(active).ravel(), np.repeat(layers, 4))
         top[-1] = 0
-        levels = top[points].max(axis=1, initial=0)
+        levels = top[points_of(rows)].max(axis=1, initial=0)
         moving = np.array([o.spin is not None for o in self.obstacles] + [False])
         levels[moving[np.where(rows[:, 0] >= VERTEX_OBSTACLE, rows[:, 4], -1)]] = layers.max(initial=0)
         return levels
@@ -289,52 +294,73 @@ class ContactCloth:
                 EDGE_OBSTACLE: "edge-obstacle", FACE_OBSTACLE: "face-obstacle"}[int(row[0])]
         return f"{kind} {[int(q) for q in row[1:] if q >= 0]}"
 
-    def _lost(self, row: np.ndarray, gap: float):
-        raise ShoalError(f"window {self.windows}: contact pair {self._name(row)} touched (gap {gap:.3g} m): the cloth "
-                         "would pass through; lower the time step or the window, or raise the stiffness")
+    def lost(self, row: np.ndarray, gap: float, window: int) -> ShoalError:
+        """The error that stops a run whose pair ``row`` touched in ``window``."""
+        return ShoalError(f"window {window}: contact pair {self._name(row)} touched (gap {gap:.3g} m): the cloth "
+                          "would pass through; lower the time step or the window, or raise the stiffness")
 
-    def _schedule(self) -> tuple[np.ndarray, np.ndarray]:
-        """Within a material step: the events' times (fractions of it, from 0) and, per event
-        and layer, whether that layer ticks then."""
-        top = int(self.layers.max(initial=0))
+    def overflow(self, row: np.ndarray, gap: float, window: int) -> ShoalError:
+        """The error that stops a run whose pair ``row`` needs more layers than it may have."""
+        return ShoalError(f"window {window}: contact pair {self._name(row)} needs more than {self.max_layers} layers "
+                          f"(gap {gap:.3g} m): lower the time step or raise the stiffness")
+
+    def schedule(self, top: int, start: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """A window from time ``start`` with ``top`` layers at most on a pair: within a material
+        step, the events' times (fractions of it, from 0, then 1) and, per event and layer,
+        whether that layer ticks then; the obstacles' ends at every event of the window and at
+        its end, shape (window × events + 1, obstacles, 2, 3); their angular velocities and
+        pivots at every event."""
         times = sorted({Fraction(j, layer_substeps(n)) for n in range(1, top + 1) for j in range(layer_substeps(n))}
                        | {Fraction(0)})
         ticks = np.zeros((len(times), top + 1), bool)
         for e, t in enumerate(times):
             for n in range(1, top + 1):
                 ticks[e, n] = (t * layer_substeps(n)).denominator == 1
-        return np.array([float(t) for t in times] + [1.0]), ticks
+        times = np.array([float(t) for t in times] + [1.0])
+        at = start + self.dt * (np.arange(self.window)[:, None] + times[None, :-1]).ravel()
+        ends = ends_at(self.obstacles, np.append(at, start + self.window * self.dt))
+        omega, pivot = spins_at(self.obstacles, at)
+        return times, ticks, ends, omega, pivot
+
+    def lead(self, x: np.ndarray, v: np.ndarray, where: np.ndarray, rank: np.ndarray, step: int,
+             start: float) -> None:
+        """Set the velocities of pinned vertices (rows ``where`` of ``x`` and ``v``, rows ``rank``
+        of ``motion``'s positions) to reach, at the end of material step ``step`` of the window
+        from time ``start``, where ``motion`` leads them (nothing without ``motion``)."""
+        if self.motion is not None and len(where):
+            to = self.motion(start + (step + 1) * self.dt)
+            v[where] = (to[rank] - x[where]) / self.dt
+
+    def kick(self, v: np.ndarray, f: np.ndarray, inverse: np.ndarray, free: np.ndarray, g: np.ndarray) -> None:
+        """A material step's kick of velocities ``v`` by forces ``f`` and gravity ``g``
+        (``inverse`` masses, ``free`` vertices: the rows of ``v``), then its damping."""
+        v += self.dt * (inverse[:, None] * f + free[:, None] * g)
+        if self.damping:
+            v[free] *= 1.0 - self.damping * self.dt
 
     def _simulate(self, x: np.ndarray, v: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One window from ``x``, ``v`` (updated): the positions at every event and at the end,
         shape (window × events + 1, n, 3), the obstacles' ends then, shape
         (window × events + 1, obstacles, 2, 3), and per event of a material step and layer
         whether it ticks then."""
-        times, ticks = self._schedule()
+        times, ticks, ends, omega, pivot = self.schedule(int(self.layers.max(initial=0)), self.time)
         events = len(times) - 1
-        m = self.model
         f = np.zeros_like(x)
         track = np.empty((self.window * events + 1, *x.shape))
         track[0] = x
-        at = self.time + self.dt * (np.arange(self.window)[:, None] + times[None, :-1]).ravel()
-        ends = ends_at(self.obstacles, np.append(at, self.time + self.window * self.dt))
-        omega, pivot = spins_at(self.obstacles, at)
         rows = self.rows(self.keys)
+        pinned = np.flatnonzero(~self.free)
         for step in range(self.window):
-            if self.motion is not None:
-                lead = self.motion(self.time + (step + 1) * self.dt)
-                v[~self.free] = (lead - x[~self.free]) / self.dt
-            m.forces(x, f)
-            v += self.dt * (self.inverse[:, None] * f + self.free[:, None] * g)
-            if self.damping:
-                v[self.free] *= 1.0 - self.damping * self.dt
-            _penalty_window_step(x, v, self.inverse, rows, self.layers, times, ticks, self.eta, self.k, self.dt,
-                                 track, ends, self.radius, step * events, self.friction, omega, pivot)
+            self.lead(x, v, pinned, np.arange(len(pinned)), step, self.time)
+            self.model.forces(x, f)
+            self.kick(v, f, self.inverse, self.free, g)
+            penalty_step(x, v, self.inverse, rows, self.layers, times, ticks, self.eta, self.k, self.dt,
+                         track, ends, self.radius, step * events, self.friction, omega, pivot)
         return track, ends, ticks
 
 
 @nb.njit(cache=True, nogil=True)
-def _penalty_window_step(x, v, inverse, rows, layers, times, ticks, eta, k, dt, track, ends, radius, row, mu, omega,
+def penalty_step(x, v, inverse, rows, layers, times, ticks, eta, k, dt, track, ends, radius, row, mu, omega,
                          pivot):
     """One material step's events: at each, the ticking layers of every active pair kick its
     points (layer ``l`` alone, with its own step ``dt / n_l``, then its friction: ``mu[0]``
@@ -548,7 +574,7 @@ def _piece_bound(a, b, ea, eb, radius, p, y, moved, threshold, stack):
     return best
 
 
-def _points(rows: np.ndarray) -> np.ndarray:
+def points_of(rows: np.ndarray) -> np.ndarray:
     """Each pair's cloth vertices, shape (pairs, 4), -1 where it has fewer."""
     out = rows[:, 1:].copy()
     out[rows[:, 0] >= VERTEX_OBSTACLE, 3] = -1

@@ -124,6 +124,14 @@ class ClothApp(App):
         return {dst: state["x"][which] for (dst, s), which in self._sends.items() if s == src}
 
     def move(self, tile: int, state, halos: dict, ctx, tiling) -> int:
+        part = self._parts[tile]
+        f = self._forces(tile, state, halos, tiling)
+        kick_drift(state["x"], state["v"], f, part["inverse"], part["free"], self.gravity, self.dt, self.damping)
+        return len(f)
+
+    def _forces(self, tile: int, state, halos: dict, tiling) -> np.ndarray:
+        """The material forces on the vertices part ``tile`` holds, from their positions and
+        those the parts in ``halos`` sent (:meth:`pack_halos`), each in global stencil order."""
         self._plan(tiling)
         part = self._parts[tile]
         x = np.empty((part["reads"], 3))  # the part's own numbering: what it holds, then what it read
@@ -136,8 +144,7 @@ class ClothApp(App):
         bend(x, part["hinges"], part["rest_angle"], part["weight"], part["rows"], 3 * len(part["triangles"]))
         f = np.empty((len(held), 3))
         accumulate(part["rows"], part["ptr"], part["order"], held, f)
-        kick_drift(state["x"], state["v"], f, part["inverse"], part["free"], self.gravity, self.dt, self.damping)
-        return len(held)
+        return f
 
     def gather(self, states: dict[int, Any], tiling) -> dict[str, np.ndarray]:
         n = len(self.model.surface.vertices)

@@ -84,21 +84,54 @@ def candidate_pairs(low: np.ndarray, high: np.ndarray, triangles: np.ndarray, ed
     margin : float
         Boxes closer than this (in every axis) pair, m.
     """
+    vertices, every = np.arange(len(low)), np.arange(max(len(triangles), len(edges)))
+    return np.concatenate([
+        primitive_pairs(VERTEX_FACE, low, high, vertices, vertices, triangles, every[:len(triangles)], margin),
+        primitive_pairs(EDGE_EDGE, low, high, edges, every[:len(edges)], edges, every[:len(edges)], margin)])
+
+
+def primitive_pairs(kind: int, low: np.ndarray, high: np.ndarray, queries: np.ndarray, query_ids: np.ndarray,
+                    targets: np.ndarray, target_ids: np.ndarray, margin: float) -> np.ndarray:
+    """The keys, sorted, of the pairs of a query and a target primitive sharing no vertex whose
+    swept boxes come within ``margin``: vertex–face pairs (queries vertices, targets triangles)
+    or edge–edge pairs (queries and targets edges; two sets of distinct edges, or one set met
+    with itself when they are the same). What is found is every overlap of the boxes, whatever
+    the subset searched, so subsets that split the primitives find, together, what the whole
+    finds.
+
+    Parameters
+    ----------
+    kind : int
+        :data:`~.contact.VERTEX_FACE` or :data:`~.contact.EDGE_EDGE`.
+    low, high : ndarray, shape (n, 3)
+        Swept boxes of the vertices the primitives are rows of.
+    queries, targets : ndarray of int
+        The primitives, as vertex indices (a vertex: a 1D array of them) into ``low``.
+    query_ids, target_ids : ndarray of int
+        The primitives' global ids, which the keys hold.
+    margin : float
+        m.
+    """
+    queries = np.asarray(queries, np.int64).reshape(len(query_ids), -1)
+    targets = np.asarray(targets, np.int64).reshape(len(target_ids), -1)
+    if not len(queries) or not len(targets):
+        return np.zeros(0, np.int64)
     half = 0.5 * margin
-    tl, th = low[triangles].min(axis=1) - half, high[triangles].max(axis=1) + half
-    el, eh = low[edges].min(axis=1) - half, high[edges].max(axis=1) + half
-    vl, vh = low - half, high + half
-    cell = max(float(np.median(th - tl)) if len(tl) else 1.0, float((th - tl).max(initial=0.0)) / _CELLS_PER_SIDE,
-               1e-12)
-    origin = np.minimum(tl.min(axis=0, initial=np.inf), vl.min(axis=0, initial=np.inf)) if len(tl) else vl.min(axis=0)
-    vertices = np.arange(len(low), dtype=np.int64)[:, None]
-    face = _grid_pairs(vl, vh, vertices, tl, th, triangles, False, VERTEX_FACE, origin, cell)
-    edge = _grid_pairs(el, eh, edges, el, eh, edges, True, EDGE_EDGE, origin, cell)
-    return np.concatenate([np.sort(face), np.sort(edge)])
+    ql, qh = low[queries].min(axis=1) - half, high[queries].max(axis=1) + half
+    tl, th = low[targets].min(axis=1) - half, high[targets].max(axis=1) + half
+    cell = max(float(np.median(th - tl)), float((th - tl).max()) / _CELLS_PER_SIDE, 1e-12)
+    origin = np.minimum(tl.min(axis=0), ql.min(axis=0))
+    same = kind == EDGE_EDGE and np.array_equal(query_ids, target_ids)  # one set: each pair once
+    found = _grid_pairs(ql, qh, queries, tl, th, targets, same, kind, origin, cell)
+    _, q, t = split_keys(found)
+    first, second = np.asarray(query_ids, np.int64)[q], np.asarray(target_ids, np.int64)[t]
+    if kind == EDGE_EDGE:
+        first, second = np.minimum(first, second), np.maximum(first, second)
+    return np.sort(pair_keys(kind, first, second))
 
 
 def obstacle_pairs(low: np.ndarray, high: np.ndarray, triangles: np.ndarray, edges: np.ndarray, ends: np.ndarray,
-                   radius: np.ndarray, margin: float) -> np.ndarray:
+                   radius: np.ndarray, margin: float, ids: tuple[np.ndarray, ...] | None = None) -> np.ndarray:
     """The keys, sorted, of every vertex–, edge– and face–obstacle pair whose swept boxes come
     within ``margin``.
 
@@ -116,16 +149,26 @@ def obstacle_pairs(low: np.ndarray, high: np.ndarray, triangles: np.ndarray, edg
         The obstacles' radii, m.
     margin : float
         m.
+    ids : tuple of three ndarray, optional
+        The vertices to pair (indices into ``low``), and the global ids of those vertices, of
+        the edges and of the triangles, which the keys hold (default: every vertex, and ids
+        their positions).
     """
+    if ids is None:
+        ids = (np.arange(len(low)), np.arange(len(low)), np.arange(len(edges)), np.arange(len(triangles)))
+    vertices, vertex_ids, edge_ids, triangle_ids = ids
     keys = [np.zeros(0, np.int64)]
-    primitives = ((VERTEX_OBSTACLE, low, high), (EDGE_OBSTACLE, low[edges].min(axis=1), high[edges].max(axis=1)),
-                  (FACE_OBSTACLE, low[triangles].min(axis=1), high[triangles].max(axis=1)))
+    primitives = ((VERTEX_OBSTACLE, low[vertices], high[vertices], vertex_ids),
+                  (EDGE_OBSTACLE, low[edges].min(axis=1, initial=np.inf), high[edges].max(axis=1, initial=-np.inf),
+                   edge_ids),
+                  (FACE_OBSTACLE, low[triangles].min(axis=1, initial=np.inf),
+                   high[triangles].max(axis=1, initial=-np.inf), triangle_ids))
     for o in range(ends.shape[1]):
         grow = radius[o] + margin
         olow, ohigh = ends[:, o].min(axis=(0, 1)) - grow, ends[:, o].max(axis=(0, 1)) + grow
-        for kind, plow, phigh in primitives:
+        for kind, plow, phigh, pids in primitives:
             near = np.flatnonzero(np.all((plow <= ohigh) & (phigh >= olow), axis=1))
-            keys.append(pair_keys(kind, near, np.full(len(near), o)))
+            keys.append(pair_keys(kind, np.asarray(pids, np.int64)[near], np.full(len(near), o)))
     return np.sort(np.concatenate(keys))
 
 

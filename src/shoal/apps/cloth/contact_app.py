@@ -1,0 +1,391 @@
+"""Asynchronous contact mechanics on the parts of a mesh partition, bitwise the one-piece run.
+
+A step is one collision window of :class:`~.acm.ContactCloth`, as a graph of tasks over the
+parts of a :class:`~shoal.mesh.MeshPartition` (the contact-mechanics paper §III) and detection
+jobs between them (§V):
+
+- ``material{s}``, for each material step ``s`` of the window: each part computes the
+  material forces on the vertices it holds, reading the positions of its stencils' other
+  vertices (as :class:`~.app.ClothApp` does), and kicks them. The window's first one keeps a
+  snapshot of them.
+- ``contact{s}``: the penalty layers' kicks and the drift through the step's events. A pair's
+  kicks change only its own points' velocities, and its friction reads only theirs, so within
+  a material step a vertex moves as the vertices joined to it by chains of pairs with layers
+  (its *contact group*) make it move, and no other. Each part reads, from their holders, the
+  vertices of its groups it does not hold, and runs its groups' pairs in key order (the
+  one-piece run's order, restricted to them): every copy of a vertex moves bit for bit as in
+  the one-piece run. Where the paper's partitions exchange impulses at each penalty event,
+  here a group is computed by every part holding one of its vertices: one exchange per
+  material step, whatever the number of events.
+- ``bounds``: every part reads every other's swept box of the window and emits a detection
+  job for itself (its own primitives, and against the obstacles) and one for each later part
+  whose box comes within the first layer's thickness of its own, or with which it shares a pair
+  with layers (§V-A).
+- ``detect``: the jobs, placed by the run's job policy, each the broad phase
+  (:mod:`.broad`) and the conservative narrow phase (:func:`~.acm.window_gaps`) on the pairs
+  between its two parts' primitives. A primitive belongs to one part (a triangle to its own,
+  an edge to the lowest-numbered part of its triangles, a vertex to its lowest-numbered
+  holder), so every pair is tested by exactly one job.
+- ``agree``: every part reads every job's findings and updates its copy of the pair table,
+  which each part keeps whole and the same: pairs that came close gain a layer, and if any
+  did, every part puts its vertices back to the snapshot. Its reduction (whether any came
+  close, the least gap, the candidates) decides whether the window runs again: the phases from
+  ``material0`` to ``agree`` are a loop.
+- ``keep``: the pairs of the kept window that stayed out of their innermost layer drop it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from ...mesh import MeshPartition
+from ...runtime import Phase
+from ...runtime.app import check_jobs_order
+from ...runtime.graph import Loop, loop_spans
+from .acm import ContactCloth, penalty_step, points_of, window_gaps
+from .app import ClothApp
+from .broad import obstacle_pairs, primitive_pairs, split_keys, swept_boxes
+from .contact import EDGE_EDGE, EDGE_OBSTACLE, FACE_OBSTACLE, VERTEX_FACE, VERTEX_OBSTACLE
+
+ATTEMPTS = 10_000  # a window's attempts at most: each adds a layer to a pair, and a pair may gain only so many
+TRANSIENT = ("window_", "found", "drops", "x0", "v0")  # what a step keeps between its phases only
+
+
+def _nothing_found() -> dict[str, np.ndarray]:
+    return {"keys": np.zeros(0, np.int64), "close": np.zeros(0, bool), "least": np.zeros(0),
+            "drop": np.zeros(0, np.int64), "candidates": np.zeros(1, np.int64)}
+
+
+class ContactClothApp(ClothApp):
+    """A :class:`~.acm.ContactCloth` stepped window by window on the parts of a mesh partition.
+
+    Parameters
+    ----------
+    cloth : ContactCloth
+        The cloth, its contact layers, obstacles, pins and friction (its state at rest is the
+        initial state; its pairs with layers, none at first, the initial table).
+    gravity : sequence of float
+        Acceleration, m/s².
+    velocity : ndarray, shape (n, 3), optional
+        Initial velocities (default: at rest).
+
+    Raises
+    ------
+    ShoalError
+        If the cloth starts inside an obstacle or an obstacle through it.
+    """
+
+    name = "cloth-contact"
+    phases = (
+        Phase("material0", reads="app", method="material", work="vertices"),
+        Phase("contact0", reads="app", method="contact", pack="pack_groups", work="vertices"),
+        Phase("bounds", reads="app", pack="pack_box", emits_jobs=True, work="parts"),
+        Phase("detect", jobs="narrow", work="pairs"),
+        Phase("agree", reads="app", pack="pack_found", reduction=("max", "min", "sum"), work="pairs"),
+        Phase("keep", work="pairs"),
+    )
+    loops = (Loop("material0", "agree", ATTEMPTS, required=True),)
+    transient = TRANSIENT
+
+    def __init__(self, cloth: ContactCloth, gravity=(0.0, 0.0, 0.0), velocity: np.ndarray | None = None):
+        super().__init__(cloth.model, cloth.dt, gravity, pinned=~cloth.free, damping=cloth.damping, velocity=velocity)
+        cloth._check_start(cloth.model.surface.vertices)
+        self.cloth = cloth
+        steps = [Phase(f"{kind}{s}", **options) for s in range(cloth.window)
+                 for kind, options in (("material", dict(reads="app", method="material", work="vertices")),
+                                       ("contact", dict(reads="app", method="contact", pack="pack_groups",
+                                                        work="vertices")))]
+        self.phases = (*steps, *type(self).phases[2:])  # a window's material steps, then its detection
+        loop_spans(self.phases, self.loops)
+        check_jobs_order(self.phases)
+        self._owners_for = None
+
+    # ----- who holds and who owns what ------------------------------------------------------------
+    def prepare(self, tiling: MeshPartition) -> None:
+        self._plan(tiling)
+        self._owners(tiling)
+
+    def _owners(self, tiling: MeshPartition) -> None:
+        """Per primitive the part that owns it: a triangle its part, an edge the lowest part of
+        its triangles, a vertex its lowest holder; per part what it holds and owns."""
+        if self._owners_for is tiling:
+            return
+        s = self.model.surface
+        n = len(s.vertices)
+        triangle = np.asarray(tiling.part_of_element, np.int64)
+        sides = np.sort(s.triangles[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2), axis=1)
+        which = np.searchsorted(s.edges[:, 0] * n + s.edges[:, 1], sides[:, 0] * n + sides[:, 1])
+        edge = np.full(len(s.edges), np.iinfo(np.int64).max)
+        np.minimum.at(edge, which, np.repeat(triangle, 3))
+        vertex = np.asarray(tiling.part_of_vertex, np.int64)
+        self._owner = {VERTEX_FACE: (vertex, triangle), EDGE_EDGE: (edge, edge), VERTEX_OBSTACLE: (vertex, None),
+                       EDGE_OBSTACLE: (edge, None), FACE_OBSTACLE: (triangle, None)}
+        self._holder = vertex
+        self._held = [tiling.vertices_of(p) for p in range(tiling.ntiles)]
+        self._owned = [(np.flatnonzero(vertex == p), np.flatnonzero(edge == p), np.flatnonzero(triangle == p))
+                       for p in range(tiling.ntiles)]
+        self._pinned = np.flatnonzero(~self.free)
+        self._owners_for = tiling
+
+    def _jobs_of(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The job that tests each pair of ``keys``: its parts ``(a, b)``, ``b`` -1 for a part's
+        own job."""
+        kind, first, second = split_keys(keys)
+        p, q = np.empty(len(keys), np.int64), np.empty(len(keys), np.int64)
+        for k, (own_first, own_second) in self._owner.items():
+            on = kind == k
+            p[on] = own_first[first[on]]
+            q[on] = p[on] if own_second is None else own_second[second[on]]
+        a, b = np.minimum(p, q), np.maximum(p, q)
+        return a, np.where(a == b, -1, b)
+
+    def _groups(self, rows: np.ndarray) -> np.ndarray:
+        """Per vertex its contact group: the vertices joined to it by chains of the pairs
+        ``rows``."""
+        n = len(self.model.surface.vertices)
+        points = points_of(rows)
+        first = np.repeat(points[:, :1], 3, axis=1)
+        link = points[:, 1:] >= 0
+        graph = coo_matrix((np.ones(int(link.sum())), (first[link], points[:, 1:][link])), shape=(n, n))
+        return connected_components(graph, directed=False)[1]
+
+    # ----- the steps' phases ----------------------------------------------------------------------
+    def init_tile(self, tile: int, tiling) -> dict:
+        state = super().init_tile(tile, tiling)
+        state.update(keys=self.cloth.keys.copy(), layers=self.cloth.layers.copy(), clock=np.zeros(1),
+                     kept=np.zeros(1, np.int64), attempts=np.zeros(1, np.int64))
+        return state
+
+    def reads(self, phase, step: int, decomposition) -> list:
+        if phase.method == "material":
+            return super().reads(phase, step, decomposition)
+        every = range(decomposition.ntiles)  # (groups and boxes change within the step)
+        return [[u for u in every if u != t] for t in every]
+
+    def _begin(self, tile: int, state: dict, tiling) -> None:
+        """An attempt at the window: its schedule, the part's contact groups, the vertices it
+        reads for them and sends for others'."""
+        self._owners(tiling)
+        c, n = self.cloth, len(self.model.surface.vertices)
+        rows = c.rows(state["keys"])
+        start = float(state["clock"][0])
+        times, ticks, ends, omega, pivot = c.schedule(int(state["layers"].max(initial=0)), start)
+        group = self._groups(rows)
+
+        def reach(part):  # the vertices a part moves: its groups', less those it holds
+            joined = np.zeros(group.max(initial=0) + 1, bool)
+            joined[group[self._held[part]]] = True
+            out = joined[group]
+            out[self._held[part]] = False
+            return out
+
+        held = self._held[tile]
+        ghosts = np.flatnonzero(reach(tile))
+        ghosts = ghosts[np.argsort(self._holder[ghosts], kind="stable")]  # grouped by source, as they arrive
+        slots, at = {}, len(held)
+        for src in np.unique(self._holder[ghosts]).tolist():
+            k = int(np.count_nonzero(self._holder[ghosts] == src))
+            slots[src], at = slice(at, at + k), at + k
+        ids = np.concatenate([held, ghosts])
+        local = np.full(n + 1, -1, np.int64)  # (the last: the rows' -1)
+        local[ids] = np.arange(len(ids))
+        mine = np.flatnonzero(local[np.where(rows[:, 1] >= 0, rows[:, 1], n)] >= 0)
+        pairs = rows[mine].copy()
+        pairs[:, 1:4] = local[pairs[:, 1:4]]
+        cloth = pairs[:, 0] < VERTEX_OBSTACLE
+        pairs[cloth, 4] = local[pairs[cloth, 4]]
+        sends = {}
+        for dst in range(tiling.ntiles):
+            if dst != tile:
+                want = np.flatnonzero(reach(dst) & (self._holder == tile))
+                sends[dst] = np.searchsorted(held, want)
+        free = self.free[held]
+        events = len(times) - 1
+        track = np.empty((c.window * events + 1, len(held), 3))
+        track[0] = state["x"]
+        state["attempts"] += 1
+        state["window_"] = {
+            "sub": 0, "start": start, "times": times, "ticks": ticks, "ends": ends, "omega": omega, "pivot": pivot,
+            "rows": pairs, "layers": state["layers"][mine], "slots": slots, "sends": sends, "held": len(held),
+            "inverse": c.inverse[ids], "track": track, "scratch": np.empty((events + 1, len(ids), 3)),
+            "pinned": np.flatnonzero(~free), "rank": np.searchsorted(self._pinned, held[~free])}
+
+    def material(self, tile: int, state: dict, halos: dict, ctx, tiling) -> int:
+        """Material step ``s`` of the window: the material forces' and gravity's kick (the
+        window's first also keeps a snapshot, or starts its next attempt)."""
+        c = self.cloth
+        if "window_" not in state or state["window_"]["sub"] == c.window:
+            if ctx.iteration == 0:
+                state["x0"], state["v0"] = state["x"].copy(), state["v"].copy()
+            self._begin(tile, state, tiling)
+        w = state["window_"]
+        c.lead(state["x"], state["v"], w["pinned"], w["rank"], w["sub"], w["start"])
+        f = self._forces(tile, state, halos, tiling)
+        part = self._parts[tile]
+        c.kick(state["v"], f, part["inverse"], part["free"], self.gravity)
+        return len(f)
+
+    def pack_groups(self, state: dict, src: int, tiling) -> dict[int, np.ndarray]:
+        """Per other part, the positions and velocities of the vertices of its contact groups
+        that ``src`` is the lowest holder of."""
+        x, v = state["x"], state["v"]
+        return {dst: np.concatenate([x[which], v[which]], axis=1) for dst, which in state["window_"]["sends"].items()}
+
+    def contact(self, tile: int, state: dict, halos: dict, ctx, tiling) -> int:
+        """Material step ``s`` of the window: its penalty kicks and drifts on the part's
+        contact groups, event by event."""
+        c, w = self.cloth, state["window_"]
+        held, s = w["held"], w["sub"]
+        x, v = np.empty((len(w["inverse"]), 3)), np.empty((len(w["inverse"]), 3))
+        x[:held], v[:held] = state["x"], state["v"]
+        for src, where in w["slots"].items():
+            x[where], v[where] = halos[src][:, :3], halos[src][:, 3:]
+        events = len(w["times"]) - 1
+        first = s * events
+        ctx.kernel(penalty_step, x, v, w["inverse"], w["rows"], w["layers"], w["times"], w["ticks"], c.eta, c.k,
+                   c.dt, w["scratch"], w["ends"][first:], c.radius, 0, c.friction, w["omega"][first:], w["pivot"])
+        state["x"][:], state["v"][:] = x[:held], v[:held]
+        w["track"][first + 1:first + events + 1] = w["scratch"][1:, :held]
+        w["sub"] = s + 1
+        return len(x)
+
+    def _box(self, state: dict) -> np.ndarray:
+        """The part's swept box of the window, grown by half the first layer's thickness."""
+        track = state["window_"]["track"]
+        half = 0.5 * self.cloth.eta
+        return np.concatenate([track.min(axis=(0, 1)) - half, track.max(axis=(0, 1)) + half])
+
+    def pack_box(self, state: dict, src: int, tiling) -> dict[int, np.ndarray]:
+        box = self._box(state)
+        return {dst: box for dst in range(tiling.ntiles) if dst != src}
+
+    def bounds(self, tile: int, state: dict, halos: dict, ctx, tiling):
+        """The part's detection jobs (§V-A): its own, and one with each later part whose box
+        meets its own or with which it shares a pair with layers."""
+        self._owners(tiling)
+        mine = self._box(state)
+        a, b = self._jobs_of(state["keys"])
+        partners = set(b[(a == tile) & (b >= 0)].tolist())
+        size = sum(len(owned) for owned in self._owned[tile])
+        jobs = [(-1, size, 1e-6 * size)]
+        for other in sorted(halos):
+            box = halos[other]
+            if other > tile and (other in partners or (np.all(mine[:3] <= box[3:]) and np.all(box[:3] <= mine[3:]))):
+                jobs.append((other, size, 1e-6 * (size + sum(len(o) for o in self._owned[other]))))
+        return len(halos), jobs
+
+    def pack_job_input(self, state: dict, tile: int) -> dict[str, np.ndarray]:
+        w = state["window_"]
+        return {"track": w["track"], "keys": state["keys"], "layers": state["layers"], "ticks": w["ticks"],
+                "ends": w["ends"]}
+
+    def narrow(self, job: dict, inputs: dict, first: int, stop: int, ctx):
+        """A detection job: the candidate pairs between parts ``a`` and ``b`` (or within ``a``
+        and against the obstacles), with the pairs with layers it tests, each tested along the
+        window for coming within its next layer, and those with layers for staying out of their
+        innermost."""
+        c, s = self.cloth, self.model.surface
+        a, b = int(job["a"]), int(job["b"])
+        mine = inputs[a]
+        ids = self._held[a] if b < 0 else np.union1d(self._held[a], self._held[b])
+        local = np.full(len(s.vertices) + 1, -1, np.int64)
+        local[ids] = np.arange(len(ids))
+        track = np.empty((mine["track"].shape[0], len(ids), 3))
+        for part in (a, b) if b >= 0 else (a,):
+            track[:, local[self._held[part]]] = inputs[part]["track"]
+        low, high = swept_boxes(track)
+        va, ea, ta = self._owned[a]
+        if b < 0:
+            found = [primitive_pairs(VERTEX_FACE, low, high, local[va], va, local[s.triangles[ta]], ta, c.eta),
+                     primitive_pairs(EDGE_EDGE, low, high, local[s.edges[ea]], ea, local[s.edges[ea]], ea, c.eta),
+                     obstacle_pairs(low, high, local[s.triangles[ta]], local[s.edges[ea]], mine["ends"], c.radius,
+                                    c.eta, ids=(local[va], va, ea, ta))]
+        else:
+            vb, eb, tb = self._owned[b]
+            found = [primitive_pairs(VERTEX_FACE, low, high, local[va], va, local[s.triangles[tb]], tb, c.eta),
+                     primitive_pairs(VERTEX_FACE, low, high, local[vb], vb, local[s.triangles[ta]], ta, c.eta),
+                     primitive_pairs(EDGE_EDGE, low, high, local[s.edges[ea]], ea, local[s.edges[eb]], eb, c.eta)]
+        ja, jb = self._jobs_of(mine["keys"])
+        held = (ja == a) & (jb == b)
+        keys = np.union1d(np.concatenate(found), mine["keys"][held])
+        layers = np.zeros(len(keys), np.int64)
+        layers[np.searchsorted(keys, mine["keys"][held])] = mine["layers"][held]
+        rows = c.rows(keys)
+        levels = c.levels(rows, c.rows(mine["keys"]), mine["layers"])
+        pairs = rows.copy()
+        pairs[:, 1:4] = local[rows[:, 1:4]]
+        cloth = rows[:, 0] < VERTEX_OBSTACLE
+        pairs[cloth, 4] = local[rows[cloth, 4]]
+        next_layer = c.eta * (layers + 1.0) ** -0.25
+        bound, least = ctx.kernel(window_gaps, track, mine["ends"], c.radius, pairs, next_layer, levels, mine["ticks"])
+        active = np.flatnonzero(layers)
+        innermost = c.eta * layers[active] ** -0.25
+        out, _ = ctx.kernel(window_gaps, track, mine["ends"], c.radius, pairs[active], innermost, levels[active],
+                            mine["ticks"])
+        result = {"keys": keys, "close": bound < next_layer, "least": least, "drop": keys[active[out >= innermost]],
+                  "candidates": np.array([len(keys)], np.int64)}
+        return len(keys), ({a: result} if b < 0 else {a: result, b: _nothing_found()})
+
+    def detect(self, tile: int, state: dict, halos: dict, ctx, tiling) -> int:
+        """What the jobs found for the part (as their first part)."""
+        every = [_nothing_found(), *(halos[k] for k in sorted(halos))]
+        state["found"] = {name: np.concatenate([f[name] for f in every]) for name in ("keys", "close", "least", "drop")}
+        state["found"]["candidates"] = np.array([sum(int(f["candidates"][0]) for f in every)], np.int64)
+        return len(state["found"]["keys"])
+
+    def pack_found(self, state: dict, src: int, tiling) -> dict[int, dict]:
+        return {dst: state["found"] for dst in range(tiling.ntiles) if dst != src}
+
+    def agree(self, tile: int, state: dict, halos: dict, ctx, tiling):
+        """Every job's findings into the part's copy of the pair table; back to the snapshot if
+        a pair came close."""
+        c = self.cloth
+        every = [state["found"], *(halos[u] for u in sorted(halos))]
+        keys = np.concatenate([f["keys"] for f in every])
+        order = np.argsort(keys)
+        keys = keys[order]
+        close = np.concatenate([f["close"] for f in every])[order]
+        least = np.concatenate([f["least"] for f in every])[order]
+        layers = np.zeros(len(keys), np.int64)
+        at = np.searchsorted(keys, state["keys"])
+        if np.any(keys[np.minimum(at, len(keys) - 1)] != state["keys"]) if len(keys) else len(state["keys"]):
+            raise RuntimeError("a pair with layers was tested by no job")  # (a defect, not the user's)
+        layers[at] = state["layers"]
+        layers += close
+        if layers.max(initial=0) > c.max_layers:
+            k = int(np.argmax(layers))
+            raise c.overflow(c.rows(keys[k:k + 1])[0], least[k], int(state["kept"][0]))
+        state["keys"], state["layers"] = keys[layers > 0], layers[layers > 0]
+        state["drops"] = np.concatenate([f["drop"] for f in every])
+        if close.any():
+            state["x"][:], state["v"][:] = state["x0"], state["v0"]
+        own = state["found"]
+        return len(own["keys"]), (float(own["close"].any()), float(own["least"].min(initial=np.inf)),
+                                   float(own["candidates"][0]))
+
+    def again(self, loop, step: int, iteration: int, value) -> bool:
+        return value[0] > 0
+
+    def keep(self, tile: int, state: dict, halos: dict, ctx, tiling) -> int:
+        """The window is kept: its pairs that stayed out of their innermost layer drop it."""
+        c, own = self.cloth, state["found"]
+        touching = np.flatnonzero(own["least"] <= 0)  # impossible in a kept window, unless round-off
+        if len(touching):
+            k = touching[0]
+            raise c.lost(c.rows(own["keys"][k:k + 1])[0], own["least"][k], int(state["kept"][0]))
+        keys, layers = state["keys"], state["layers"].copy()
+        layers[np.searchsorted(keys, state["drops"])] -= 1
+        state["keys"], state["layers"] = keys[layers > 0], layers[layers > 0]
+        state["clock"][0] += c.window * c.dt
+        state["kept"] += 1
+        for name in TRANSIENT:
+            state.pop(name, None)
+        return len(keys)
+
+    def gather(self, states: dict, tiling) -> dict[str, np.ndarray]:
+        out = super().gather(states, tiling)
+        first = states[min(states)]
+        out.update(keys=first["keys"], layers=first["layers"], clock=first["clock"])
+        return out
