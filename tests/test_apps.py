@@ -13,7 +13,6 @@ from shoal.cluster import Cluster
 from shoal.placement import get_policy
 from shoal.runtime import App, Simulation
 from shoal.runtime.checkpoint import Checkpoint
-from shoal.tiling import Tiling
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -24,7 +23,7 @@ STEPS = 4
 
 def _simulation(name, tiles, nodes=1, workers=1, states=None, step=0, reduced=None, executor="python"):
     app = all_apps()[name].tiny_app(2 * STEPS)
-    tiling = Tiling.from_count(app.grid, tiles)
+    tiling = app.decompose(tiles)
     app.check_tiling(tiling)
     app.prepare(tiling)
     cluster = Cluster.uniform(nodes, workers)
@@ -159,7 +158,7 @@ from shoal.apps import all_apps
 from shoal.cluster import Cluster
 from shoal.placement import get_policy
 from shoal.runtime import LocalExecutor
-from shoal.tiling import Tiling
+
 
 def signatures():
     found = {}
@@ -173,7 +172,7 @@ def signatures():
 
 name = sys.argv[1]
 app = all_apps()[name].tiny_app(20)
-tiling = Tiling.from_count(app.grid, 27)
+tiling = app.decompose(27)
 app.prepare(tiling)
 before = signatures()
 cluster = Cluster.uniform(1, 1)

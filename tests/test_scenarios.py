@@ -15,6 +15,8 @@ SHRINK = {
     "sph-cylinder": ["app.dx=0.06"],
     "sph-cylinders-5": ["app.dx=0.06"],
     "sph-cylinders-10": ["app.dx=0.06"],
+    "cloth-drape": ["app.n=17"],
+    "cloth-twist": ["app.n=17"],
 }
 
 

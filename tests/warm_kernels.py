@@ -7,8 +7,8 @@ compiles the native worker loop and what moves native MPI messages in one proces
 app's kernels once, an app per process (each app's kernels in one process: never twice), by
 running every built-in scenario for two steps as ``tests/test_scenarios.py`` does and one
 replay, on both executors where the native one meets a new table of compiled kernels (an app's
-kernels compile per variant; the worker loop once, its tables padded to one length), and the cloth's (not yet a
-registered app) on a small drape and a throw; the workers then load them from Numba's cache.
+kernels compile per variant; the worker loop once, its tables padded to one length); the
+workers then load them from Numba's cache.
 
     python tests/warm_kernels.py [--jobs N]
 """
@@ -57,28 +57,6 @@ def engine() -> float:
     return time.perf_counter() - start
 
 
-def cloth() -> float:
-    """Compile the cloth's kernels (not yet a registered app, so no scenario runs them): a small
-    drape with friction, then a sheet thrown at a spun rod, which wake every kind of contact
-    pair and several layers; seconds taken."""
-    import numpy as np
-
-    from shoal.apps.cloth.acm import ContactCloth
-    from shoal.apps.cloth.obstacles import Obstacle, Spin
-    from shoal.apps.cloth.scenes import Drape
-
-    start = time.perf_counter()
-    scene = Drape(n=9, size=0.5, height=0.26)
-    drape, x, v = scene.build()
-    drape.run(x, v, 20, gravity=(0.0, 0.0, scene.gravity))
-    rod = Obstacle((0.0, -1.0, 0.2), (0.0, 1.0, 0.2), 0.01, Spin(axis=(0.0, 1.0, 0.0), speed=5.0))
-    thrown = ContactCloth(drape.model, scene.step, scene.eta, scene.stiffness, obstacles=(rod,), friction=(0.5, 0.5))
-    x, v = drape.model.surface.vertices.copy(), np.zeros_like(x)
-    v[:, 2] = 4.0
-    thrown.run(x, v, 10)
-    return time.perf_counter() - start
-
-
 def warm(scenarios: list[str]) -> float:
     """Run ``scenarios`` for two steps each (their kernels compile and are cached), on the
     Python executor first (the native runs last: by then :func:`engine` has compiled the worker
@@ -121,12 +99,10 @@ def main() -> int:
     start = time.perf_counter()
     with ProcessPoolExecutor(max(1, min(args.jobs, len(groups) + 1))) as pool:
         first = pool.submit(engine)
-        fabric = pool.submit(cloth)
         seconds = list(pool.map(warm, groups))
     apps = ", ".join(f"{load_scenario(group[0]).app} {s:.0f} s" for group, s in zip(groups, seconds, strict=True))
-    print(f"compiled the kernels of {len(groups)} apps ({sum(map(len, groups))} scenarios) and the cloth's in "
-          f"{time.perf_counter() - start:.0f} s (the worker loop {first.result():.0f} s, {apps}, "
-          f"cloth {fabric.result():.0f} s)", flush=True)
+    print(f"compiled the kernels of {len(groups)} apps ({sum(map(len, groups))} scenarios) in "
+          f"{time.perf_counter() - start:.0f} s (the worker loop {first.result():.0f} s, {apps})", flush=True)
     return 0
 
 

@@ -371,7 +371,7 @@ def check(study: Study) -> list[list[str]]:
         check_run(spec, sc.params, cores)
         try:  # a tiling the app cannot run on stops the study here, not every simulation later
             app = spec.build(sc.params, sc.run.steps)
-            app.check_tiling(build_tiling(sc, app.grid, Cluster.uniform(1, cores)))
+            app.check_tiling(build_tiling(sc, app, Cluster.uniform(1, cores)))
         except ShoalError as exc:
             raise ShoalError(f"simulation {k} ({_label(study, k)}): {exc}") from None
         flags = ["--nodes", "1", "--workers", str(cores), *tiles]

@@ -100,9 +100,10 @@ def cell_map(trace: Trace, per_tile: np.ndarray) -> np.ndarray:
 
 
 def tile_load_map(trace: Trace) -> Figure | None:
-    """Mean CPU time per step of every tile, over the grid (``None`` for 1D tilings)."""
+    """Mean CPU time per step of every tile, over the grid (``None`` for 1D tilings and mesh
+    partitions)."""
     tiling = trace.tiling
-    if tiling.ndim not in (2, 3):
+    if tiling.kind != "cartesian" or tiling.ndim not in (2, 3):
         return None
     per_tile = trace.tile_cost().mean(axis=0) * 1e3
     fig = new_figure(*_grid_inches(tiling.grid[:2], 6.5))
@@ -119,9 +120,10 @@ def tile_load_map(trace: Trace) -> Figure | None:
 
 def placements(trace: Trace) -> Figure | None:
     """The owner of every tile after every placement the run had (the first one, then one
-    per balancing step), as small multiples on one colour per node (``None`` for 1D)."""
+    per balancing step), as small multiples on one colour per node (``None`` for 1D tilings and
+    mesh partitions)."""
     tiling = trace.tiling
-    if tiling.ndim not in (2, 3):
+    if tiling.kind != "cartesian" or tiling.ndim not in (2, 3):
         return None
     n, nodes = len(trace.placement_steps), trace.cluster.nodes
     cols = math.ceil(math.sqrt(n))

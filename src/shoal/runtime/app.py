@@ -305,6 +305,20 @@ class App(abc.ABC):
         return {}
 
     # ----- optional hooks ---------------------------------------------------------------------
+    def decompose(self, count: int, halo: int = 1):
+        """The app's domain cut into about ``count`` tiles: by default a Cartesian
+        :class:`~shoal.tiling.Tiling` of its cell grid (``halo`` cells wide); an app on a mesh
+        returns a :class:`~shoal.mesh.MeshPartition` of it.
+
+        Parameters
+        ----------
+        count : int
+            Tiles wanted.
+        halo : int
+            Halo width in cells (of a Cartesian tiling).
+        """
+        return Tiling.from_count(self.grid, count, halo)
+
     def check_tiling(self, tiling: Tiling) -> None:
         """Refuse a tiling the app cannot run on. Default: the tiling must cover ``grid``."""
         if tuple(tiling.grid) != tuple(self.grid):

@@ -62,8 +62,10 @@ from typing import Any
 import h5py
 import numpy as np
 
+from ..decomposition import decomposition_from_dict
 from ..errors import ShoalError
 from ..files import atomic_path
+from ..mesh import MeshPartition
 from ..tiling import Tiling
 from .packing import Column, from_columns, to_columns
 
@@ -100,7 +102,7 @@ class Checkpoint:
     """
 
     step: int
-    tiling: Tiling
+    tiling: Tiling | MeshPartition
     states: dict[int, Any]  # portable states (the app's transient keys left out)
     owner: np.ndarray
     balancer: dict = field(default_factory=dict)
@@ -117,6 +119,9 @@ class Checkpoint:
             f.attrs.update(format=FORMAT, version=VERSION, step=int(self.step),
                            tiling=json.dumps(self.tiling.to_dict()))
             f.create_dataset("owner", data=np.asarray(self.owner, dtype=np.int64))
+            if self.tiling.kind == "mesh":  # (its dict holds a hash of the mesh, not the mesh)
+                f.create_dataset("mesh_vertices", data=np.asarray(self.tiling.vertices))
+                f.create_dataset("mesh_elements", data=np.asarray(self.tiling.elements))
             ids = sorted(self.states)
             _write_values(f.create_group("states"), ids, [self.states[t] for t in ids])
             _write_values(f.create_group("balancer"), [0], [self.balancer])
@@ -366,7 +371,8 @@ def _decode(tree: Tree) -> Checkpoint:
         raise ShoalError(f"has checkpoint version {root.get('version')} (this shoal reads {VERSION})")
     if root.get("sha256") != tree.digest:
         raise ShoalError("fails its checksum (the content does not match the SHA-256 it was written with)")
-    tiling = Tiling.from_dict(json.loads(root["tiling"]))
+    mesh = (tree.arrays["mesh_vertices"], tree.arrays["mesh_elements"]) if "mesh_vertices" in tree.arrays else None
+    tiling = decomposition_from_dict(json.loads(root["tiling"]), mesh)
     owner = tree.arrays["owner"]
     ids, states = _read_values(tree, "states")
     if owner.shape != (tiling.ntiles,) or ids != list(range(tiling.ntiles)):

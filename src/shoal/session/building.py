@@ -52,14 +52,14 @@ logger = logging.getLogger("shoal")
 TRACE_CHUNK_STEPS = 50  # steps per trace chunk of a run without checkpoints
 
 
-def build_tiling(sc: Scenario, grid: tuple[int, ...], cluster: Cluster) -> Tiling:
-    """Tiles of the app's cell ``grid`` (cells per axis): by the tile shape of the scenario
-    ``sc``, its tile count, or its tiles per core of ``cluster``."""
+def build_tiling(sc: Scenario, app, cluster: Cluster) -> Tiling:
+    """The ``app``'s tiles (:meth:`~shoal.runtime.App.decompose`): by the tile shape of the
+    scenario ``sc`` (a grid's only), its tile count, or its tiles per core of ``cluster``."""
     r = sc.run
     if r.tile_shape:
-        return Tiling.from_shape(grid, r.tile_shape, r.halo)
+        return Tiling.from_shape(app.grid, r.tile_shape, r.halo)
     count = r.tiles or r.tiles_per_core * cluster.total_cores
-    return Tiling.from_count(grid, count, r.halo)
+    return app.decompose(count, r.halo)
 
 
 @dataclass
@@ -159,7 +159,7 @@ def build(plan: Resolved, team: Team, *, manager: ManagerAddress | None = None, 
         app = get_app(sc.app).build(sc.params, sc.run.steps)
     with stage("decompose"):
         cluster = Cluster(tuple(sc.run.workers_at(first)))
-        tiling = checkpoint.tiling if checkpoint else build_tiling(sc, app.grid, cluster)
+        tiling = checkpoint.tiling if checkpoint else build_tiling(sc, app, cluster)
         app.check_tiling(tiling)
     with stage("place"):
         if policy.dynamic:

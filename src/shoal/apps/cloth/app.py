@@ -46,7 +46,7 @@ class ClothApp(App):
         Initial velocities (default: at rest).
     """
 
-    name = "cloth"
+    name = "cloth-material"
     phases = (Phase("move", reads="app", work="vertices"),)
     grid = (1, 1)
 
@@ -62,6 +62,10 @@ class ClothApp(App):
         self._for = None  # the tiling the plans below are for
         self._sends: dict[tuple[int, int], np.ndarray] = {}
         self._parts: dict[int, dict[str, np.ndarray]] = {}
+
+    def decompose(self, count: int, halo: int = 1) -> MeshPartition:
+        """``count`` METIS parts of the cloth's triangles."""
+        return MeshPartition.from_mesh(self.model.surface.vertices, self.model.surface.triangles, count)
 
     def check_tiling(self, tiling) -> None:
         if not isinstance(tiling, MeshPartition):

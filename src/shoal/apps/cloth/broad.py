@@ -112,10 +112,10 @@ def primitive_pairs(kind: int, low: np.ndarray, high: np.ndarray, queries: np.nd
     margin : float
         m.
     """
+    if not len(query_ids) or not len(target_ids):
+        return np.zeros(0, np.int64)
     queries = np.asarray(queries, np.int64).reshape(len(query_ids), -1)
     targets = np.asarray(targets, np.int64).reshape(len(target_ids), -1)
-    if not len(queries) or not len(targets):
-        return np.zeros(0, np.int64)
     half = 0.5 * margin
     ql, qh = low[queries].min(axis=1) - half, high[queries].max(axis=1) + half
     tl, th = low[targets].min(axis=1) - half, high[targets].max(axis=1) + half

@@ -77,7 +77,7 @@ class ContactClothApp(ClothApp):
         If the cloth starts inside an obstacle or an obstacle through it.
     """
 
-    name = "cloth-contact"
+    name = "cloth"
     phases = (
         Phase("material0", reads="app", method="material", work="vertices"),
         Phase("contact0", reads="app", method="contact", pack="pack_groups", work="vertices"),
@@ -104,8 +104,11 @@ class ContactClothApp(ClothApp):
 
     # ----- who holds and who owns what ------------------------------------------------------------
     def prepare(self, tiling: MeshPartition) -> None:
+        """Plan the parts' stencils and owners, and compile every kernel a window calls (on a
+        tiny cloth: a run's first tasks would otherwise pay for it)."""
         self._plan(tiling)
         self._owners(tiling)
+        warm_kernels()
 
     def _owners(self, tiling: MeshPartition) -> None:
         """Per primitive the part that owns it: a triangle its part, an edge the lowest part of
@@ -387,5 +390,45 @@ class ContactClothApp(ClothApp):
     def gather(self, states: dict, tiling) -> dict[str, np.ndarray]:
         out = super().gather(states, tiling)
         first = states[min(states)]
-        out.update(keys=first["keys"], layers=first["layers"], clock=first["clock"])
+        out.update(keys=first["keys"].copy(), layers=first["layers"].copy(), clock=first["clock"].copy())
         return out
+
+    # ----- what a run shows -----------------------------------------------------------------------
+    def time(self, step: int, states: dict) -> float:
+        return float(states[min(states)]["clock"][0])
+
+    def frame(self, gathered: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The mesh: positions, triangles, and speeds (a ParaView mesh; drawn from above)."""
+        return {"x": gathered["x"], "speed": np.sqrt(np.sum(gathered["v"] ** 2, axis=1)),
+                "triangles": self.model.surface.triangles}
+
+    def pictures(self, gathered: dict[str, np.ndarray], folder) -> list:
+        """The cloth and its obstacles in 3D at the run's end."""
+        from .output import picture
+
+        return [picture(folder / "cloth.png", self.cloth, gathered["x"], time=float(gathered["clock"][0]))]
+
+
+def warm_kernels() -> None:
+    """Run two windows of a tiny cloth on two parts, with self-contact, an obstacle, friction
+    and a led pin, so that every kernel a window calls is compiled (or loaded from Numba's
+    cache) with the types a run gives it."""
+    from ...cluster import Cluster
+    from ...runtime.local import LocalExecutor
+    from .model import ClothModel, Material
+    from .obstacles import sphere
+    from .surface import Surface, sheet
+
+    a, b = sheet(3, size=0.1, height=0.004), sheet(3, size=0.1, height=-0.004, centre=(0.01, 0.01))
+    surface = Surface(np.concatenate([a.vertices, b.vertices]), np.concatenate([a.triangles, b.triangles + 9]))
+    pinned = np.zeros(18, bool)
+    pinned[0] = True
+    cloth = ContactCloth(ClothModel(surface, Material(density=0.2, stretch=50.0)), 2e-4, 0.01, 20.0, window=1,
+                         obstacles=(sphere((0.0, 0.0, 0.03), 0.02),), pinned=pinned, friction=(0.3, 0.3),
+                         motion=lambda t: surface.vertices[:1])
+    app = ContactClothApp(cloth)
+    tiling = app.decompose(2)
+    app._plan(tiling)
+    app._owners(tiling)
+    with LocalExecutor(app, tiling, Cluster.uniform(1, 1), np.zeros(2, np.int64), job_policy="even") as ex:
+        ex.run(1)

@@ -45,7 +45,7 @@ def write_mesh_frame(folder: str | Path, cloth: ContactCloth, x: np.ndarray, v: 
     return path
 
 
-def picture(path: str | Path, cloth: ContactCloth, x: np.ndarray, title: str = "") -> Path:
+def picture(path: str | Path, cloth: ContactCloth, x: np.ndarray, title: str = "", time: float | None = None) -> Path:
     """The mesh (shaded by height) and the obstacles at the cloth's time, drawn in 3D.
 
     Parameters
@@ -58,14 +58,17 @@ def picture(path: str | Path, cloth: ContactCloth, x: np.ndarray, title: str = "
         Positions, m.
     title : str
         Above the picture (default: the time).
+    time : float, optional
+        When ``x`` is, s (default: the cloth's own time).
     """
+    time = cloth.time if time is None else time
     fig = new_figure(6.0, 5.0)
     ax = fig.add_subplot(projection="3d")
     ax.plot_trisurf(x[:, 0], x[:, 1], x[:, 2], triangles=cloth.model.surface.triangles, cmap="viridis",
                     linewidth=0.1, edgecolor=(0, 0, 0, 0.15), antialiased=True)
     u, w = np.meshgrid(np.linspace(0, 2 * np.pi, 24), np.linspace(0, np.pi, 12))
     for obstacle in cloth.obstacles:
-        (a, b) = obstacle.ends(cloth.time)
+        (a, b) = obstacle.ends(time)
         r = obstacle.radius
         if np.allclose(a, b):
             ax.plot_wireframe(a[0] + r * np.cos(u) * np.sin(w), a[1] + r * np.sin(u) * np.sin(w),
@@ -79,7 +82,7 @@ def picture(path: str | Path, cloth: ContactCloth, x: np.ndarray, title: str = "
     ax.set_xlabel("x (m)")
     ax.set_ylabel("y (m)")
     ax.set_zlabel("z (m)")
-    ax.set_title(title or f"t = {cloth.time:.3f} s")
+    ax.set_title(title or f"t = {time:.3f} s")
     return save_figure(fig, path)
 
 

@@ -41,6 +41,8 @@ class Sheet:
         Material steps per collision window.
     damping : float
         Velocity lost per second by every free vertex, 1/s.
+    max_layers : int
+        Layers a contact pair may gain before the run stops.
     """
 
     n: int = 33
@@ -54,6 +56,7 @@ class Sheet:
     dt: float | None = None
     window: int = 10
     damping: float = 1.0
+    max_layers: int = 24
 
     def windows(self, seconds: float) -> int:
         """The collision windows in ``seconds`` of simulated time (rounded).
@@ -92,7 +95,8 @@ class Sheet:
         **options
             More arguments of :class:`~.acm.ContactCloth`.
         """
-        return ContactCloth(model, self.step, self.eta, self.stiffness, self.window, damping=self.damping, **options)
+        return ContactCloth(model, self.step, self.eta, self.stiffness, self.window, self.max_layers,
+                            damping=self.damping, **options)
 
 
 @dataclass(frozen=True)
@@ -139,11 +143,14 @@ class Twist(Sheet):
         Each clamped edge's angular speed, rad/s (π/3: 120° between them after a second).
     friction : float
         Coulomb coefficient between the cloth's primitives.
+    gravity : float
+        Along z, m/s² (none in the brief's scene).
     """
 
     n: int = 50
     speed: float = float(np.pi / 3)
     friction: float = 0.6
+    gravity: float = 0.0
 
     def build(self) -> tuple[ContactCloth, np.ndarray, np.ndarray]:
         """The cloth, its positions and its velocities at the start (flat in z = 0, at rest)."""
