@@ -8,6 +8,8 @@ whole run, so a large run's overview can be followed by a detail of a few steps 
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -178,6 +180,19 @@ def timeline(trace: Trace, steps: tuple[int, int] | None = None, cores: tuple[in
     return utilisation_overview(trace, sel, mask)
 
 
+def phase_families(names: list[str]) -> list[tuple[str, list[int]]]:
+    """The phases drawn in one colour each: a phase alone, or every phase of a numbered family
+    of three or more (a cloth window's ``material0`` to ``material9``, as ``material*``), at its
+    first member's place; with the indices of the phases in it."""
+    stems = [re.fullmatch(r"(.*?)\d+", name) for name in names]
+    count = Counter(m.group(1) for m in stems if m)
+    families: dict[str, tuple[str, list[int]]] = {}
+    for k, (name, m) in enumerate(zip(names, stems, strict=True)):
+        key = m.group(1) + "*" if m and count[m.group(1)] >= 3 else name
+        families.setdefault(key, (key, []))[1].append(k)
+    return list(families.values())
+
+
 def task_bars(trace: Trace, sel: Selection, mask: np.ndarray) -> Figure:
     """Every task of ``trace`` in the selection ``sel`` (its tasks where ``mask`` is true, as
     :func:`select` returns them) as a bar on its core's row, coloured by phase."""
@@ -188,8 +203,8 @@ def task_bars(trace: Trace, sel: Selection, mask: np.ndarray) -> Figure:
     fig = new_figure(11, 1.8 + 0.3 * (c1 - c0))
     ax = fig.add_subplot()
     handles = []
-    for p, name in enumerate(trace.phases):
-        m = phase == p
+    for p, (name, members) in enumerate(phase_families(trace.phases)):
+        m = np.isin(phase, members)
         if not m.any():
             continue
         s, e, r = start[m], end[m], row[m]

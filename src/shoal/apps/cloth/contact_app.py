@@ -36,10 +36,13 @@ jobs between them (§V):
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from ...log import FILE_ONLY
 from ...mesh import MeshPartition
 from ...runtime import Phase
 from ...runtime.app import check_jobs_order
@@ -50,7 +53,10 @@ from .broad import obstacle_pairs, primitive_pairs, split_keys, swept_boxes
 from .contact import EDGE_EDGE, EDGE_OBSTACLE, FACE_OBSTACLE, VERTEX_FACE, VERTEX_OBSTACLE
 
 ATTEMPTS = 10_000  # a window's attempts at most: each adds a layer to a pair, and a pair may gain only so many
-TRANSIENT = ("window_", "found", "drops", "x0", "v0")  # what a step keeps between its phases only
+TRANSIENT = ("window_", "found", "drops", "x0", "v0", "tries_")  # what a step keeps between its phases only
+LOG = ("time", "rollbacks", "pairs", "layers", "min_gap", "candidates")  # a row of the windows' log per kept window
+
+logger = logging.getLogger("shoal")
 
 
 def _nothing_found() -> dict[str, np.ndarray]:
@@ -158,7 +164,7 @@ class ContactClothApp(ClothApp):
     def init_tile(self, tile: int, tiling) -> dict:
         state = super().init_tile(tile, tiling)
         state.update(keys=self.cloth.keys.copy(), layers=self.cloth.layers.copy(), clock=np.zeros(1),
-                     kept=np.zeros(1, np.int64), attempts=np.zeros(1, np.int64))
+                     kept=np.zeros(1, np.int64), attempts=np.zeros(1, np.int64), log=np.zeros((0, len(LOG))))
         return state
 
     def reads(self, phase, step: int, decomposition) -> list:
@@ -209,6 +215,7 @@ class ContactClothApp(ClothApp):
         track = np.empty((c.window * events + 1, len(held), 3))
         track[0] = state["x"]
         state["attempts"] += 1
+        state["tries_"] = state.get("tries_", 0) + 1
         state["window_"] = {
             "sub": 0, "start": start, "times": times, "ticks": ticks, "ends": ends, "omega": omega, "pivot": pivot,
             "rows": pairs, "layers": state["layers"][mine], "slots": slots, "sends": sends, "held": len(held),
@@ -221,7 +228,7 @@ class ContactClothApp(ClothApp):
         c = self.cloth
         if "window_" not in state or state["window_"]["sub"] == c.window:
             if ctx.iteration == 0:
-                state["x0"], state["v0"] = state["x"].copy(), state["v"].copy()
+                state["x0"], state["v0"], state["tries_"] = state["x"].copy(), state["v"].copy(), 0
             self._begin(tile, state, tiling)
         w = state["window_"]
         c.lead(state["x"], state["v"], w["pinned"], w["rank"], w["sub"], w["start"])
@@ -383,6 +390,12 @@ class ContactClothApp(ClothApp):
         state["keys"], state["layers"] = keys[layers > 0], layers[layers > 0]
         state["clock"][0] += c.window * c.dt
         state["kept"] += 1
+        _, least, candidates = ctx.reduced["agree"]
+        row = (state["clock"][0], state["tries_"] - 1, len(state["keys"]), state["layers"].sum(), least, candidates)
+        state["log"] = np.concatenate([state["log"], np.array([row], np.float64)])
+        if tile == 0:
+            logger.info("window %d ends at %.4f s: %d rollbacks, %d pairs in contact with %d layers, least gap %.3g m, "
+                        "%d candidates", state["kept"][0] - 1, *row, extra=FILE_ONLY)
         for name in TRANSIENT:
             state.pop(name, None)
         return len(keys)
@@ -390,7 +403,8 @@ class ContactClothApp(ClothApp):
     def gather(self, states: dict, tiling) -> dict[str, np.ndarray]:
         out = super().gather(states, tiling)
         first = states[min(states)]
-        out.update(keys=first["keys"].copy(), layers=first["layers"].copy(), clock=first["clock"].copy())
+        out.update(keys=first["keys"].copy(), layers=first["layers"].copy(), clock=first["clock"].copy(),
+                   windows=first["log"].copy())
         return out
 
     # ----- what a run shows -----------------------------------------------------------------------
@@ -403,10 +417,15 @@ class ContactClothApp(ClothApp):
                 "triangles": self.model.surface.triangles}
 
     def pictures(self, gathered: dict[str, np.ndarray], folder) -> list:
-        """The cloth and its obstacles in 3D at the run's end."""
-        from .output import picture
+        """The cloth and its obstacles in 3D at the run's end, and its windows over time
+        (pairs and layers in contact, rollbacks, least gap), as a figure and a table."""
+        from .acm import WindowLog
+        from .output import picture, plot_windows, write_windows
 
-        return [picture(folder / "cloth.png", self.cloth, gathered["x"], time=float(gathered["clock"][0]))]
+        log = WindowLog(**{name: (gathered["windows"][:, k] if name in ("time", "min_gap") else
+                                  gathered["windows"][:, k].astype(np.int64)).tolist() for k, name in enumerate(LOG)})
+        return [picture(folder / "cloth.png", self.cloth, gathered["x"], time=float(gathered["clock"][0])),
+                plot_windows(folder / "windows.png", log), write_windows(folder / "windows.csv", log)]
 
 
 def warm_kernels() -> None:

@@ -87,7 +87,7 @@ def picture(path: str | Path, cloth: ContactCloth, x: np.ndarray, title: str = "
 
 
 def write_windows(path: str | Path, log: WindowLog) -> Path:
-    """The log as CSV, one row per kept window (columns: the log's fields).
+    """The log as CSV, one row per kept window (columns: the log's fields that it holds).
 
     Parameters
     ----------
@@ -96,7 +96,7 @@ def write_windows(path: str | Path, log: WindowLog) -> Path:
     log : WindowLog
         What the windows saw.
     """
-    columns = asdict(log)
+    columns = {name: values for name, values in asdict(log).items() if len(values) == len(log.time)}
     with atomic_write(Path(path), "w") as fh:
         out = csv.writer(fh)
         out.writerow(columns)
@@ -106,7 +106,7 @@ def write_windows(path: str | Path, log: WindowLog) -> Path:
 
 def plot_windows(path: str | Path, log: WindowLog, title: str = "") -> Path:
     """The windows over time: pairs and layers in contact; rollbacks; least gap; seconds per
-    window spent integrating and detecting.
+    window spent integrating and detecting (when the log has them).
 
     Parameters
     ----------
@@ -118,8 +118,9 @@ def plot_windows(path: str | Path, log: WindowLog, title: str = "") -> Path:
         Above the figure.
     """
     t = np.asarray(log.time)
-    fig = new_figure(7.0, 8.0)
-    axes = fig.subplots(4, 1, sharex=True)
+    timed = len(log.forces_s) == len(t) > 0  # (a run on tiles times its phases in the trace instead)
+    fig = new_figure(7.0, 8.0 if timed else 6.2)
+    axes = fig.subplots(4 if timed else 3, 1, sharex=True)
     axes[0].plot(t, log.pairs, label="pairs in contact")
     axes[0].plot(t, log.layers, label="active layers")
     axes[0].legend(loc="upper left", fontsize="small")
@@ -128,11 +129,12 @@ def plot_windows(path: str | Path, log: WindowLog, title: str = "") -> Path:
     gap = np.asarray(log.min_gap) * 1e3
     axes[2].plot(t, np.where(np.isfinite(gap), gap, np.nan), color="C2")
     axes[2].set_ylabel("least gap (mm)")
-    axes[3].stackplot(t, np.asarray(log.forces_s) * 1e3, np.asarray(log.detection_s) * 1e3,
-                      labels=("integration", "detection"), alpha=0.8)
-    axes[3].set_ylabel("ms per window")
-    axes[3].legend(loc="upper left", fontsize="small")
-    axes[3].set_xlabel("simulated time (s)")
+    if timed:
+        axes[3].stackplot(t, np.asarray(log.forces_s) * 1e3, np.asarray(log.detection_s) * 1e3,
+                          labels=("integration", "detection"), alpha=0.8)
+        axes[3].set_ylabel("ms per window")
+        axes[3].legend(loc="upper left", fontsize="small")
+    axes[-1].set_xlabel("simulated time (s)")
     if title:
         axes[0].set_title(title)
     return save_figure(fig, path)

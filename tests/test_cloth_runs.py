@@ -1,0 +1,82 @@
+"""The cloth as a run: a drape that starts within the contact layers rolls back, keeps its pairs
+apart and logs every window; two MPI ranks give the bits of one process; the report draws the
+cloth and its windows; bad input is one line."""
+
+import numpy as np
+import pytest
+
+from shoal.compare import compare_runs
+from shoal.report import report_run
+from shoal.session import open_run, run_scenario
+from test_bad_inputs import one_error_line
+
+# A 13 x 13 drape 3 mm above the sphere: within the first layer (5 mm) from the start.
+SMALL = ["app.n=13", "app.height=0.253", "run.frame_every=4"]
+STEPS = 8
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    return run_scenario("cloth-drape", steps=STEPS, nodes=1, workers=2, tiles=6, set=SMALL,
+                        out=tmp_path_factory.mktemp("cloth") / "local")
+
+
+def test_a_drape_within_the_layers_rolls_back_keeps_its_gap_and_logs_every_window(reference):
+    state = reference.state()
+    log = state["windows"]
+    assert log.shape == (STEPS, 6)
+    time, rollbacks, pairs, layers, gap, _ = log.T
+    assert np.allclose(time, 0.005 * np.arange(1, STEPS + 1))
+    assert rollbacks[0] >= 1 and pairs[0] > 0  # the sphere's pairs woke layers, and the window ran again
+    assert layers[0] >= 6 * pairs[0]  # 3 mm needs layer 6 or deeper: η l^-1/4 < 3 mm
+    assert np.all(gap > 0)
+    assert state["clock"][0] == time[-1]
+    text = (reference.path / "run.log").read_text()
+    assert text.count("rollbacks") == STEPS and "window 0 ends at 0.0050 s" in text
+
+
+def test_two_mpi_ranks_give_the_bits_of_one_process(reference, mpirun, tmp_path):
+    args = ["run", "cloth-drape", "--steps", str(STEPS), "--tiles", "6", "--nodes", "2", "--workers", "1",
+            "--out", tmp_path / "mpi"]
+    for s in SMALL:
+        args += ["--set", s]
+    mpirun(2, *args)
+    cmp = compare_runs(reference.path, tmp_path / "mpi")
+    assert cmp.identical, cmp.max_abs_diff
+    assert open_run(tmp_path / "mpi").summary["ranks"] == 2
+
+
+def test_a_run_resumed_from_its_checkpoint_ends_as_one_that_never_stopped(reference, tmp_path):
+    full = run_scenario("cloth-drape", steps=STEPS, nodes=1, workers=2, tiles=6, out=tmp_path / "full",
+                        set=[*SMALL, "run.checkpoint_every=3"])
+    resumed = run_scenario(None, resume=full.path, out=tmp_path / "resumed", nodes=2)
+    assert resumed.summary["resumed_from_step"] == 6
+    assert compare_runs(reference.path, full.path).identical and compare_runs(reference.path, resumed.path).identical
+
+
+def test_the_report_draws_the_cloth_its_windows_and_a_paraview_mesh_series(reference):
+    paths = {p.name for p in report_run(reference.path)}
+    assert {"cloth.png", "windows.png", "windows.csv", "series.pvd"} <= paths
+    rows = (reference.path / "windows.csv").read_text().splitlines()
+    assert rows[0] == "time,rollbacks,pairs,layers,min_gap,candidates" and len(rows) == STEPS + 1
+    frames = sorted((reference.path / "frames" / "paraview").glob("*.vtp"))
+    assert frames and b"<Polys>" in frames[-1].read_bytes()
+
+
+@pytest.mark.parametrize("assignment, expected", [
+    ("app.eta=0.0", "app.eta must be positive, got 0.0"),
+    ("app.density=-0.1", "app.density must be positive"),
+    ("app.stiffness=0", "app.stiffness must be positive"),
+    ("app.poisson=0.5", "app.poisson must be at least 0 and below 0.5"),
+    ("app.scene=\"sail\"", "app.scene must be one of drape, twist"),
+    ("app.friction=[0.5]", "app.friction must be two coefficients"),
+    ("app.friction=[-0.1,0.3]", "friction coefficients must be 0 or more"),
+    ("app.dt=0.01", "is longer than its mesh and material allow"),
+    ("app.radius=0.4", "the cloth starts inside obstacle 0"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, assignment, expected):
+    out = tmp_path / "run"
+    line = one_error_line(capsys, ["run", "cloth-drape", "--steps", "2", "--set", "app.n=9", "--set", assignment,
+                                   "--out", str(out)])
+    assert expected in line
+    assert not out.exists()
