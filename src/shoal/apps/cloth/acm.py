@@ -194,7 +194,7 @@ class ContactCloth:
         """
         g = np.asarray(gravity, np.float64)
         if self.windows == 0:
-            self._check_start(x)
+            self.check_start(x)
         s = self.model.surface
         for _ in range(windows):
             x0, v0, rollbacks = x.copy(), v.copy(), 0
@@ -259,15 +259,25 @@ class ContactCloth:
         active, layers : ndarray
             Every pair with layers in the window (its rows) and how many.
         """
-        top = np.zeros(len(self.model.surface.vertices) + 1, np.int64)  # (the last: the rows' -1)
+        return self.pair_levels(rows, self.vertex_layers(active, layers), int(layers.max(initial=0)))
+
+    def vertex_layers(self, active: np.ndarray, layers: np.ndarray) -> np.ndarray:
+        """Per vertex the most layers of a pair of ``active`` (rows) with ``layers`` that has it,
+        and a last entry, 0, for the rows' -1."""
+        top = np.zeros(len(self.model.surface.vertices) + 1, np.int64)
         np.maximum.at(top, points_of(active).ravel(), np.repeat(layers, 4))
         top[-1] = 0
+        return top
+
+    def pair_levels(self, rows: np.ndarray, top: np.ndarray, most: int) -> np.ndarray:
+        """:meth:`levels` of ``rows`` from each vertex's most layers ``top``
+        (:meth:`vertex_layers`) and the most of any pair, ``most``."""
         levels = top[points_of(rows)].max(axis=1, initial=0)
         moving = np.array([o.spin is not None for o in self.obstacles] + [False])
-        levels[moving[np.where(rows[:, 0] >= VERTEX_OBSTACLE, rows[:, 4], -1)]] = layers.max(initial=0)
+        levels[moving[np.where(rows[:, 0] >= VERTEX_OBSTACLE, rows[:, 4], -1)]] = most
         return levels
 
-    def _check_start(self, x: np.ndarray) -> None:
+    def check_start(self, x: np.ndarray) -> None:
         """Refuse a start with the cloth inside an obstacle, or an obstacle through the cloth."""
         if not self.obstacles:
             return

@@ -44,6 +44,8 @@ class ClothApp(App):
         Velocity lost per second by free vertices (see :meth:`ClothModel.run`).
     velocity : ndarray, shape (n, 3), optional
         Initial velocities (default: at rest).
+    positions : ndarray, shape (n, 3), optional
+        Initial positions (default: the surface at rest).
     """
 
     name = "cloth-material"
@@ -51,7 +53,7 @@ class ClothApp(App):
     grid = (1, 1)
 
     def __init__(self, model: ClothModel, dt: float, gravity=(0.0, 0.0, 0.0), pinned: np.ndarray | None = None,
-                 damping: float = 0.0, velocity: np.ndarray | None = None):
+                 damping: float = 0.0, velocity: np.ndarray | None = None, positions: np.ndarray | None = None):
         if not dt > 0:
             raise ShoalError(f"the cloth's time step must be positive, got {dt}")
         self.model, self.dt, self.damping = model, float(dt), float(damping)
@@ -59,6 +61,7 @@ class ClothApp(App):
         self.gravity = np.asarray(gravity, np.float64)
         self.free = np.ones(n, bool) if pinned is None else ~np.asarray(pinned, bool)
         self.velocity = np.zeros((n, 3)) if velocity is None else np.asarray(velocity, np.float64)
+        self.positions = model.surface.vertices if positions is None else np.asarray(positions, np.float64)
         self._for = None  # the tiling the plans below are for
         self._sends: dict[tuple[int, int], np.ndarray] = {}
         self._parts: dict[int, dict[str, np.ndarray]] = {}
@@ -120,7 +123,7 @@ class ClothApp(App):
 
     def init_tile(self, tile: int, tiling) -> dict[str, Any]:
         held = tiling.vertices_of(tile)
-        return {"ids": held, "x": self.model.surface.vertices[held].copy(), "v": self.velocity[held].copy()}
+        return {"ids": held, "x": self.positions[held].copy(), "v": self.velocity[held].copy()}
 
     def pack_halos(self, state, src: int, tiling) -> dict[int, np.ndarray]:
         """Per part reading ``src``, the positions of the vertices it lacks from ``src``."""

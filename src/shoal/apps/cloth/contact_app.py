@@ -11,12 +11,14 @@ jobs between them (§V):
 - ``contact{s}``: the penalty layers' kicks and the drift through the step's events. A pair's
   kicks change only its own points' velocities, and its friction reads only theirs, so within
   a material step a vertex moves as the vertices joined to it by chains of pairs with layers
-  (its *contact group*) make it move, and no other. Each part reads, from their holders, the
-  vertices of its groups it does not hold, and runs its groups' pairs in key order (the
-  one-piece run's order, restricted to them): every copy of a vertex moves bit for bit as in
-  the one-piece run. Where the paper's partitions exchange impulses at each penalty event,
-  here a group is computed by every part holding one of its vertices: one exchange per
-  material step, whatever the number of events.
+  (its *contact group*) make it move, and no other. Each group is run by one part, the lowest
+  holder of its lowest vertex, which reads the group's other vertices from their holders and
+  runs the group's pairs in key order (the one-piece run's order, restricted to them); a vertex
+  in no group drifts where it is held. Where the paper's partitions exchange impulses at each
+  penalty event, here a group travels twice per material step, whatever the number of events.
+- ``share{s}``: every part takes its vertices in groups other parts ran (their positions and
+  velocities, and their positions at the step's events) from those parts: every copy of a
+  vertex then moves bit for bit as in the one-piece run.
 - ``bounds``: every part reads every other's swept box of the window and emits a detection
   job for itself (its own primitives, and against the obstacles) and one for each later part
   whose box comes within the first layer's thickness of its own, or with which it shares a pair
@@ -70,12 +72,14 @@ class ContactClothApp(ClothApp):
     Parameters
     ----------
     cloth : ContactCloth
-        The cloth, its contact layers, obstacles, pins and friction (its state at rest is the
-        initial state; its pairs with layers, none at first, the initial table).
+        The cloth, its contact layers, obstacles, pins and friction; its pairs with layers
+        (none at first), time and windows run are where the app starts.
     gravity : sequence of float
         Acceleration, m/s².
     velocity : ndarray, shape (n, 3), optional
         Initial velocities (default: at rest).
+    positions : ndarray, shape (n, 3), optional
+        Initial positions (default: the surface at rest).
 
     Raises
     ------
@@ -87,6 +91,7 @@ class ContactClothApp(ClothApp):
     phases = (
         Phase("material0", reads="app", method="material", work="vertices"),
         Phase("contact0", reads="app", method="contact", pack="pack_groups", work="vertices"),
+        Phase("share0", reads="app", method="share", pack="pack_shared", work="vertices"),
         Phase("bounds", reads="app", pack="pack_box", emits_jobs=True, work="parts"),
         Phase("detect", jobs="narrow", work="pairs"),
         Phase("agree", reads="app", pack="pack_found", reduction=("max", "min", "sum"), work="pairs"),
@@ -95,15 +100,20 @@ class ContactClothApp(ClothApp):
     loops = (Loop("material0", "agree", ATTEMPTS, required=True),)
     transient = TRANSIENT
 
-    def __init__(self, cloth: ContactCloth, gravity=(0.0, 0.0, 0.0), velocity: np.ndarray | None = None):
-        super().__init__(cloth.model, cloth.dt, gravity, pinned=~cloth.free, damping=cloth.damping, velocity=velocity)
-        cloth._check_start(cloth.model.surface.vertices)
+    def __init__(self, cloth: ContactCloth, gravity=(0.0, 0.0, 0.0), velocity: np.ndarray | None = None,
+                 positions: np.ndarray | None = None):
+        super().__init__(cloth.model, cloth.dt, gravity, pinned=~cloth.free, damping=cloth.damping, velocity=velocity,
+                         positions=positions)
+        if cloth.windows == 0:
+            cloth.check_start(self.positions)
         self.cloth = cloth
         steps = [Phase(f"{kind}{s}", **options) for s in range(cloth.window)
                  for kind, options in (("material", dict(reads="app", method="material", work="vertices")),
                                        ("contact", dict(reads="app", method="contact", pack="pack_groups",
-                                                        work="vertices")))]
-        self.phases = (*steps, *type(self).phases[2:])  # a window's material steps, then its detection
+                                                        work="vertices")),
+                                       ("share", dict(reads="app", method="share", pack="pack_shared",
+                                                      work="vertices")))]
+        self.phases = (*steps, *type(self).phases[3:])  # a window's material steps, then its detection
         loop_spans(self.phases, self.loops)
         check_jobs_order(self.phases)
         self._owners_for = None
@@ -160,11 +170,12 @@ class ContactClothApp(ClothApp):
         graph = coo_matrix((np.ones(int(link.sum())), (first[link], points[:, 1:][link])), shape=(n, n))
         return connected_components(graph, directed=False)[1]
 
-    # ----- the steps' phases ----------------------------------------------------------------------
+    # ----- a window's phases ---------------------------------------------------------------------
     def init_tile(self, tile: int, tiling) -> dict:
         state = super().init_tile(tile, tiling)
-        state.update(keys=self.cloth.keys.copy(), layers=self.cloth.layers.copy(), clock=np.zeros(1),
-                     kept=np.zeros(1, np.int64), attempts=np.zeros(1, np.int64), log=np.zeros((0, len(LOG))))
+        c = self.cloth
+        state.update(keys=c.keys.copy(), layers=c.layers.copy(), clock=np.array([c.time]),
+                     kept=np.array([c.windows], np.int64), attempts=np.zeros(1, np.int64), log=np.zeros((0, len(LOG))))
         return state
 
     def reads(self, phase, step: int, decomposition) -> list:
@@ -174,24 +185,23 @@ class ContactClothApp(ClothApp):
         return [[u for u in every if u != t] for t in every]
 
     def _begin(self, tile: int, state: dict, tiling) -> None:
-        """An attempt at the window: its schedule, the part's contact groups, the vertices it
-        reads for them and sends for others'."""
+        """An attempt at the window: its schedule, the contact groups the part computes (those
+        whose lowest vertex it is the lowest holder of), the vertices it reads for them, and
+        what it sends for other parts' groups and receives of theirs."""
         self._owners(tiling)
         c, n = self.cloth, len(self.model.surface.vertices)
         rows = c.rows(state["keys"])
         start = float(state["clock"][0])
         times, ticks, ends, omega, pivot = c.schedule(int(state["layers"].max(initial=0)), start)
         group = self._groups(rows)
-
-        def reach(part):  # the vertices a part moves: its groups', less those it holds
-            joined = np.zeros(group.max(initial=0) + 1, bool)
-            joined[group[self._held[part]]] = True
-            out = joined[group]
-            out[self._held[part]] = False
-            return out
-
+        lowest = np.full(group.max(initial=0) + 1, n)
+        np.minimum.at(lowest, group, np.arange(n))
+        paired = np.bincount(group)[group] > 1  # in a group of two or more
+        owner = np.where(paired, self._holder[np.minimum(lowest[group], n - 1)], -1)  # who computes its group
         held = self._held[tile]
-        ghosts = np.flatnonzero(reach(tile))
+        holds = np.zeros(n, bool)
+        holds[held] = True
+        ghosts = np.flatnonzero((owner == tile) & ~holds)
         ghosts = ghosts[np.argsort(self._holder[ghosts], kind="stable")]  # grouped by source, as they arrive
         slots, at = {}, len(held)
         for src in np.unique(self._holder[ghosts]).tolist():
@@ -200,16 +210,23 @@ class ContactClothApp(ClothApp):
         ids = np.concatenate([held, ghosts])
         local = np.full(n + 1, -1, np.int64)  # (the last: the rows' -1)
         local[ids] = np.arange(len(ids))
-        mine = np.flatnonzero(local[np.where(rows[:, 1] >= 0, rows[:, 1], n)] >= 0)
+        mine = np.flatnonzero(owner[rows[:, 1]] == tile) if len(rows) else np.zeros(0, np.int64)
         pairs = rows[mine].copy()
         pairs[:, 1:4] = local[pairs[:, 1:4]]
         cloth = pairs[:, 0] < VERTEX_OBSTACLE
         pairs[cloth, 4] = local[pairs[cloth, 4]]
-        sends = {}
+        sends, shares, foreign = {}, {}, {}
         for dst in range(tiling.ntiles):
-            if dst != tile:
-                want = np.flatnonzero(reach(dst) & (self._holder == tile))
-                sends[dst] = np.searchsorted(held, want)
+            if dst == tile:
+                continue
+            theirs = np.zeros(n, bool)
+            theirs[self._held[dst]] = True
+            # (every other part reads every part: each gets a payload, most of them empty)
+            sends[dst] = np.searchsorted(held, np.flatnonzero((owner == dst) & ~theirs & (self._holder == tile)))
+            shares[dst] = local[np.flatnonzero((owner == tile) & theirs)]  # dst's vertices in groups computed here
+            got = np.flatnonzero((owner == dst) & holds)  # the part's vertices in dst's groups
+            if len(got):
+                foreign[dst] = np.searchsorted(held, got)
         free = self.free[held]
         events = len(times) - 1
         track = np.empty((c.window * events + 1, len(held), 3))
@@ -218,8 +235,9 @@ class ContactClothApp(ClothApp):
         state["tries_"] = state.get("tries_", 0) + 1
         state["window_"] = {
             "sub": 0, "start": start, "times": times, "ticks": ticks, "ends": ends, "omega": omega, "pivot": pivot,
-            "rows": pairs, "layers": state["layers"][mine], "slots": slots, "sends": sends, "held": len(held),
-            "inverse": c.inverse[ids], "track": track, "scratch": np.empty((events + 1, len(ids), 3)),
+            "rows": pairs, "layers": state["layers"][mine], "slots": slots, "sends": sends, "shares": shares,
+            "foreign": foreign, "held": len(held), "inverse": c.inverse[ids], "track": track,
+            "x": np.empty((len(ids), 3)), "v": np.empty((len(ids), 3)), "scratch": np.empty((events + 1, len(ids), 3)),
             "pinned": np.flatnonzero(~free), "rank": np.searchsorted(self._pinned, held[~free])}
 
     def material(self, tile: int, state: dict, halos: dict, ctx, tiling) -> int:
@@ -238,17 +256,18 @@ class ContactClothApp(ClothApp):
         return len(f)
 
     def pack_groups(self, state: dict, src: int, tiling) -> dict[int, np.ndarray]:
-        """Per other part, the positions and velocities of the vertices of its contact groups
-        that ``src`` is the lowest holder of."""
+        """Per part computing contact groups ``src`` holds vertices of (as their lowest holder),
+        those vertices' positions and velocities."""
         x, v = state["x"], state["v"]
         return {dst: np.concatenate([x[which], v[which]], axis=1) for dst, which in state["window_"]["sends"].items()}
 
     def contact(self, tile: int, state: dict, halos: dict, ctx, tiling) -> int:
-        """Material step ``s`` of the window: its penalty kicks and drifts on the part's
-        contact groups, event by event."""
+        """Material step ``s`` of the window: its penalty kicks and drifts, event by event, on
+        the contact groups the part computes and on its vertices in no group (its vertices in
+        other parts' groups come from them next)."""
         c, w = self.cloth, state["window_"]
         held, s = w["held"], w["sub"]
-        x, v = np.empty((len(w["inverse"]), 3)), np.empty((len(w["inverse"]), 3))
+        x, v = w["x"], w["v"]
         x[:held], v[:held] = state["x"], state["v"]
         for src, where in w["slots"].items():
             x[where], v[where] = halos[src][:, :3], halos[src][:, 3:]
@@ -258,14 +277,39 @@ class ContactClothApp(ClothApp):
                    c.dt, w["scratch"], w["ends"][first:], c.radius, 0, c.friction, w["omega"][first:], w["pivot"])
         state["x"][:], state["v"][:] = x[:held], v[:held]
         w["track"][first + 1:first + events + 1] = w["scratch"][1:, :held]
-        w["sub"] = s + 1
         return len(x)
 
+    def pack_shared(self, state: dict, src: int, tiling) -> dict[int, dict]:
+        """Per part holding vertices of the groups ``src`` computed, their positions,
+        velocities and positions at the step's events."""
+        w = state["window_"]
+        return {dst: {"xv": np.concatenate([w["x"][which], w["v"][which]], axis=1),
+                      "track": w["scratch"][1:, which]} for dst, which in w["shares"].items()}
+
+    def share(self, tile: int, state: dict, halos: dict, ctx, tiling) -> int:
+        """Material step ``s`` of the window: the part's vertices in other parts' contact
+        groups, as those parts moved them."""
+        w = state["window_"]
+        events = len(w["times"]) - 1
+        first = w["sub"] * events
+        count = 0
+        for src, where in w["foreign"].items():
+            got = halos[src]
+            state["x"][where], state["v"][where] = got["xv"][:, :3], got["xv"][:, 3:]
+            w["track"][first + 1:first + events + 1, where] = got["track"]
+            count += len(where)
+        w["sub"] += 1
+        return count
+
     def _box(self, state: dict) -> np.ndarray:
-        """The part's swept box of the window, grown by half the first layer's thickness."""
-        track = state["window_"]["track"]
-        half = 0.5 * self.cloth.eta
-        return np.concatenate([track.min(axis=(0, 1)) - half, track.max(axis=(0, 1)) + half])
+        """The part's swept box of the window, grown by half the first layer's thickness (and,
+        kept for its jobs, each vertex's swept box)."""
+        w = state["window_"]
+        if "box" not in w:
+            w["low"], w["high"] = swept_boxes(w["track"])
+            half = 0.5 * self.cloth.eta
+            w["box"] = np.concatenate([w["low"].min(axis=0) - half, w["high"].max(axis=0) + half])
+        return w["box"]
 
     def pack_box(self, state: dict, src: int, tiling) -> dict[int, np.ndarray]:
         box = self._box(state)
@@ -284,12 +328,15 @@ class ContactClothApp(ClothApp):
             box = halos[other]
             if other > tile and (other in partners or (np.all(mine[:3] <= box[3:]) and np.all(box[:3] <= mine[3:]))):
                 jobs.append((other, size, 1e-6 * (size + sum(len(o) for o in self._owned[other]))))
+        w = state["window_"]
+        rows = self.cloth.rows(state["keys"])
+        w["top"] = self.cloth.vertex_layers(rows, state["layers"])  # for the jobs' pieces (§V)
         return len(halos), jobs
 
     def pack_job_input(self, state: dict, tile: int) -> dict[str, np.ndarray]:
         w = state["window_"]
-        return {"track": w["track"], "keys": state["keys"], "layers": state["layers"], "ticks": w["ticks"],
-                "ends": w["ends"]}
+        return {"track": w["track"], "low": w["low"], "high": w["high"], "keys": state["keys"],
+                "layers": state["layers"], "top": w["top"], "ticks": w["ticks"], "ends": w["ends"]}
 
     def narrow(self, job: dict, inputs: dict, first: int, stop: int, ctx):
         """A detection job: the candidate pairs between parts ``a`` and ``b`` (or within ``a``
@@ -298,14 +345,14 @@ class ContactClothApp(ClothApp):
         innermost."""
         c, s = self.cloth, self.model.surface
         a, b = int(job["a"]), int(job["b"])
+        parts = (a,) if b < 0 else (a, b)
         mine = inputs[a]
         ids = self._held[a] if b < 0 else np.union1d(self._held[a], self._held[b])
         local = np.full(len(s.vertices) + 1, -1, np.int64)
         local[ids] = np.arange(len(ids))
-        track = np.empty((mine["track"].shape[0], len(ids), 3))
-        for part in (a, b) if b >= 0 else (a,):
-            track[:, local[self._held[part]]] = inputs[part]["track"]
-        low, high = swept_boxes(track)
+        low, high = np.empty((len(ids), 3)), np.empty((len(ids), 3))
+        for part in parts:
+            low[local[self._held[part]]], high[local[self._held[part]]] = inputs[part]["low"], inputs[part]["high"]
         va, ea, ta = self._owned[a]
         if b < 0:
             found = [primitive_pairs(VERTEX_FACE, low, high, local[va], va, local[s.triangles[ta]], ta, c.eta),
@@ -323,11 +370,20 @@ class ContactClothApp(ClothApp):
         layers = np.zeros(len(keys), np.int64)
         layers[np.searchsorted(keys, mine["keys"][held])] = mine["layers"][held]
         rows = c.rows(keys)
-        levels = c.levels(rows, c.rows(mine["keys"]), mine["layers"])
+        levels = c.pair_levels(rows, mine["top"], int(mine["layers"].max(initial=0)))
+        # The pairs' points only, on a track of their own: its reach is what the test reads.
+        points = points_of(rows)
+        used = np.unique(points[points >= 0])
+        compact = np.full(len(s.vertices) + 1, -1, np.int64)
+        compact[used] = np.arange(len(used))
+        track = np.empty((mine["track"].shape[0], len(used), 3))
+        for part in reversed(parts):  # (a shared vertex: the same positions from either part)
+            on = np.flatnonzero(compact[self._held[part]] >= 0)
+            track[:, compact[self._held[part][on]]] = inputs[part]["track"][:, on]
         pairs = rows.copy()
-        pairs[:, 1:4] = local[rows[:, 1:4]]
+        pairs[:, 1:4] = compact[rows[:, 1:4]]
         cloth = rows[:, 0] < VERTEX_OBSTACLE
-        pairs[cloth, 4] = local[rows[cloth, 4]]
+        pairs[cloth, 4] = compact[rows[cloth, 4]]
         next_layer = c.eta * (layers + 1.0) ** -0.25
         bound, least = ctx.kernel(window_gaps, track, mine["ends"], c.radius, pairs, next_layer, levels, mine["ticks"])
         active = np.flatnonzero(layers)
