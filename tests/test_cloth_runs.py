@@ -80,3 +80,38 @@ def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, assignment, expected
                                    "--out", str(out)])
     assert expected in line
     assert not out.exists()
+
+
+def test_two_sheets_draped_meet_and_never_intersect(tmp_path):
+    """The paper's two cloths draped, in miniature: the upper sheet lands on the lower one as it
+    folds over the sphere; at the end no triangle crosses another (an independent check)."""
+    ipctk = pytest.importorskip("ipctk")
+    rec = run_scenario("cloth-drape", steps=15, nodes=1, workers=2, tiles=4, out=tmp_path / "two",
+                       set=["app.n=7", "app.size=0.6", "app.sheets=2", "app.gap=0.02", "app.height=0.26",
+                            "run.frame_every=0"])
+    state = rec.state()
+    time, rollbacks, pairs, layers, gap, _ = state["windows"].T
+    assert np.all(gap > 0) and rollbacks.sum() > 0
+    from shoal.apps.cloth.scenes import Drape
+
+    surface = Drape(n=7, size=0.6, sheets=2, gap=0.02).surface(0.26)
+    kinds = state["keys"] >> 60
+    assert len(state["x"]) == 2 * 49 and {0, 1} & set(kinds.tolist())  # the sheets touch each other
+    mesh = ipctk.CollisionMesh(state["x"], surface.edges, surface.triangles)
+    assert not ipctk.has_intersections(mesh, state["x"])
+
+
+def test_a_mesh_from_an_obj_file_drapes_and_a_non_manifold_one_is_one_line(capsys, tmp_path):
+    from shoal.apps.cloth.surface import sheet
+
+    s = sheet(5, size=0.4, height=0.27)
+    lines = [f"v {x} {y} {z}" for x, y, z in s.vertices] + [f"f {a + 1} {b + 1} {c + 1}" for a, b, c in s.triangles]
+    (tmp_path / "sheet.obj").write_text("\n".join(lines) + "\n")
+    rec = run_scenario("cloth-drape", steps=3, nodes=1, workers=1, tiles=2, out=tmp_path / "obj",
+                       set=[f"app.mesh=\"{tmp_path / 'sheet.obj'}\"", "run.frame_every=0"])
+    assert np.array_equal(rec.state()["x"].shape, (25, 3))
+    fan = "v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 -1 0\nv 0 0 1\nf 1 2 3\nf 2 1 4\nf 1 2 5\n"  # three faces on one edge
+    (tmp_path / "fan.obj").write_text(fan)
+    line = one_error_line(capsys, ["run", "cloth-drape", "--steps", "2", "--set",
+                                   f"app.mesh=\"{tmp_path / 'fan.obj'}\"", "--out", str(tmp_path / "bad")])
+    assert "manifold" in line

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ...errors import ShoalError
 from ..checks import choice, integer, number
@@ -41,6 +42,9 @@ class ClothParams:
     gravity: float = -9.81  # along z, m/s²
     height: float = 0.3  # drape: the sheet's starting height
     radius: float = 0.25  # drape: the sphere's radius
+    sheets: int = 1  # drape: 1, or 2 (a second sheet gap above the first, turned 45° about z)
+    gap: float = 0.05  # drape: between the two sheets
+    mesh: str = ""  # drape: a Wavefront OBJ file, the cloth as it places it, instead of the generated sheet
     speed: float = math.pi / 3  # twist: each clamped edge's angular speed, rad/s
 
     def validate(self) -> None:
@@ -49,10 +53,11 @@ class ClothParams:
         integer("n", self.n, low=2)
         integer("window", self.window, low=1)
         integer("max_layers", self.max_layers, low=1)
+        choice("sheets", self.sheets, (1, 2))
         for name in ("size", "density", "stretch", "poisson", "bending", "eta", "stiffness", "dt", "damping",
-                     "gravity", "height", "radius", "speed"):
+                     "gravity", "height", "radius", "speed", "gap"):
             number(name, getattr(self, name))
-        for name in ("size", "density", "stretch", "eta", "stiffness", "radius"):
+        for name in ("size", "density", "stretch", "eta", "stiffness", "radius", "gap"):
             if not getattr(self, name) > 0:
                 raise ShoalError(f"app.{name} must be positive, got {getattr(self, name)}")
         if not 0 <= self.poisson < 0.5:
@@ -65,15 +70,21 @@ class ClothParams:
                              f"{self.friction!r}")
         for mu in self.friction:
             number("friction", mu)
+        if self.mesh and self.scene != "drape":
+            raise ShoalError(f"app.mesh is read by the drape scene only, not {self.scene!r}")
+        if self.mesh and self.sheets != 1:
+            raise ShoalError("app.sheets = 2 doubles the generated sheet, not app.mesh")
+        if self.mesh and not Path(self.mesh).is_file():
+            raise ShoalError(f"app.mesh {self.mesh!r} does not exist")
 
     def sheet(self) -> Sheet:
         """The scene these parameters describe (:mod:`.scenes`)."""
         common = dict(n=self.n, size=self.size, density=self.density, stretch=self.stretch, poisson=self.poisson,
                       bending=self.bending, eta=self.eta, stiffness=self.stiffness, dt=self.dt or None,
-                      window=self.window, damping=self.damping, max_layers=self.max_layers)
+                      window=self.window, damping=self.damping, max_layers=self.max_layers, mesh=self.mesh)
         if self.scene == "drape":
             return Drape(**common, height=self.height, radius=self.radius, friction=tuple(self.friction),
-                         gravity=self.gravity)
+                         gravity=self.gravity, sheets=self.sheets, gap=self.gap)
         return Twist(**common, speed=self.speed, friction=self.friction[0], gravity=self.gravity)
 
 

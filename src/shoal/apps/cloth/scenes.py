@@ -15,7 +15,7 @@ import numpy as np
 from .acm import ContactCloth
 from .model import ClothModel, Material
 from .obstacles import Spin, sphere
-from .surface import sheet
+from .surface import Surface, read_obj, sheet
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,9 @@ class Sheet:
         Velocity lost per second by every free vertex, 1/s.
     max_layers : int
         Layers a contact pair may gain before the run stops.
+    mesh : str
+        A Wavefront OBJ file: the cloth as the file places it (m), instead of the generated
+        sheet (``n``, ``size`` and the scene's height then unused).
     """
 
     n: int = 33
@@ -57,6 +60,7 @@ class Sheet:
     window: int = 10
     damping: float = 1.0
     max_layers: int = 24
+    mesh: str = ""
 
     def windows(self, seconds: float) -> int:
         """The collision windows in ``seconds`` of simulated time (rounded).
@@ -70,19 +74,34 @@ class Sheet:
 
     @property
     def step(self) -> float:
-        """The material step, s."""
-        return self.dt if self.dt is not None else 0.016 * self.size / (self.n - 1)  # 0.5 ms at 1/32 m
+        """The material step, s (by default 0.5 ms at a spacing of 1/32 m, in proportion to the
+        spacing: the sheet's, or a mesh's shortest edge)."""
+        if self.dt is not None:
+            return self.dt
+        if self.mesh:
+            x, edges = (surface := read_obj(self.mesh)).vertices, surface.edges
+            return 0.016 * float(np.linalg.norm(x[edges[:, 0]] - x[edges[:, 1]], axis=1).min())
+        return 0.016 * self.size / (self.n - 1)
 
-    def model(self, height: float = 0.0) -> ClothModel:
-        """The sheet flat at ``height`` (m), centred on the z axis, made of the material.
+    def surface(self, height: float = 0.0) -> Surface:
+        """The sheet flat at ``height`` (m), centred on the z axis, or the mesh's file.
 
         Parameters
         ----------
         height : float
             Its z, m.
         """
-        return ClothModel(sheet(self.n, self.size, height),
-                          Material(self.density, self.stretch, self.poisson, self.bending))
+        return read_obj(self.mesh) if self.mesh else sheet(self.n, self.size, height)
+
+    def model(self, height: float = 0.0) -> ClothModel:
+        """:meth:`surface` made of the material.
+
+        Parameters
+        ----------
+        height : float
+            The sheet's z, m.
+        """
+        return ClothModel(self.surface(height), Material(self.density, self.stretch, self.poisson, self.bending))
 
     def cloth(self, model: ClothModel, **options) -> ContactCloth:
         """``model`` with the sheet's layers, steps and damping, and ``options`` (obstacles,
@@ -114,12 +133,29 @@ class Drape(Sheet):
         (ARCSim's defaults).
     gravity : float
         Along z, m/s².
+    sheets : int
+        1, or 2: a second sheet ``gap`` above the first, turned 45° about z (the paper's two
+        cloths draped).
+    gap : float
+        Between the two sheets, m.
     """
 
     height: float = 0.3
     radius: float = 0.25
     friction: tuple[float, float] = (0.6, 0.3)
     gravity: float = -9.81
+    sheets: int = 1
+    gap: float = 0.05
+
+    def surface(self, height: float = 0.0) -> Surface:
+        """One sheet at ``height``, or two (the second above it, turned 45° about z)."""
+        first = super().surface(height)
+        if self.sheets == 1:
+            return first
+        turn = np.array([[np.sqrt(0.5), -np.sqrt(0.5), 0.0], [np.sqrt(0.5), np.sqrt(0.5), 0.0], [0.0, 0.0, 1.0]])
+        second = first.vertices @ turn.T + [0.0, 0.0, self.gap]
+        return Surface(np.concatenate([first.vertices, second]),
+                       np.concatenate([first.triangles, first.triangles + len(first.vertices)]))
 
     def build(self) -> tuple[ContactCloth, np.ndarray, np.ndarray]:
         """The cloth, its positions and its velocities at the start."""
