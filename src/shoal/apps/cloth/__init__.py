@@ -26,5 +26,5 @@ __all__ = ["ClothParams"]
 register_app(AppSpec("cloth", ClothParams, build_cloth,
                      "cloth with asynchronous contact (kick-drift, nested penalty layers, collision windows with "
                      "rollback) on mesh partitions, detection as jobs",
-                     tiny={"n": 5, "size": 0.2, "height": 0.053, "radius": 0.05, "window": 2},
+                     tiny={"n": 5, "size": 0.2, "height": 0.053, "radius": 0.05, "window": 1},
                      memory=cloth_memory))
