@@ -1,6 +1,6 @@
 """Asynchronous contact mechanics on the parts of a mesh partition: the state, the pairs and their
-layers are bitwise the one-piece run's for any part count, placement, job policy and worker
-count, through rollbacks, self-contact across parts, friction, an obstacle and pins led by a
+layers are bitwise the one-piece run's for any part count, placement, job policy, job split and
+worker count, through rollbacks, self-contact across parts, friction, an obstacle and pins led by a
 motion (the contact-mechanics paper §III: the same forces in the same order on any partition)."""
 
 import numpy as np
@@ -67,12 +67,13 @@ def test_the_scene_meets_itself_across_parts_and_the_obstacle(one_piece):
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(parts=st.integers(1, 6), nodes=st.integers(1, 3), workers=st.integers(1, 2),
        placement=st.sampled_from(["birdshot", "sfc", "metis"]),
-       job_policy=st.sampled_from(["even", "profiled", "locality"]))
-def test_any_partition_placement_job_policy_and_workers_give_the_one_piece_bits(one_piece, parts, nodes, workers,
-                                                                                placement, job_policy):
+       job_policy=st.sampled_from(["even", "profiled", "locality"]), split=st.sampled_from([0, 1, 7]))
+def test_any_partition_placement_job_policy_split_and_workers_give_the_one_piece_bits(one_piece, parts, nodes, workers,
+                                                                                      placement, job_policy, split):
+    """Jobs cut into ranges of ``split`` items (the paper's Alg. 3; 0: whole) find the same pairs."""
     x, v, cloth, log = one_piece
     fresh, velocity = _scene()
-    app = ContactClothApp(fresh, GRAVITY, velocity=velocity)
+    app = ContactClothApp(fresh, GRAVITY, velocity=velocity, job_split=split)
     mesh = MeshPartition.from_mesh(fresh.model.surface.vertices, fresh.model.surface.triangles, parts)
     app.prepare(mesh)
     cluster = Cluster.uniform(min(nodes, parts), workers)

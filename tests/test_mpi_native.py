@@ -25,7 +25,7 @@ def swe_local(tmp_path_factory):
                         out=tmp_path_factory.mktemp("swe") / "local")
 
 
-@pytest.mark.mpi(ranks=(2, 3))
+@pytest.mark.mpi(ranks=(2,))  # (3 ranks: the particles below, and shallow water in test_swe_runs)
 def test_shallow_water_on_ranks_is_the_local_run_bitwise(ranks, swe_local, mpirun, tmp_path):
     """Strips of variable size (a packer) batched per rank pair, the time step a minimum over
     every rank's tiles: the same bits as one process, on any ranks and placement."""
@@ -158,7 +158,7 @@ sim.close()
 """
 
 
-@pytest.mark.mpi(ranks=(2, 3))
+@pytest.mark.mpi(ranks=(3,))
 def test_particles_on_ranks_are_the_local_run_bitwise_with_runs_redone_on_every_rank(ranks, tmp_path):
     """2D SPH natively on ranks, its room barely above its particles: runs that overflow on any
     rank are redone on every rank with more room, payloads sized alike on both ends, to the

@@ -135,7 +135,7 @@ def test_halos_go_to_face_neighbours_only_four_per_interior_tile_and_halo_phase(
     assert (m["bytes"] > 0).all()
 
 
-@pytest.mark.mpi(ranks=(2, 3))
+@pytest.mark.mpi(ranks=(3,))  # (2 ranks: natively, in test_mpi_native)
 def test_mpi_ranks_give_the_same_bits(ranks, reference, mpirun, tmp_path):
     args = ["run", "swe-radial-dam-break", "--steps", str(STEPS), "--tiles", "24", "--placement", "greedy",
             "--period", "4", "--out", tmp_path / "mpi"]

@@ -80,6 +80,9 @@ class ContactClothApp(ClothApp):
         Initial velocities (default: at rest).
     positions : ndarray, shape (n, 3), optional
         Initial positions (default: the surface at rest).
+    job_split : int
+        A detection job of more items (its first part's primitives) is cut into ranges its
+        node's cores share (the paper's Alg. 3); 0: never.
 
     Raises
     ------
@@ -101,12 +104,13 @@ class ContactClothApp(ClothApp):
     transient = TRANSIENT
 
     def __init__(self, cloth: ContactCloth, gravity=(0.0, 0.0, 0.0), velocity: np.ndarray | None = None,
-                 positions: np.ndarray | None = None):
+                 positions: np.ndarray | None = None, job_split: int = 0):
         super().__init__(cloth.model, cloth.dt, gravity, pinned=~cloth.free, damping=cloth.damping, velocity=velocity,
                          positions=positions)
         if cloth.windows == 0:
             cloth.check_start(self.positions)
         self.cloth = cloth
+        self.job_split = int(job_split)
         steps = [Phase(f"{kind}{s}", **options) for s in range(cloth.window)
                  for kind, options in (("material", dict(reads="app", method="material", work="vertices")),
                                        ("contact", dict(reads="app", method="contact", pack="pack_groups",
@@ -159,6 +163,29 @@ class ContactClothApp(ClothApp):
             q[on] = p[on] if own_second is None else own_second[second[on]]
         a, b = np.minimum(p, q), np.maximum(p, q)
         return a, np.where(a == b, -1, b)
+
+    def _items(self, keys: np.ndarray, a: int) -> np.ndarray:
+        """The item of part ``a``'s detection job that each pair of ``keys`` (of that job) belongs
+        to (:meth:`narrow`)."""
+        kind, first, second = split_keys(keys)
+        va, ea, ta = self._owned[a]
+        vertex, edge = self._owner[VERTEX_FACE][0], self._owner[EDGE_EDGE][0]
+        nv, ne = len(va), len(ea)
+        item = np.empty(len(keys), np.int64)
+        on = np.flatnonzero(kind == VERTEX_FACE)  # its vertex if a's, else its triangle
+        mine = vertex[first[on]] == a
+        item[on[mine]] = np.searchsorted(va, first[on[mine]])
+        item[on[~mine]] = nv + ne + np.searchsorted(ta, second[on[~mine]])
+        on = np.flatnonzero(kind == EDGE_EDGE)  # its edge of a's, the lower one within a
+        mine = edge[first[on]] == a
+        item[on] = nv + np.searchsorted(ea, np.where(mine, first[on], second[on]))
+        on = kind == VERTEX_OBSTACLE
+        item[on] = np.searchsorted(va, first[on])
+        on = kind == EDGE_OBSTACLE
+        item[on] = nv + np.searchsorted(ea, first[on])
+        on = kind == FACE_OBSTACLE
+        item[on] = nv + ne + np.searchsorted(ta, first[on])
+        return item
 
     def _groups(self, rows: np.ndarray) -> np.ndarray:
         """Per vertex its contact group: the vertices joined to it by chains of the pairs
@@ -339,10 +366,15 @@ class ContactClothApp(ClothApp):
                 "layers": state["layers"], "top": w["top"], "ticks": w["ticks"], "ends": w["ends"]}
 
     def narrow(self, job: dict, inputs: dict, first: int, stop: int, ctx):
-        """A detection job: the candidate pairs between parts ``a`` and ``b`` (or within ``a``
-        and against the obstacles), with the pairs with layers it tests, each tested along the
-        window for coming within its next layer, and those with layers for staying out of their
-        innermost."""
+        """Items ``first:stop`` of a detection job: the candidate pairs between parts ``a`` and
+        ``b`` (or within ``a`` and against the obstacles), with the pairs with layers it tests,
+        each tested along the window for coming within its next layer, and those with layers for
+        staying out of their innermost.
+
+        A job's items are part ``a``'s own vertices, edges and triangles, in that order; a pair
+        belongs to the item of ``a`` it holds (within ``a``: its vertex, its lower edge, or its
+        primitive against an obstacle), so the ranges a big job is cut into (the paper's Alg. 3)
+        test every pair once, whatever the cut."""
         c, s = self.cloth, self.model.surface
         a, b = int(job["a"]), int(job["b"])
         parts = (a,) if b < 0 else (a, b)
@@ -354,18 +386,24 @@ class ContactClothApp(ClothApp):
         for part in parts:
             low[local[self._held[part]]], high[local[self._held[part]]] = inputs[part]["low"], inputs[part]["high"]
         va, ea, ta = self._owned[a]
+        nv, ne = len(va), len(ea)
+        v, e, t = (va[max(first, 0):max(stop, 0)], ea[max(first - nv, 0):max(stop - nv, 0)],
+                   ta[max(first - nv - ne, 0):max(stop - nv - ne, 0)])  # the range's items
         if b < 0:
-            found = [primitive_pairs(VERTEX_FACE, low, high, local[va], va, local[s.triangles[ta]], ta, c.eta),
-                     primitive_pairs(EDGE_EDGE, low, high, local[s.edges[ea]], ea, local[s.edges[ea]], ea, c.eta),
-                     obstacle_pairs(low, high, local[s.triangles[ta]], local[s.edges[ea]], mine["ends"], c.radius,
-                                    c.eta, ids=(local[va], va, ea, ta))]
+            tail = ea[ea >= e[0]] if len(e) else e  # an edge pair within a part: from its lower edge
+            found = [primitive_pairs(VERTEX_FACE, low, high, local[v], v, local[s.triangles[ta]], ta, c.eta),
+                     np.unique(primitive_pairs(EDGE_EDGE, low, high, local[s.edges[e]], e, local[s.edges[tail]],
+                                               tail, c.eta)),
+                     obstacle_pairs(low, high, local[s.triangles[t]], local[s.edges[e]], mine["ends"], c.radius,
+                                    c.eta, ids=(local[v], v, e, t))]
         else:
             vb, eb, tb = self._owned[b]
-            found = [primitive_pairs(VERTEX_FACE, low, high, local[va], va, local[s.triangles[tb]], tb, c.eta),
-                     primitive_pairs(VERTEX_FACE, low, high, local[vb], vb, local[s.triangles[ta]], ta, c.eta),
-                     primitive_pairs(EDGE_EDGE, low, high, local[s.edges[ea]], ea, local[s.edges[eb]], eb, c.eta)]
+            found = [primitive_pairs(VERTEX_FACE, low, high, local[v], v, local[s.triangles[tb]], tb, c.eta),
+                     primitive_pairs(VERTEX_FACE, low, high, local[vb], vb, local[s.triangles[t]], t, c.eta),
+                     primitive_pairs(EDGE_EDGE, low, high, local[s.edges[e]], e, local[s.edges[eb]], eb, c.eta)]
         ja, jb = self._jobs_of(mine["keys"])
         held = (ja == a) & (jb == b)
+        held[held] = (first <= (item := self._items(mine["keys"][held], a))) & (item < stop)
         keys = np.union1d(np.concatenate(found), mine["keys"][held])
         layers = np.zeros(len(keys), np.int64)
         layers[np.searchsorted(keys, mine["keys"][held])] = mine["layers"][held]

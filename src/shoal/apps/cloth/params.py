@@ -46,6 +46,7 @@ class ClothParams:
     gap: float = 0.05  # drape: between the two sheets
     mesh: str = ""  # drape: a Wavefront OBJ file, the cloth as it places it, instead of the generated sheet
     speed: float = math.pi / 3  # twist: each clamped edge's angular speed, rad/s
+    job_split: int = 0  # a detection job of more primitives is cut into ranges its node's cores share; 0: never
 
     def validate(self) -> None:
         """Refuse parameters that would run and mean nothing, with one line naming the key."""
@@ -53,6 +54,7 @@ class ClothParams:
         integer("n", self.n, low=2)
         integer("window", self.window, low=1)
         integer("max_layers", self.max_layers, low=1)
+        integer("job_split", self.job_split, low=0)
         choice("sheets", self.sheets, (1, 2))
         for name in ("size", "density", "stretch", "poisson", "bending", "eta", "stiffness", "dt", "damping",
                      "gravity", "height", "radius", "speed", "gap"):
@@ -95,7 +97,7 @@ def build_cloth(params: ClothParams, steps: int):
     params.validate()
     scene = params.sheet()
     cloth, _, v = scene.build()
-    return ContactClothApp(cloth, (0.0, 0.0, params.gravity), velocity=v)
+    return ContactClothApp(cloth, (0.0, 0.0, params.gravity), velocity=v, job_split=params.job_split)
 
 
 def cloth_memory(params: ClothParams) -> int:
