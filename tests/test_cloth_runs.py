@@ -115,3 +115,27 @@ def test_a_mesh_from_an_obj_file_drapes_and_a_non_manifold_one_is_one_line(capsy
     line = one_error_line(capsys, ["run", "cloth-drape", "--steps", "2", "--set",
                                    f"app.mesh=\"{tmp_path / 'fan.obj'}\"", "--out", str(tmp_path / "bad")])
     assert "manifold" in line
+
+
+def test_the_live_view_gets_every_vertex_and_the_triangles_to_draw_the_mesh(reference):
+    from shoal.apps import get_app
+    from shoal.config import load_scenario
+    from shoal.live.frames import live_frame
+
+    scenario = load_scenario("cloth-drape")
+    scenario.override(SMALL)
+    app = get_app("cloth").build(scenario.params, STEPS)
+    fields, arrays = live_frame(app.frame(reference.state()), STEPS, 0.04)
+    assert fields["kept"] == fields["points"] == 169 and "speed" in [c["name"] for c in fields["colourings"]]
+    assert "triangles" in fields["extras"]
+    assert np.array_equal(arrays["extra:triangles"], app.model.surface.triangles)
+
+
+def test_a_cloth_run_plays_back_in_the_view_without_tile_boxes(reference):
+    """The parts of a mesh have no boxes of cells: the view's index of the run says so (no grid,
+    no tile boxes) instead of failing, and its frames carry the mesh."""
+    from shoal.view.playback import Playback
+
+    index = Playback(reference.path).index("cloth")
+    assert index["hello"]["tiles"] == 6 and index["hello"]["grid"] is None and index["hello"]["tile_lo"] == []
+    assert index["frames"] == [0, 4, 8]

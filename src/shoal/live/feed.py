@@ -352,12 +352,14 @@ def hello_message(sim: Simulation, scenario: dict, settings: dict[str, str], fol
         Steps between frames.
     """
     tiling, cluster = sim.tiling, sim.cluster
+    boxes = tiling.kind == "cartesian"  # (the parts of a mesh have no boxes of cells to draw)
     run = {"scenario": scenario["name"], "app": scenario["app"]["name"], "folder": str(Path(folder).resolve()),
            "first_step": sim.step_count, "steps": scenario["run"]["steps"], "nodes": cluster.nodes,
-           "cores": list(cluster.cores), "tiles": tiling.ntiles, "grid": list(tiling.grid), "extent": None,
-           "ranks": sim.team.size, "pid": os.getpid()}
+           "cores": list(cluster.cores), "tiles": tiling.ntiles, "grid": list(tiling.grid) if boxes else None,
+           "extent": None, "ranks": sim.team.size, "pid": os.getpid()}
+    lo, hi = (tiling.lo[:, :2], tiling.hi[:, :2]) if boxes else (np.zeros((0, 2), np.int32),) * 2
     return encode("hello", {"run": run, "params": scenario, "settings": settings, "view_every": every},
-                  {"tile_lo": tiling.lo[:, :2], "tile_hi": tiling.hi[:, :2]})
+                  {"tile_lo": lo, "tile_hi": hi})
 
 
 # ----- the simulation's side ------------------------------------------------------------------

@@ -123,9 +123,10 @@ class Playback:
                "cores": None, "tiles": None, "grid": None, "extent": None,
                "ranks": (self.summary or {}).get("ranks", 1), "pid": None, "tile_lo": [], "tile_hi": []}
         if t is not None:
-            out.update(nodes=t.cluster.nodes, cores=[int(c) for c in t.cluster.cores], tiles=t.tiling.ntiles,
-                       grid=[int(g) for g in t.tiling.grid], tile_lo=t.tiling.lo[:, :2].tolist(),
-                       tile_hi=t.tiling.hi[:, :2].tolist())
+            out.update(nodes=t.cluster.nodes, cores=[int(c) for c in t.cluster.cores], tiles=t.tiling.ntiles)
+            if t.tiling.kind == "cartesian":  # (the parts of a mesh have no boxes of cells to draw)
+                out.update(grid=[int(g) for g in t.tiling.grid], tile_lo=t.tiling.lo[:, :2].tolist(),
+                           tile_hi=t.tiling.hi[:, :2].tolist())
         return out
 
     def index(self, name: str) -> dict:

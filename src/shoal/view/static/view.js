@@ -183,6 +183,18 @@ function drawParticles(canvas, ctx, src, msg) {
     src.box = b;
   }
   const tr = transform(canvas, extent || src.box, true);
+  // A mesh's edges (a cloth's triangles) under its vertices, when every vertex came.
+  const tri = a["extra:triangles"];
+  if (tri && h.kept === h.points) {
+    const t = tri.data;
+    ctx.strokeStyle = "rgba(70, 70, 70, 0.45)"; ctx.lineWidth = 0.6; ctx.beginPath();
+    for (let k = 0; k + 2 < t.length; k += 3) {
+      const [ax, ay] = tr.px(x[2 * t[k]], x[2 * t[k] + 1]), [bx, by] = tr.px(x[2 * t[k + 1]], x[2 * t[k + 1] + 1]);
+      const [cx, cy] = tr.px(x[2 * t[k + 2]], x[2 * t[k + 2] + 1]);
+      ctx.moveTo(ax, ay); ctx.lineTo(bx, by); ctx.lineTo(cx, cy); ctx.closePath();
+    }
+    ctx.stroke();
+  }
   const range = values ? colourRange(`point:${name}`, values, fluid) : [0, 1];
   const [bx0, bx1] = [tr.px(tr.box[0], 0)[0], tr.px(tr.box[1], 0)[0]];
   const size = Math.max(1, Math.min(5, Math.round(0.9 * (bx1 - bx0) / Math.sqrt(Math.max(n, 1)))));
