@@ -2,6 +2,8 @@
 apart and logs every window; two MPI ranks give the bits of one process; the report draws the
 cloth and its windows; bad input is one line."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -139,3 +141,13 @@ def test_a_cloth_run_plays_back_in_the_view_without_tile_boxes(reference):
     index = Playback(reference.path).index("cloth")
     assert index["hello"]["tiles"] == 6 and index["hello"]["grid"] is None and index["hello"]["tile_lo"] == []
     assert index["frames"] == [0, 4, 8]
+
+
+def test_a_pair_that_needs_more_layers_than_allowed_stops_the_run_with_the_window_the_pair_and_the_gap(capsys,
+                                                                                                      tmp_path):
+    line = one_error_line(capsys, ["run", "cloth-drape", "--steps", "3", "--tiles", "4", "--set", "app.n=9",
+                                   "--set", "app.height=0.253", "--set", "app.max_layers=2",
+                                   "--out", str(tmp_path / "run")])
+    assert re.search(r"window 0: contact pair vertex-obstacle \[\d+, 0\] needs more than 2 layers \(gap 0\.003 m\)",
+                     line), line
+    assert not (tmp_path / "run" / "summary.json").exists()  # stopped, not finished
