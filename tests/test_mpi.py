@@ -167,7 +167,7 @@ def _rank_pid(out: Path, rank: int) -> int | None:
 @pytest.mark.mpi(ranks=(3,))
 def test_killed_rank_stops_the_job_and_the_run_resumes_on_two_ranks(ranks, mpirun, tmp_path):
     """Balancing every step, so the kill lands in the middle of steps and of migrations."""
-    argv = [*SYNTHETIC[:1], "--steps", "160", "--tiles", "24", "--set", "app.grid=[48,48]"]
+    argv = [*SYNTHETIC[:1], "--steps", "100", "--tiles", "24", "--set", "app.grid=[48,48]"]
     out = tmp_path / "run"
     proc = subprocess.Popen(mpi_command(ranks, "run", *argv, "--placement", "greedy", "--period", "1",
                                         "--checkpoint-every", "20", "--out", out),
