@@ -37,15 +37,16 @@ def test_a_drape_within_the_layers_rolls_back_keeps_its_gap_and_logs_every_windo
     assert text.count("rollbacks") == STEPS and "window 0 ends at 0.0050 s" in text
 
 
-def test_two_mpi_ranks_give_the_bits_of_one_process(reference, mpirun, tmp_path):
-    args = ["run", "cloth-drape", "--steps", str(STEPS), "--tiles", "6", "--nodes", "2", "--workers", "1",
+@pytest.mark.mpi(ranks=(2,))
+def test_mpi_ranks_give_the_bits_of_one_process(ranks, reference, mpirun, tmp_path):
+    args = ["run", "cloth-drape", "--steps", str(STEPS), "--tiles", "6", "--nodes", str(ranks), "--workers", "1",
             "--out", tmp_path / "mpi"]
     for s in SMALL:
         args += ["--set", s]
-    mpirun(2, *args)
+    mpirun(ranks, *args)
     cmp = compare_runs(reference.path, tmp_path / "mpi")
     assert cmp.identical, cmp.max_abs_diff
-    assert open_run(tmp_path / "mpi").summary["ranks"] == 2
+    assert open_run(tmp_path / "mpi").summary["ranks"] == ranks
 
 
 def test_a_run_resumed_from_its_checkpoint_ends_as_one_that_never_stopped(reference, tmp_path):

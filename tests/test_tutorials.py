@@ -141,6 +141,7 @@ def test_every_tutorial_is_run():
     assert {p.stem for p in PAGES} == {"dam-break-paraview", "replay-sweep", "writing-an-app", "sampi", "study"}
 
 
+@pytest.mark.slow  # (each runs its page's commands: 5 to 16 s)
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
 def test_the_tutorial_prints_what_it_shows_and_its_claims_hold(page, tmp_path):
     assert NOTICE in page.read_text(), f"{page.name} does not say where its numbers come from"
