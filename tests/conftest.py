@@ -46,7 +46,6 @@ def pytest_generate_tests(metafunc):
 
 
 def pytest_collection_modifyitems(config, items):
-    _slow_modules_first(items)
     _group_for_xdist(config, items)
     if _have_mpi():
         return
@@ -54,18 +53,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("mpi") is not None:
             item.add_marker(skip)
-
-
-def _slow_modules_first(items) -> None:
-    """Run the modules holding slow or MPI tests first, each in its own order: the test workers
-    take tests in this order, so their last ones are short and neither waits long for the
-    other at the end (a module stays in one piece, so its fixtures are built once per worker)."""
-    def module(item) -> str:
-        return item.nodeid.split("::", 1)[0]
-
-    heavy = {module(item) for item in items
-             if item.get_closest_marker("slow") is not None or item.get_closest_marker("mpi") is not None}
-    items.sort(key=lambda item: module(item) not in heavy)  # (a stable sort)
 
 
 def _group_for_xdist(config, items) -> None:
