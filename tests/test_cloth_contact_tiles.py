@@ -84,5 +84,7 @@ def test_any_partition_placement_job_policy_split_and_workers_give_the_one_piece
     assert got["x"].tobytes() == x.tobytes() and got["v"].tobytes() == v.tobytes()
     assert np.array_equal(got["keys"], cloth.keys) and np.array_equal(got["layers"], cloth.layers)
     assert got["clock"][0] == cloth.time
+    # Cut into ranges, one per core of the node, where a node has several (each part owns over 30 items).
+    assert (result.jobs["first"] > 0).any() == (split > 0 and workers > 1)
     attempts = [int(s["attempts"][0]) for s in result.states.values()]
     assert attempts == [WINDOWS + sum(log.rollbacks)] * len(attempts)  # every part ran every rollback

@@ -67,8 +67,8 @@ class ClothApp(App):
         self._parts: dict[int, dict[str, np.ndarray]] = {}
 
     def decompose(self, count: int, halo: int = 1) -> MeshPartition:
-        """``count`` METIS parts of the cloth's triangles."""
-        return MeshPartition.from_mesh(self.model.surface.vertices, self.model.surface.triangles, count)
+        """``count`` METIS parts of the cloth's triangles (each reading ``halo`` rings of vertices)."""
+        return MeshPartition.from_mesh(self.model.surface.vertices, self.model.surface.triangles, count, halo)
 
     def check_tiling(self, tiling) -> None:
         if not isinstance(tiling, MeshPartition):

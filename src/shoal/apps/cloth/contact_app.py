@@ -38,6 +38,7 @@ jobs between them (§V):
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import numpy as np
@@ -262,6 +263,7 @@ class ContactClothApp(ClothApp):
         state["tries_"] = state.get("tries_", 0) + 1
         state["window_"] = {
             "sub": 0, "start": start, "times": times, "ticks": ticks, "ends": ends, "omega": omega, "pivot": pivot,
+            "top": c.vertex_layers(rows, state["layers"]),  # for the jobs' pieces (§V)
             "rows": pairs, "layers": state["layers"][mine], "slots": slots, "sends": sends, "shares": shares,
             "foreign": foreign, "held": len(held), "inverse": c.inverse[ids], "track": track,
             "x": np.empty((len(ids), 3)), "v": np.empty((len(ids), 3)), "scratch": np.empty((events + 1, len(ids), 3)),
@@ -355,9 +357,6 @@ class ContactClothApp(ClothApp):
             box = halos[other]
             if other > tile and (other in partners or (np.all(mine[:3] <= box[3:]) and np.all(box[:3] <= mine[3:]))):
                 jobs.append((other, size, 1e-6 * (size + sum(len(o) for o in self._owned[other]))))
-        w = state["window_"]
-        rows = self.cloth.rows(state["keys"])
-        w["top"] = self.cloth.vertex_layers(rows, state["layers"])  # for the jobs' pieces (§V)
         return len(halos), jobs
 
     def pack_job_input(self, state: dict, tile: int) -> dict[str, np.ndarray]:
@@ -402,8 +401,9 @@ class ContactClothApp(ClothApp):
                      primitive_pairs(VERTEX_FACE, low, high, local[vb], vb, local[s.triangles[t]], t, c.eta),
                      primitive_pairs(EDGE_EDGE, low, high, local[s.edges[e]], e, local[s.edges[eb]], eb, c.eta)]
         ja, jb = self._jobs_of(mine["keys"])
-        held = (ja == a) & (jb == b)
-        held[held] = (first <= (item := self._items(mine["keys"][held], a))) & (item < stop)
+        held = np.flatnonzero((ja == a) & (jb == b))  # the pairs with layers this range tests
+        item = self._items(mine["keys"][held], a)
+        held = held[(first <= item) & (item < stop)]
         keys = np.union1d(np.concatenate(found), mine["keys"][held])
         layers = np.zeros(len(keys), np.int64)
         layers[np.searchsorted(keys, mine["keys"][held])] = mine["layers"][held]
@@ -453,10 +453,9 @@ class ContactClothApp(ClothApp):
         close = np.concatenate([f["close"] for f in every])[order]
         least = np.concatenate([f["least"] for f in every])[order]
         layers = np.zeros(len(keys), np.int64)
-        at = np.searchsorted(keys, state["keys"])
-        if np.any(keys[np.minimum(at, len(keys) - 1)] != state["keys"]) if len(keys) else len(state["keys"]):
+        if not np.isin(state["keys"], keys).all():
             raise RuntimeError("a pair with layers was tested by no job")  # (a defect, not the user's)
-        layers[at] = state["layers"]
+        layers[np.searchsorted(keys, state["keys"])] = state["layers"]
         layers += close
         if layers.max(initial=0) > c.max_layers:
             k = int(np.argmax(layers))
@@ -522,10 +521,11 @@ class ContactClothApp(ClothApp):
                 plot_windows(folder / "windows.png", log), write_windows(folder / "windows.csv", log)]
 
 
+@functools.cache
 def warm_kernels() -> None:
     """Run two windows of a tiny cloth on two parts, with self-contact, an obstacle, friction
     and a led pin, so that every kernel a window calls is compiled (or loaded from Numba's
-    cache) with the types a run gives it."""
+    cache) with the types a run gives it; once per process."""
     from ...cluster import Cluster
     from ...runtime.local import LocalExecutor
     from .model import ClothModel, Material

@@ -9,6 +9,7 @@ MuJoCo's runs of the same scene); its material, layers and steps are shoal's own
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -79,7 +80,7 @@ class Sheet:
         if self.dt is not None:
             return self.dt
         if self.mesh:
-            x, edges = (surface := read_obj(self.mesh)).vertices, surface.edges
+            x, edges = self._read.vertices, self._read.edges
             return 0.016 * float(np.linalg.norm(x[edges[:, 0]] - x[edges[:, 1]], axis=1).min())
         return 0.016 * self.size / (self.n - 1)
 
@@ -91,7 +92,12 @@ class Sheet:
         height : float
             Its z, m.
         """
-        return read_obj(self.mesh) if self.mesh else sheet(self.n, self.size, height)
+        return self._read if self.mesh else sheet(self.n, self.size, height)
+
+    @cached_property
+    def _read(self) -> Surface:
+        """The mesh's file, read once."""
+        return read_obj(self.mesh)
 
     def model(self, height: float = 0.0) -> ClothModel:
         """:meth:`surface` made of the material.
