@@ -19,6 +19,7 @@ import pytest  # noqa: E402
 from shoal.runtime.launch import ONE_HOST_OPEN_MPI  # noqa: E402
 
 # Containers may run as root; a job on this one host stays on shared memory and loopback.
+LAUNCHER_FAILED = "The PMIx server's listener thread failed to start"  # Open MPI's, before any rank starts
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", **ONE_HOST_OPEN_MPI}
 
 
@@ -97,8 +98,11 @@ def mpirun():
     """Run ``shoal ARGS`` on RANKS ranks; fail the test with the output if it fails or hangs."""
 
     def run(ranks: int, *args, timeout: float = 240, check: bool = True) -> subprocess.CompletedProcess:
-        done = subprocess.run(mpi_command(ranks, *args), capture_output=True, text=True, timeout=timeout,
-                              env=mpi_env())
+        for _ in range(2):
+            done = subprocess.run(mpi_command(ranks, *args), capture_output=True, text=True, timeout=timeout,
+                                  env=mpi_env())
+            if LAUNCHER_FAILED not in done.stderr:
+                break  # (Open MPI's launcher now and then fails to start at all, before any rank: once more)
         if check and done.returncode != 0:
             pytest.fail(f"mpiexec -n {ranks} shoal {' '.join(map(str, args))} failed:\n{done.stdout}\n{done.stderr}")
         return done
