@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from shoal.apps.cloth.acm import ContactCloth
 from shoal.apps.cloth.model import ClothModel, Material
 from shoal.apps.cloth.obstacles import Obstacle, Spin, crossed_triangles, sphere
-from shoal.apps.cloth.scenes import Twist
+from shoal.apps.cloth.scenes import Twist, Twister
 from shoal.apps.cloth.surface import Surface, sheet
 from shoal.errors import ShoalError
 
@@ -74,6 +74,27 @@ def test_a_spin_turns_by_its_profile_and_moves_a_rods_ends():
     np.testing.assert_allclose(turned, [[-0.1 * c, -0.1 * s, 0.1], [0.1 * c, 0.1 * s, 0.1]], atol=1e-15)
 
 
+@given(st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+@settings(max_examples=40, deadline=None)
+def test_an_unwinding_spin_turns_back_by_the_same_profile_to_where_it_started(start, ramp, hold, coast):
+    spin = Spin(speed=3.0, start=start, ramp=ramp, hold=hold, coast=coast, unwind=True)
+    turn = ramp + hold + coast
+    end = start + 2 * turn
+    assert spin.angle(end) == pytest.approx(0.0, abs=1e-12) and spin.angle(end + 1.0) == pytest.approx(0.0, abs=1e-12)
+    assert spin.angle(start + turn) == pytest.approx(3.0 * (0.5 * ramp + hold + 0.5 * coast))
+    times = np.linspace(0.0, end + 0.5, 4001)  # the angle is the speed's integral, both ways
+    speeds = np.array([spin.speed_at(t) for t in times])
+    integral = np.concatenate([[0.0], np.cumsum(0.5 * (speeds[1:] + speeds[:-1]) * np.diff(times))])
+    np.testing.assert_allclose([spin.angle(t) for t in times], integral, atol=0.02)  # (a jump's trapezoid)
+    assert speeds.min() >= -3.0 and speeds.max() <= 3.0
+    assert (speeds[times > start + turn] <= 0).all()
+
+
+def test_a_spin_that_unwinds_must_end_its_hold():
+    with pytest.raises(ShoalError, match="finite"):
+        Spin(speed=1.0, unwind=True)
+
+
 def test_a_rod_swung_up_into_a_sheet_lifts_it_without_passing_through():
     """A rod along y under a sheet, swung about a parallel axis, rises through the sheet's plane."""
     surface = sheet(5, size=0.1, height=0.0)
@@ -123,3 +144,26 @@ def test_a_twisted_sheet_wrings_without_intersecting_and_its_ends_follow_the_tur
         c, s = np.cos(sign * turned), np.sin(sign * turned)
         y, z = start[side, 1], start[side, 2]
         np.testing.assert_allclose(x[ends][side][:, 1:], np.stack([c * y - s * z, s * y + c * z], 1), atol=1e-12)
+
+
+def test_the_twister_rolls_the_sheet_onto_its_rod_and_off_again_without_intersecting():
+    """Contact rises from none as the sheet rolls on, each turn over the last, and falls back
+    to none as it unrolls and hangs free: the shape of the paper's Figs. 1 and 9."""
+    scene = Twister(n=9, spin=(0.3, 0.4, 0.3))
+    cloth, x, v = scene.build()
+    held = ~cloth.free
+    start, bottom = x[held].copy(), x[:, 2].min()
+    windows = scene.windows(2 * sum(scene.spin) + 0.3)
+    for w in range(windows):
+        cloth.run(x, v, 1, gravity=(0.0, 0.0, scene.gravity))
+        if w % 10 == 0:
+            assert not _intersects(cloth.model.surface, x)
+        if w == windows // 2 - 15:
+            assert x[:, 2].min() > bottom + 0.15  # rolled up on the rod
+    pairs = np.array(cloth.log.pairs)
+    rolled = (np.array(cloth.log.time) > 0.6) & (np.array(cloth.log.time) < 1.4)
+    assert pairs[:10].max() == 0 and pairs[-10:].max() == 0  # hanging free at the start and the end
+    assert pairs[rolled].min() > 0 and pairs.max() > 100
+    assert min(cloth.log.min_gap) > 0
+    np.testing.assert_allclose(x[held], start, atol=1e-12)  # the held row is back where it began
+    assert abs(x[:, 2].min() - bottom) < 0.05  # and the sheet hangs down again

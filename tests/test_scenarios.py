@@ -17,6 +17,9 @@ SHRINK = {
     "sph-cylinders-10": ["app.dx=0.06"],
     "cloth-drape": ["app.n=17"],
     "cloth-twist": ["app.n=17"],
+    "wavefront-plane": ["app.cells=[24,24,24]"],
+    "wavefront-point": ["app.cells=[32,32]"],
+    "cloth-twister": ["app.n=17"],
 }
 
 

@@ -23,7 +23,8 @@ from ...errors import ShoalError
 class Spin:
     """Rotation about the axis through ``centre`` along ``axis``: the angular speed rises
     linearly to ``speed`` over ``ramp`` seconds from ``start``, holds for ``hold`` seconds,
-    then falls linearly to rest over ``coast`` seconds.
+    then falls linearly to rest over ``coast`` seconds; with ``unwind``, the same profile then
+    runs backwards, back to the starting angle.
 
     Parameters
     ----------
@@ -35,6 +36,9 @@ class Spin:
         The held angular speed, rad/s.
     start, ramp, hold, coast : float
         When the ramp begins and how long each part lasts, s.
+    unwind : bool
+        Turn back by as much, with the same profile, once the coast ends (the hold must then be
+        finite).
     """
 
     centre: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -44,6 +48,7 @@ class Spin:
     ramp: float = 0.0
     hold: float = math.inf
     coast: float = 0.0
+    unwind: bool = False
 
     def __post_init__(self):
         if not np.linalg.norm(self.axis) > 0:
@@ -51,6 +56,13 @@ class Spin:
         for name in ("start", "ramp", "hold", "coast"):
             if not getattr(self, name) >= 0:
                 raise ShoalError(f"a spin's {name} must be 0 or more (s), got {getattr(self, name)}")
+        if self.unwind and not math.isfinite(self.hold):
+            raise ShoalError("a spin that unwinds must hold for a finite time")
+
+    @property
+    def _turn(self) -> float:
+        """How long the profile lasts one way, s."""
+        return self.ramp + self.hold + self.coast
 
     def angle(self, t: float) -> float:
         """The angle turned by time ``t``, rad (the integral of the speed's profile).
@@ -60,7 +72,14 @@ class Spin:
         t : float
             Time, s.
         """
-        w, s = self.speed, max(t - self.start, 0.0)
+        s = max(t - self.start, 0.0)
+        if self.unwind and s > self._turn:
+            return self._forward(self._turn) - self._forward(min(s - self._turn, self._turn))
+        return self._forward(s)
+
+    def _forward(self, s: float) -> float:
+        """The angle turned ``s`` seconds into the profile's first way, rad."""
+        w = self.speed
         turned = 0.0
         for length, a, b in ((self.ramp, 0.0, w), (self.hold, w, w), (self.coast, w, 0.0)):
             part = min(s, length)
@@ -82,6 +101,8 @@ class Spin:
         s = t - self.start
         if s <= 0:
             return 0.0
+        if self.unwind and s > self._turn:
+            return -self.speed_at(self.start + s - self._turn) if s < 2 * self._turn else 0.0
         if s < self.ramp:
             return self.speed * s / self.ramp
         s -= self.ramp

@@ -12,17 +12,19 @@ from pathlib import Path
 
 from ...errors import ShoalError
 from ..checks import choice, integer, number
-from .scenes import Drape, Sheet, Twist
+from .scenes import Drape, Sheet, Twist, Twister
 
-SCENES = {"drape": Drape, "twist": Twist}
+SCENES = {"drape": Drape, "twist": Twist, "twister": Twister}
 
 
 @dataclass
 class ClothParams:
     """Parameters of the cloth app (SI units: m, s, kg, N).
 
-    ``scene`` is ``"drape"`` (a square sheet dropped onto a sphere at the origin) or ``"twist"``
-    (a square sheet wrung by its two clamped edges, turned in opposite senses about x).
+    ``scene`` is ``"drape"`` (a square sheet dropped onto a sphere at the origin), ``"twist"``
+    (a square sheet wrung by its two clamped edges, turned in opposite senses about x) or
+    ``"twister"`` (a sheet hanging from a rod by its top row, rolled onto the rod as it spins,
+    then unrolled).
     """
 
     scene: str = "drape"
@@ -40,12 +42,13 @@ class ClothParams:
     max_layers: int = 24  # layers a pair may gain before the run stops
     friction: list[float] = field(default_factory=lambda: [0.6, 0.3])  # Coulomb: cloth-cloth, cloth-obstacle
     gravity: float = -9.81  # along z, m/s²
-    height: float = 0.3  # drape: the sheet's starting height
-    radius: float = 0.25  # drape: the sphere's radius
+    height: float = 0.3  # drape: the sheet's starting height; twister: its held top row's
+    radius: float = 0.25  # drape: the sphere's radius; twister: the rod's
     sheets: int = 1  # drape: 1, or 2 (a second sheet gap above the first, turned 45° about z)
     gap: float = 0.05  # drape: between the two sheets
     mesh: str = ""  # drape: a Wavefront OBJ file, the cloth as it places it, instead of the generated sheet
-    speed: float = math.pi / 3  # twist: each clamped edge's angular speed, rad/s
+    speed: float = math.pi / 3  # twist: each clamped edge's angular speed; twister: the rod's held speed, rad/s
+    spin: list[float] = field(default_factory=lambda: [0.5, 0.5, 0.5])  # twister: the rod's ramp, hold, coast, s
     job_split: int = 0  # a detection job of more primitives is cut into ranges its node's cores share; 0: never
 
     def validate(self) -> None:
@@ -72,6 +75,12 @@ class ClothParams:
                              f"{self.friction!r}")
         for mu in self.friction:
             number("friction", mu)
+        if not (isinstance(self.spin, (list, tuple)) and len(self.spin) == 3):
+            raise ShoalError(f"app.spin must be three durations [ramp, hold, coast] (s), got {self.spin!r}")
+        for part in self.spin:
+            number("spin", part)
+            if part < 0:
+                raise ShoalError(f"app.spin's durations must be 0 or more (s), got {self.spin!r}")
         if self.mesh and self.scene != "drape":
             raise ShoalError(f"app.mesh is read by the drape scene only, not {self.scene!r}")
         if self.mesh and self.sheets != 1:
@@ -87,6 +96,9 @@ class ClothParams:
         if self.scene == "drape":
             return Drape(**common, height=self.height, radius=self.radius, friction=tuple(self.friction),
                          gravity=self.gravity, sheets=self.sheets, gap=self.gap)
+        if self.scene == "twister":
+            return Twister(**common, height=self.height, radius=self.radius, speed=self.speed, spin=tuple(self.spin),
+                           friction=tuple(self.friction), gravity=self.gravity)
         return Twist(**common, speed=self.speed, friction=self.friction[0], gravity=self.gravity)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from .acm import ContactCloth
 from .model import ClothModel, Material
-from .obstacles import Spin, sphere
+from .obstacles import Obstacle, Spin, sphere
 from .surface import Surface, read_obj, sheet
 
 
@@ -208,4 +208,71 @@ class Twist(Sheet):
             return np.where(on_left[:, None], left.rotate(clamped, t), right.rotate(clamped, t))
 
         cloth = self.cloth(model, friction=(self.friction, 0.0), pinned=ends, motion=motion)
+        return cloth, x0.copy(), np.zeros_like(x0)
+
+
+@dataclass(frozen=True)
+class Twister(Sheet):
+    """A sheet wound onto a spinning rod, then unwound (the brief's S3, the contact-mechanics
+    paper's twister in miniature; and the parameters of :class:`Sheet`).
+
+    The sheet hangs at rest under a horizontal rod (along y, through the origin), its top row
+    held to the rod: the rod's spin carries that row round, so the sheet rolls onto the rod, each
+    turn over the last, like a roller blind. The spin ramps up, holds, coasts to rest, then runs
+    the same profile backwards: contact between the turns rises, then falls as the sheet
+    unrolls and hangs free again. The paper's rod takes a torque and falls out under the cloth's
+    pull; this one is kinematic (its motion imposed), as the brief advises, so it unwinds by
+    turning back.
+
+    Parameters
+    ----------
+    n : int
+        Vertices along a side.
+    size : float
+        The sheet's side, m.
+    height : float
+        The held row's z (m): below the rod's bottom by more than the first layer.
+    radius : float
+        The rod's radius, m.
+    speed : float
+        The rod's held angular speed, rad/s.
+    spin : tuple of float
+        The spin's ramp, hold and coast, s; the unwinding takes as long again.
+    friction : tuple of float
+        Coulomb coefficients between the cloth's own primitives and against the rod.
+    gravity : float
+        Along z, m/s².
+    """
+
+    n: int = 33
+    size: float = 0.5
+    height: float = -0.03
+    radius: float = 0.02
+    speed: float = float(4 * np.pi)
+    spin: tuple[float, float, float] = (0.5, 0.5, 0.5)
+    friction: tuple[float, float] = (0.6, 0.3)
+    gravity: float = -9.81
+
+    def surface(self, height: float = 0.0) -> Surface:
+        """The sheet hanging in the plane x = 0, its top row at ``height`` (m)."""
+        flat = super().surface()
+        u, v = flat.vertices[:, 0], flat.vertices[:, 1]
+        hanging = np.stack([np.zeros_like(u), v, height - (u - u.min())], axis=1)
+        return Surface(hanging, flat.triangles)
+
+    def build(self) -> tuple[ContactCloth, np.ndarray, np.ndarray]:
+        """The cloth, its positions and its velocities at the start (hanging, at rest)."""
+        model = self.model(self.height)
+        x0 = model.surface.vertices
+        ramp, hold, coast = self.spin
+        turn = Spin(axis=(0.0, 1.0, 0.0), speed=self.speed, ramp=ramp, hold=hold, coast=coast, unwind=True)
+        half = 0.6 * self.size
+        rod = Obstacle((0.0, -half, 0.0), (0.0, half, 0.0), self.radius, turn)
+        held = np.isclose(x0[:, 2], self.height)
+        start = x0[held]
+
+        def motion(t: float) -> np.ndarray:
+            return turn.rotate(start, t)
+
+        cloth = self.cloth(model, friction=self.friction, obstacles=(rod,), pinned=held, motion=motion)
         return cloth, x0.copy(), np.zeros_like(x0)
