@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shoal.apps.cloth.acm import ContactCloth
-from shoal.apps.cloth.contact_app import ContactClothApp
+from shoal.apps.cloth.contact_app import LOG, ContactClothApp
 from shoal.apps.cloth.model import ClothModel, Material
 from shoal.apps.cloth.obstacles import sphere
 from shoal.apps.cloth.surface import Surface, sheet
@@ -84,6 +84,8 @@ def test_any_partition_placement_job_policy_split_and_workers_give_the_one_piece
     assert got["x"].tobytes() == x.tobytes() and got["v"].tobytes() == v.tobytes()
     assert np.array_equal(got["keys"], cloth.keys) and np.array_equal(got["layers"], cloth.layers)
     assert got["clock"][0] == cloth.time
+    for k, name in enumerate(LOG):  # the windows' log, crossings included, as the one piece logged it
+        np.testing.assert_array_equal(got["windows"][:, k], getattr(log, name), err_msg=name)
     # Cut into ranges, one per core of the node, where a node has several (each part owns over 30 items).
     assert (result.jobs["first"] > 0).any() == (split > 0 and workers > 1)
     attempts = [int(s["attempts"][0]) for s in result.states.values()]

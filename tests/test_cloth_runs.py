@@ -10,6 +10,7 @@ import pytest
 from shoal.compare import compare_runs
 from shoal.report import report_run
 from shoal.session import open_run, run_scenario
+from shoal.trace import Trace
 from test_bad_inputs import one_error_line
 
 # A 13 x 13 drape 3 mm above the sphere: within the first layer (5 mm) from the start.
@@ -26,15 +27,24 @@ def reference(tmp_path_factory):
 def test_a_drape_within_the_layers_rolls_back_keeps_its_gap_and_logs_every_window(reference):
     state = reference.state()
     log = state["windows"]
-    assert log.shape == (STEPS, 6)
-    time, rollbacks, pairs, layers, gap, _ = log.T
+    assert log.shape == (STEPS, 7)
+    time, rollbacks, pairs, layers, gap, candidates, crossings = log.T
     assert np.allclose(time, 0.005 * np.arange(1, STEPS + 1))
     assert rollbacks[0] >= 1 and pairs[0] > 0  # the sphere's pairs woke layers, and the window ran again
     assert layers[0] >= 6 * pairs[0]  # 3 mm needs layer 6 or deeper: η l^-1/4 < 3 mm
-    assert np.all(gap > 0)
+    assert np.all(gap > 0) and np.all(crossings == 0)
     assert state["clock"][0] == time[-1]
     text = (reference.path / "run.log").read_text()
     assert text.count("rollbacks") == STEPS and "window 0 ends at 0.0050 s" in text
+    # The trace holds the same log: the loop's iterations and what agree and keep reduced.
+    trace = Trace.read(reference.path / "trace.h5")
+    r, phases = trace.reductions, trace.phases
+    for name, operand, column in (("agree", 1, gap), ("agree", 2, candidates), ("agree", 3, crossings),
+                                  ("keep", 0, pairs), ("keep", 1, layers)):
+        rows = (r["phase"] == phases.index(name)) & (r["operand"] == operand)
+        np.testing.assert_array_equal(r["value"][rows][np.argsort(r["step"][rows])], column, err_msg=name)
+    iterations = trace.iterations()
+    np.testing.assert_array_equal([iterations[(s, "material0")] - 1 for s in range(STEPS)], rollbacks)
 
 
 @pytest.mark.mpi(ranks=(2,))
@@ -61,7 +71,7 @@ def test_the_report_draws_the_cloth_its_windows_and_a_paraview_mesh_series(refer
     paths = {p.name for p in report_run(reference.path)}
     assert {"cloth.png", "windows.png", "windows.csv", "series.pvd"} <= paths
     rows = (reference.path / "windows.csv").read_text().splitlines()
-    assert rows[0] == "time,rollbacks,pairs,layers,min_gap,candidates" and len(rows) == STEPS + 1
+    assert rows[0] == "time,rollbacks,pairs,layers,min_gap,candidates,intersections" and len(rows) == STEPS + 1
     frames = sorted((reference.path / "frames" / "paraview").glob("*.vtp"))
     assert frames and b"<Polys>" in frames[-1].read_bytes()
 
@@ -71,8 +81,9 @@ def test_the_report_draws_the_cloth_its_windows_and_a_paraview_mesh_series(refer
     ("app.density=-0.1", "app.density must be positive"),
     ("app.stiffness=0", "app.stiffness must be positive"),
     ("app.poisson=0.5", "app.poisson must be at least 0 and below 0.5"),
-    ("app.scene=\"sail\"", "app.scene must be one of drape, twist"),
+    ("app.scene=\"sail\"", "app.scene must be one of drape, twist, twister"),
     ("app.friction=[0.5]", "app.friction must be two coefficients"),
+    ("app.spin=[0.5,-1.0,0.5]", "app.spin's durations must be 0 or more"),
     ("app.friction=[-0.1,0.3]", "friction coefficients must be 0 or more"),
     ("app.dt=0.01", "is longer than its mesh and material allow"),
     ("app.radius=0.4", "the cloth starts inside obstacle 0"),
@@ -93,8 +104,8 @@ def test_two_sheets_draped_meet_and_never_intersect(tmp_path):
                        set=["app.n=7", "app.size=0.6", "app.sheets=2", "app.gap=0.02", "app.height=0.26",
                             "run.frame_every=0"])
     state = rec.state()
-    time, rollbacks, pairs, layers, gap, _ = state["windows"].T
-    assert np.all(gap > 0) and rollbacks.sum() > 0
+    time, rollbacks, pairs, layers, gap, _, crossings = state["windows"].T
+    assert np.all(gap > 0) and rollbacks.sum() > 0 and np.all(crossings == 0)
     from shoal.apps.cloth.scenes import Drape
 
     surface = Drape(n=7, size=0.6, sheets=2, gap=0.02).surface(0.26)

@@ -49,6 +49,7 @@ from .contact import (
     segment_segment,
     vertex_face,
 )
+from .crossings import crossings
 from .model import ClothModel
 from .obstacles import Obstacle, crossed_triangles, ends_at, radii, spins_at
 
@@ -59,9 +60,10 @@ SPLITS = 16  # a piece is halved at most this many times before its pair is call
 class WindowLog:
     """Per kept window: when it ended (s), its rollbacks, pairs with layers, layers in all,
     least gap (at its events, m; infinite when no pair came within the first layer's
-    thickness), the pairs its broad phase passed to the narrow one, and the seconds it took
-    integrating (material and penalty forces) and detecting (broad and narrow phases), over
-    all its attempts."""
+    thickness), the pairs its broad phase passed to the narrow one, the edges crossing a
+    triangle at its end (:mod:`.crossings`: none, unless the layers failed), and the seconds it
+    took integrating (material and penalty forces) and detecting (broad and narrow phases),
+    over all its attempts."""
 
     time: list[float] = field(default_factory=list)
     rollbacks: list[int] = field(default_factory=list)
@@ -69,6 +71,7 @@ class WindowLog:
     layers: list[int] = field(default_factory=list)
     min_gap: list[float] = field(default_factory=list)
     candidates: list[int] = field(default_factory=list)
+    intersections: list[int] = field(default_factory=list)
     forces_s: list[float] = field(default_factory=list)
     detection_s: list[float] = field(default_factory=list)
 
@@ -242,6 +245,7 @@ class ContactCloth:
             self.log.layers.append(int(self.layers.sum()))
             self.log.min_gap.append(float(least.min()) if len(least) else math.inf)
             self.log.candidates.append(len(keys))
+            self.log.intersections.append(crossings(x, s.edges, s.triangles))
             self.log.forces_s.append(forces)
             self.log.detection_s.append(detection)
         return self.log

@@ -93,16 +93,17 @@ def candidate_pairs(low: np.ndarray, high: np.ndarray, triangles: np.ndarray, ed
 def primitive_pairs(kind: int, low: np.ndarray, high: np.ndarray, queries: np.ndarray, query_ids: np.ndarray,
                     targets: np.ndarray, target_ids: np.ndarray, margin: float) -> np.ndarray:
     """The keys, sorted, of the pairs of a query and a target primitive sharing no vertex whose
-    swept boxes come within ``margin``: vertex–face pairs (queries vertices, targets triangles)
-    or edge–edge pairs (queries and targets edges; two sets of distinct edges, or one set met
-    with itself when they are the same). What is found is every overlap of the boxes, whatever
+    swept boxes come within ``margin``: vertex–face pairs (queries vertices, targets triangles),
+    edge–edge pairs (queries and targets edges; two sets of distinct edges, or one set met with
+    itself when they are the same), or any other two kinds of primitive under another kind
+    (:mod:`.crossings` meets edges with triangles). What is found is every overlap of the boxes, whatever
     the subset searched, so subsets that split the primitives find, together, what the whole
     finds.
 
     Parameters
     ----------
     kind : int
-        :data:`~.contact.VERTEX_FACE` or :data:`~.contact.EDGE_EDGE`.
+        :data:`~.contact.VERTEX_FACE`, :data:`~.contact.EDGE_EDGE`, or another kind below 8.
     low, high : ndarray, shape (n, 3)
         Swept boxes of the vertices the primitives are rows of.
     queries, targets : ndarray of int

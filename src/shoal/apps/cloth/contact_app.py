@@ -54,17 +54,19 @@ from .acm import ContactCloth, penalty_step, points_of, window_gaps
 from .app import ClothApp
 from .broad import obstacle_pairs, primitive_pairs, split_keys, swept_boxes
 from .contact import EDGE_EDGE, EDGE_OBSTACLE, FACE_OBSTACLE, VERTEX_FACE, VERTEX_OBSTACLE
+from .crossings import crossings
 
 ATTEMPTS = 10_000  # a window's attempts at most: each adds a layer to a pair, and a pair may gain only so many
 TRANSIENT = ("window_", "found", "drops", "x0", "v0", "tries_")  # what a step keeps between its phases only
-LOG = ("time", "rollbacks", "pairs", "layers", "min_gap", "candidates")  # a row of the windows' log per kept window
+# a row of the windows' log per kept window
+LOG = ("time", "rollbacks", "pairs", "layers", "min_gap", "candidates", "intersections")
 
 logger = logging.getLogger("shoal")
 
 
 def _nothing_found() -> dict[str, np.ndarray]:
     return {"keys": np.zeros(0, np.int64), "close": np.zeros(0, bool), "least": np.zeros(0),
-            "drop": np.zeros(0, np.int64), "candidates": np.zeros(1, np.int64)}
+            "drop": np.zeros(0, np.int64), "candidates": np.zeros(1, np.int64), "crossings": np.zeros(1, np.int64)}
 
 
 class ContactClothApp(ClothApp):
@@ -98,8 +100,8 @@ class ContactClothApp(ClothApp):
         Phase("share0", reads="app", method="share", pack="pack_shared", work="vertices"),
         Phase("bounds", reads="app", pack="pack_box", emits_jobs=True, work="parts"),
         Phase("detect", jobs="narrow", work="pairs"),
-        Phase("agree", reads="app", pack="pack_found", reduction=("max", "min", "sum"), work="pairs"),
-        Phase("keep", work="pairs"),
+        Phase("agree", reads="app", pack="pack_found", reduction=("max", "min", "sum", "sum"), work="pairs"),
+        Phase("keep", reduction=("max", "max"), work="pairs"),
     )
     loops = (Loop("material0", "agree", ATTEMPTS, required=True),)
     transient = TRANSIENT
@@ -429,14 +431,32 @@ class ContactClothApp(ClothApp):
         out, _ = ctx.kernel(window_gaps, track, mine["ends"], c.radius, pairs[active], innermost, levels[active],
                             mine["ticks"])
         result = {"keys": keys, "close": bound < next_layer, "least": least, "drop": keys[active[out >= innermost]],
-                  "candidates": np.array([len(keys)], np.int64)}
+                  "candidates": np.array([len(keys)], np.int64),
+                  "crossings": np.array([self._crossings(inputs, parts, local, len(ids), e, t)], np.int64)}
         return len(keys), ({a: result} if b < 0 else {a: result, b: _nothing_found()})
+
+    def _crossings(self, inputs: dict, parts: tuple, local: np.ndarray, count: int, e: np.ndarray,
+                   t: np.ndarray) -> int:
+        """The edges crossing a triangle at the window's end among a job's range: its items' edges
+        against part ``b``'s triangles, and ``b``'s edges against its items' triangles (within a
+        part, its items' edges against all its triangles), so every (edge, triangle) pair is met
+        once over the jobs (:mod:`.crossings`)."""
+        s, a = self.model.surface, parts[0]
+        x = np.empty((count, 3))
+        for part in parts:
+            x[local[self._held[part]]] = inputs[part]["track"][-1]
+        if len(parts) == 1:
+            return crossings(x, local[s.edges[e]], local[s.triangles[self._owned[a][2]]])
+        _, eb, tb = self._owned[parts[1]]
+        return (crossings(x, local[s.edges[e]], local[s.triangles[tb]])
+                + crossings(x, local[s.edges[eb]], local[s.triangles[t]]))
 
     def detect(self, tile: int, state: dict, halos: dict, ctx, tiling) -> int:
         """What the jobs found for the part (as their first part)."""
         every = [_nothing_found(), *(halos[k] for k in sorted(halos))]
         state["found"] = {name: np.concatenate([f[name] for f in every]) for name in ("keys", "close", "least", "drop")}
-        state["found"]["candidates"] = np.array([sum(int(f["candidates"][0]) for f in every)], np.int64)
+        for name in ("candidates", "crossings"):
+            state["found"][name] = np.array([sum(int(f[name][0]) for f in every)], np.int64)
         return len(state["found"]["keys"])
 
     def pack_found(self, state: dict, src: int, tiling) -> dict[int, dict]:
@@ -466,13 +486,16 @@ class ContactClothApp(ClothApp):
             state["x"][:], state["v"][:] = state["x0"], state["v0"]
         own = state["found"]
         return len(own["keys"]), (float(own["close"].any()), float(own["least"].min(initial=np.inf)),
-                                   float(own["candidates"][0]))
+                                   float(own["candidates"][0]), float(own["crossings"][0]))
 
     def again(self, loop, step: int, iteration: int, value) -> bool:
         return value[0] > 0
 
-    def keep(self, tile: int, state: dict, halos: dict, ctx, tiling) -> int:
-        """The window is kept: its pairs that stayed out of their innermost layer drop it."""
+    def keep(self, tile: int, state: dict, halos: dict, ctx, tiling):
+        """The window is kept: its pairs that stayed out of their innermost layer drop it. Every
+        part reduces the pairs and layers in contact (its copy of the table: all the same), so
+        that the trace holds the window's log: these, the loop's iterations (one more than the
+        rollbacks) and ``agree``'s least gap, candidates and crossings."""
         c, own = self.cloth, state["found"]
         touching = np.flatnonzero(own["least"] <= 0)  # impossible in a kept window, unless round-off
         if len(touching):
@@ -483,15 +506,16 @@ class ContactClothApp(ClothApp):
         state["keys"], state["layers"] = keys[layers > 0], layers[layers > 0]
         state["clock"][0] += c.window * c.dt
         state["kept"] += 1
-        _, least, candidates = ctx.reduced["agree"]
-        row = (state["clock"][0], state["tries_"] - 1, len(state["keys"]), state["layers"].sum(), least, candidates)
+        _, least, candidates, crossed = ctx.reduced["agree"]
+        row = (state["clock"][0], state["tries_"] - 1, len(state["keys"]), state["layers"].sum(), least, candidates,
+               crossed)
         state["log"] = np.concatenate([state["log"], np.array([row], np.float64)])
         if tile == 0:
             logger.info("window %d ends at %.4f s: %d rollbacks, %d pairs in contact with %d layers, least gap %.3g m, "
-                        "%d candidates", state["kept"][0] - 1, *row, extra=FILE_ONLY)
+                        "%d candidates, %d edges crossing a triangle", state["kept"][0] - 1, *row, extra=FILE_ONLY)
         for name in TRANSIENT:
             state.pop(name, None)
-        return len(keys)
+        return len(keys), (float(len(state["keys"])), float(state["layers"].sum()))
 
     def gather(self, states: dict, tiling) -> dict[str, np.ndarray]:
         out = super().gather(states, tiling)

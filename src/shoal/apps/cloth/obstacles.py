@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import ShoalError
+from .crossings import segments_cross
 
 
 @dataclass(frozen=True)
@@ -248,17 +249,6 @@ def crossed_triangles(corners: np.ndarray, ends: np.ndarray) -> np.ndarray:
         The segment's ends, m.
     """
     a, b = ends
-    d = b - a
-    if not d.any():
+    if not (b - a).any():
         return np.zeros(0, np.int64)
-    e1, e2 = corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0]
-    h = np.cross(d, e2)
-    det = np.einsum("ij,ij->i", e1, h)
-    ok = np.abs(det) > 1e-300
-    inv = np.where(ok, 1.0 / np.where(ok, det, 1.0), 0.0)
-    s = a - corners[:, 0]
-    u = inv * np.einsum("ij,ij->i", s, h)
-    q = np.cross(s, e1)
-    v = inv * (q @ d)
-    t = inv * np.einsum("ij,ij->i", e2, q)
-    return np.flatnonzero(ok & (u >= 0) & (v >= 0) & (u + v <= 1) & (t >= 0) & (t <= 1))
+    return np.flatnonzero(segments_cross(corners, a, b))

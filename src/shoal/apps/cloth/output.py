@@ -105,7 +105,7 @@ def write_windows(path: str | Path, log: WindowLog) -> Path:
 
 
 def plot_windows(path: str | Path, log: WindowLog, title: str = "") -> Path:
-    """The windows over time: pairs and layers in contact; rollbacks; least gap; seconds per
+    """The windows over time: pairs and layers in contact; rollbacks and crossings; least gap; seconds per
     window spent integrating and detecting (when the log has them).
 
     Parameters
@@ -124,8 +124,11 @@ def plot_windows(path: str | Path, log: WindowLog, title: str = "") -> Path:
     axes[0].plot(t, log.pairs, label="pairs in contact")
     axes[0].plot(t, log.layers, label="active layers")
     axes[0].legend(loc="upper left", fontsize="small")
-    axes[1].plot(t, log.rollbacks, drawstyle="steps-mid", color="C3")
-    axes[1].set_ylabel("rollbacks")
+    axes[1].plot(t, log.rollbacks, drawstyle="steps-mid", color="C3", label="rollbacks")
+    if len(log.intersections) == len(t):
+        axes[1].plot(t, log.intersections, drawstyle="steps-mid", color="k", label="edges crossing a triangle")
+        axes[1].legend(loc="upper left", fontsize="small")
+    axes[1].set_ylabel("per window")
     gap = np.asarray(log.min_gap) * 1e3
     axes[2].plot(t, np.where(np.isfinite(gap), gap, np.nan), color="C2")
     axes[2].set_ylabel("least gap (mm)")
