@@ -356,6 +356,26 @@ def test_a_trace_keeps_the_loops_and_every_steps_iterations(cg, tmp_path):
         assert present[s].sum() == 2 + 2 * res.iterations[(s, "matvec")]
 
 
+def test_a_trace_keeps_what_every_step_reduced_the_last_iteration_of_a_loop_included(cg, tmp_path):
+    """Per step, the values the tiles read: the residual CG stopped on is below its tolerance."""
+    from shoal.records import REDUCTIONS
+    from shoal.trace import Trace
+
+    app, tiling, res = cg
+    back = Trace.read(cg_trace(res, app, tiling).write(tmp_path / "trace.h5"))
+    r = back.reductions
+    assert set(r) == set(REDUCTIONS.names) and len(r["step"]) == 3 * (2 + 1 + 2)  # start, matvec, update
+    for step in range(3):
+        for phase, name in ((0, "start"), (1, "matvec"), (2, "update")):
+            rows = (r["step"] == step) & (r["phase"] == phase)
+            expected = np.atleast_1d(res.reductions[(step, name)])
+            assert r["operand"][rows].tolist() == list(range(len(expected)))
+            assert r["value"][rows].tobytes() == np.asarray(expected, np.float64).tobytes()
+        stopped = r["value"][(r["step"] == step) & (r["phase"] == 2) & (r["operand"] == 1)][0]
+        assert 0 < stopped <= app.tol  # the max residual that ended the loop
+    assert back.truncated(2).reductions["step"].max() == 1
+
+
 def test_a_serial_replay_of_a_loop_trace_costs_every_iteration_once(cg):
     from shoal.replay import ReplayConfig, replay
 

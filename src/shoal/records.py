@@ -113,6 +113,30 @@ MESSAGES = Schema("messages", (
            optional=True),
 ))
 
+REDUCTIONS = Schema("reductions", (
+    Column("step", np.int32, "", "step of the phase that reduced"),
+    Column("phase", np.int16, "", "the phase that reduced (its index)"),
+    Column("operand", np.int8, "", "which of the phase's reduced values (0 for a phase that reduces one)"),
+    Column("value", np.float64, "", "the value every tile read: the loop's last iteration's, where the phase repeats"),
+))
+
+
+def reduction_rows(reductions: dict, phases) -> dict[str, np.ndarray]:
+    """``{(step, phase name): value}`` (a value, or a tuple of several) as :data:`REDUCTIONS`
+    rows, by step, phase and operand.
+
+    Parameters
+    ----------
+    reductions : dict
+        An execution result's reductions.
+    phases : sequence of str
+        The app's phase names, in order.
+    """
+    index = {name: k for k, name in enumerate(phases)}
+    return REDUCTIONS.from_rows(sorted((step, index[name], k, float(v)) for (step, name), value in reductions.items()
+                                       for k, v in enumerate(np.atleast_1d(np.asarray(value, np.float64)))))
+
+
 JOB_RUNS = Schema("job runs", (
     Column("step", np.int32, "", "step of the job phase the range ran in"),
     Column("iteration", np.int32, "", "iteration of the loop the job phase repeats in (0 outside loops)"),

@@ -32,7 +32,7 @@ from ..placement import Balancer, policy_params
 from ..placement.proxy import ProxyLoads
 from ..placement.registry import check_owner
 from ..provenance import busy_warning, describe, record
-from ..records import BALANCE, JOB_RUNS, MESSAGES, TASKS
+from ..records import BALANCE, JOB_RUNS, MESSAGES, REDUCTIONS, TASKS
 from ..rundir import FolderLock, check_folder, claim_folder, new_folder
 from ..runtime.simulation import At, Every, Simulation, state_bytes
 from ..runtime.team import Team
@@ -266,6 +266,7 @@ def _trace_start(plan: Resolved, built: Built, team: Team) -> Trace:
         work_units=[p.work for p in phases],
         loop_phases=loop_phases(phases, sim.app.loops),
         jobs=JOB_RUNS.empty() if any(p.jobs for p in phases) else None,
+        reductions=REDUCTIONS.empty() if any(p.reduction is not None for p in phases) else None,
         node_barrier_phases=[p.node_barrier for p in phases],
         tile_bytes=built.tile_bytes, balance=BALANCE.empty() if sim.balancer is not None else None,
         communication={"cpu_s": np.zeros(nodes), "messages": np.zeros(nodes, np.int64)} if team.distributed else None,

@@ -15,7 +15,7 @@ from ..decomposition import Decomposition
 from ..errors import ShoalError
 from ..files import atomic_path
 from ..imbalance import lif
-from ..records import BALANCE, JOB_RUNS, MESSAGES, TASKS
+from ..records import BALANCE, JOB_RUNS, MESSAGES, REDUCTIONS, TASKS, reduction_rows
 from .reading import PART_PREFIX, _open_for_reading, _read, _read_parts
 from .schema import LIBVER, _first_line
 from .writing import _create
@@ -84,6 +84,7 @@ class Trace:
     work_units: list[str] | None = None  # what each phase's ``work`` counts (its ``Phase.work``)
     loop_phases: list[int] | None = None  # per phase, the loop it repeats in (an index), or -1
     jobs: dict[str, np.ndarray] | None = None  # one row per range of a job run (shoal.records.JOB_RUNS)
+    reductions: dict[str, np.ndarray] | None = None  # the values the phases reduced (shoal.records.REDUCTIONS)
     node_barrier_phases: list[bool] | None = None  # job phases whose tiles wait for every range of their node
 
     def __post_init__(self):
@@ -97,6 +98,8 @@ class Trace:
             self.loop_phases = [-1] * len(self.phases)
         if self.jobs is not None:
             self.jobs = JOB_RUNS.table(self.jobs)
+        if self.reductions is not None:
+            self.reductions = REDUCTIONS.table(self.reductions)
         if self.node_barrier_phases is None:
             self.node_barrier_phases = [False] * len(self.phases)
         if self.balance is not None:
@@ -122,6 +125,8 @@ class Trace:
         workers = workers or [(result.first_step, cluster.cores)]
         meta.setdefault("loop_phases", loop_phases(phases, loops))
         meta.setdefault("jobs", result.jobs)
+        if any(p.reduction is not None for p in phases):
+            meta.setdefault("reductions", reduction_rows(result.reductions, [p.name for p in phases]))
         meta.setdefault("node_barrier_phases", [p.node_barrier for p in phases])
         return cls(
             tasks=result.tasks, messages=result.messages, phases=[p.name for p in phases], tiling=tiling,
@@ -316,7 +321,9 @@ class Trace:
             placement_steps=self.placement_steps[placed], placement_owners=self.placement_owners[placed],
             worker_steps=self.worker_steps[workers], worker_cores=self.worker_cores[workers],
             balance=None if self.balance is None else BALANCE.select(self.balance, self.balance["step"] <= step),
-            jobs=None if self.jobs is None else JOB_RUNS.select(self.jobs, self.jobs["step"] < step))
+            jobs=None if self.jobs is None else JOB_RUNS.select(self.jobs, self.jobs["step"] < step),
+            reductions=None if self.reductions is None else REDUCTIONS.select(self.reductions,
+                                                                              self.reductions["step"] < step))
 
     def to_pandas(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The task and message tables as pandas DataFrames (needs ``pip install shoal[analysis]``).

@@ -16,7 +16,7 @@ import numpy as np
 from ..cluster import Cluster, Network
 from ..decomposition import Decomposition, decomposition_from_dict
 from ..errors import ShoalError
-from ..records import BALANCE, JOB_RUNS, MESSAGES, TASKS, Schema
+from ..records import BALANCE, JOB_RUNS, MESSAGES, REDUCTIONS, TASKS, Schema
 from ..tiling import Tiling
 from .parts import joined
 from .schema import COMMITTED, GROUP_VERSIONS, MAX_CELLS, SCHEMA, VERSION, _first_line
@@ -194,20 +194,23 @@ def _read(cls, f: h5py.File, path: Path) -> Trace:
         worker_cores=workers["cores"] if workers else None,
         machine=_read_machine(groups["machine"], path) if groups["machine"] else None,
         work_units=_work_units(ph, len(phases), path) if ph and "work" in ph.attrs else None,
-        jobs=_job_rows(groups["jobs"], path) if groups["jobs"] is not None else None,
+        jobs=_counted_rows(groups["jobs"], JOB_RUNS, path) if groups["jobs"] is not None else None,
+        reductions=_counted_rows(groups["reductions"], REDUCTIONS, path) if groups["reductions"] is not None else None,
     )
     _check_indices(trace, path)
     _check_values(trace, path)
     return trace
 
-def _job_rows(group, path: Path) -> dict[str, np.ndarray]:
-    """The ``/jobs`` group's complete rows (its own ``committed`` count)."""
+def _counted_rows(group, schema, path: Path) -> dict[str, np.ndarray]:
+    """The complete rows of a group that keeps its own ``committed`` count (``/jobs``,
+    ``/reductions``)."""
     n = int(group["committed"][0]) if "committed" in group else 0
     columns = {k: ds for k, ds in group.items() if k != "committed"}
     stored = min((len(ds) for ds in columns.values()), default=0)
     if not 0 <= n <= stored:
-        raise ShoalError(f"{path}: /jobs/committed counts {n} rows, which /jobs does not store ({stored})")
-    return _checked(JOB_RUNS, {k: ds[:n] for k, ds in columns.items()}, path)
+        raise ShoalError(f"{path}: {group.name}/committed counts {n} rows, which {group.name} does not store "
+                         f"({stored})")
+    return _checked(schema, {k: ds[:n] for k, ds in columns.items()}, path)
 
 
 def _work_units(group, phases: int, path: Path) -> list[str]:

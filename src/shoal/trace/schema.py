@@ -10,7 +10,7 @@ VERSION = 1
 # The version of each optional group this shoal writes and reads (absent attribute: 1).
 # 2 for /workers: a node absent over some steps holds 0 worker threads there.
 GROUP_VERSIONS = {"phases": 2, "tiles": 1, "balance": 1, "communication": 1, "workers": 2, "machine": 1,
-                  "decomposition": 1, "jobs": 1}
+                  "decomposition": 1, "jobs": 1, "reductions": 1}
 
 # The largest grid a trace may describe: 1024^3 cells. A run gathers its whole final state in
 # one process and `shoal report` paints maps of one value per cell (a tile id and a load: 16 GiB
@@ -35,6 +35,7 @@ DATASETS = {
     "phases/barrier": ("", "whether the phase is followed by a global barrier"),
     "phases/lagged": ("", "whether the barrier holds the next phase of the step after"),
     "jobs/committed": ("", "complete rows of the group's job runs"),
+    "reductions/committed": ("", "complete rows of the group's reduced values"),
     "phases/node_barrier": ("", "whether the job phase's tasks wait for every range of their node"),
     "phases/loop": ("", "the loop the phase repeats in (an index; -1 outside loops)"),
     "tiles/state_bytes": ("B", "bytes of state a migration of the tile moves"),

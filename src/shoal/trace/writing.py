@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 
 from ..errors import ShoalError
-from ..records import BALANCE, JOB_RUNS, MESSAGES, TASKS, Schema
+from ..records import BALANCE, JOB_RUNS, MESSAGES, REDUCTIONS, TASKS, Schema, reduction_rows
 from .schema import COMMITTED, DATASETS, LIBVER, SCHEMA, VERSION, _dataset, _optional_group
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ class TraceWriter:
         self._last = {"placement": start.placement_owners[-1] if len(start.placement_steps) else None,
                       "workers": start.worker_cores[-1] if len(start.worker_steps) else None}
         self._resumed_at = resumed_at
+        self.phases = list(start.phases)
         self._file = h5py.File(self.path, "a", libver=LIBVER)
         self._file.swmr_mode = True
         self._lock = os.open(self.path, os.O_RDONLY)
@@ -96,6 +97,9 @@ class TraceWriter:
             jobs = {**result.jobs, "start": result.jobs["start"] + self.clock - result.wall_s,
                     "end": result.jobs["end"] + self.clock - result.wall_s}
             f["jobs"]["committed"][...] = [_append_columns(f["jobs"], jobs)]  # flushed before /committed
+        if result is not None and result.steps and "reductions" in f:
+            rows_of = reduction_rows(result.reductions, self.phases)
+            f["reductions"]["committed"][...] = [_append_columns(f["reductions"], rows_of)]
         if len(balance_rows) and "balance" in f:
             rows["balance"] = _append_columns(f["balance"], BALANCE.from_rows(list(balance_rows)))
         for name in f:
@@ -155,9 +159,10 @@ def _create(f: h5py.File, t: Trace) -> None:
         g = _optional_group(f, "communication")
         _dataset(g, "cpu_s", np.asarray(t.communication["cpu_s"], np.float64))
         _dataset(g, "messages", np.asarray(t.communication["messages"], np.int64))
-    if t.jobs is not None:  # its own count of complete rows: /committed keeps its six
-        g = _optional_group(f, "jobs")
-        _dataset(g, "committed", np.array([_growing(g, JOB_RUNS, t.jobs)], dtype=np.int64))
+    for name, schema, table in (("jobs", JOB_RUNS, t.jobs), ("reductions", REDUCTIONS, t.reductions)):
+        if table is not None:  # its own count of complete rows: /committed keeps its six
+            g = _optional_group(f, name)
+            _dataset(g, "committed", np.array([_growing(g, schema, table)], dtype=np.int64))
     rows = {"tasks": _growing(f.create_group("tasks"), TASKS, t.tasks),
             "messages": _growing(f.create_group("messages"), MESSAGES, t.messages),
             "steps": _growing(f.create_group("steps"), None, {"step": t.steps.astype(np.int32),
