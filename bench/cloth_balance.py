@@ -1,9 +1,10 @@
 """The contact-mechanics paper's balancing results in miniature, from a recorded cloth run.
 
-1. **Record.** The ``cloth-twist`` scenario (the brief's S2: a sheet wrung by its two clamped
-   edges; the paper's twister wrings a sheet with a rod, a scene shoal does not have yet) at
-   ``--n`` vertices a side on ``--parts`` METIS parts, for ``--seconds`` of simulated time (past
-   the onset of self-contact near 1.2 s), two workers, the ``locality`` job policy.
+1. **Record.** The ``cloth-twister`` scenario (the paper's twister in miniature: a sheet rolled
+   onto a spinning rod and unrolled again, so contact rises from none and falls back; or
+   ``--scene twist``, the brief's S2, a sheet wrung by its two clamped edges) at ``--n``
+   vertices a side on ``--parts`` METIS parts, for ``--seconds`` of simulated time, two
+   workers, the ``locality`` job policy.
 2. **Fig. 10.** Per window, the CPU seconds of the force phases (``material``, ``contact``,
    ``share``) and of detection (``bounds``, the jobs, ``agree``), beside the pairs in contact:
    whether detection's share grows with the contacts, as the paper's does when contacts are
@@ -19,7 +20,8 @@
 4. **Alg. 2's decision cost.** The ``locality`` policy placing the recorded windows' jobs, timed
    per call (the paper: 1.5 ms at 192 cores).
 
-Run: ``python bench/cloth_balance.py --n 25 --parts 24 --seconds 1.6``.
+Run: ``python bench/cloth_balance.py --n 17 --parts 24`` (the twister, 3 s), or
+``--scene twist --n 25 --seconds 1.6``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from shoal.replay import ReplayConfig, replay
 from shoal.session import run_scenario
 from shoal.trace import Trace
 
+SCENES = {"twister": (0.5, 3.0), "twist": (1.0, 1.6)}  # the sheet's side (m) and the seconds recorded
 FORCES = re.compile(r"(material|contact|share)\d+")
 DETECTION = ("bounds", "detect", "agree")
 
@@ -100,9 +103,11 @@ def decision_cost(trace: Trace, nodes: int, cores: int, repeats: int) -> tuple[f
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=25, help="vertices along a side (default 25)")
+    ap.add_argument("--scene", choices=SCENES, default="twister", help="the scenario recorded (default twister)")
+    ap.add_argument("--n", type=int, default=17, help="vertices along a side (default 17)")
     ap.add_argument("--parts", type=int, default=24, help="METIS parts (default 24)")
-    ap.add_argument("--seconds", type=float, default=1.6, help="simulated seconds recorded (default 1.6)")
+    ap.add_argument("--seconds", type=float, help="simulated seconds recorded (default: the twister's 3, up and "
+                                                   "down; the twist's 1.6, past the onset of self-contact)")
     ap.add_argument("--clusters", nargs="+", default=["2x4", "4x4", "4x6"],
                     help="modeled nodes x cores (default 2x4 4x4 4x6)")
     ap.add_argument("--trace", type=Path, help="replay this recorded run instead of recording one")
@@ -111,14 +116,16 @@ def main() -> None:
     args = ap.parse_args()
     with Benchmark("cloth_balance", args) as bench, tempfile.TemporaryDirectory(prefix="shoal-cloth-") as scratch:
         if args.trace is None:
-            dt = 0.016 / (args.n - 1)
-            steps = round(args.seconds / (10 * dt))
+            size, seconds = SCENES[args.scene]
+            seconds = args.seconds or seconds
+            dt = 0.016 * size / (args.n - 1)  # the scenarios' step at this spacing
+            steps = round(seconds / (10 * dt))
             start = time.perf_counter()
-            rec = run_scenario("cloth-twist", steps=steps, nodes=1, workers=2, tiles=args.parts,
-                               out=Path(scratch) / "twist",
+            rec = run_scenario(f"cloth-{args.scene}", steps=steps, nodes=1, workers=2, tiles=args.parts,
+                               out=Path(scratch) / args.scene,
                                set=[f"app.n={args.n}", f"app.dt={dt!r}", "run.frame_every=0"])
-            print(f"recorded cloth-twist, {args.n * args.n} vertices on {args.parts} parts, {steps} windows "
-                  f"({args.seconds} s) in {time.perf_counter() - start:.0f} s", flush=True)
+            print(f"recorded cloth-{args.scene}, {args.n * args.n} vertices on {args.parts} parts, {steps} windows "
+                  f"({seconds} s) in {time.perf_counter() - start:.0f} s", flush=True)
             path = rec.path
             log = rec.state()["windows"]
         else:
@@ -165,7 +172,7 @@ def main() -> None:
             results[f"decision_{nodes * cores}_ms"] = cost * 1e3
             print(f"Alg. 2 placing one window's jobs ({trace.tiling.ntiles} parts) on {nodes} x {cores} modeled cores: "
                   f"{cost * 1e3:.2f} ms per call ±{spread:.0%} (the paper: 1.5 ms at 192 cores, 100k vertices)")
-        bench.add(n=args.n, parts=args.parts, seconds=args.seconds, clusters=args.clusters, **results)
+        bench.add(scene=args.scene, n=args.n, parts=args.parts, seconds=args.seconds, clusters=args.clusters, **results)
 
 
 if __name__ == "__main__":
