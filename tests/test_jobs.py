@@ -171,6 +171,22 @@ def test_a_serial_replay_runs_every_job_once_at_its_measured_cost():
     assert (j["fetched"] == 0).all()  # every input is on the job's node
 
 
+@pytest.mark.parametrize("placement", ["greedy", "refine", "speculative"])
+def test_a_mesh_partitions_trace_replays_under_the_dynamic_balancers(placement):
+    """Parts of a mesh migrate as grid tiles do; the speculative balancer, which coarsens a
+    grid's tiling to foresee loads, takes a mesh's loads as they are."""
+    from shoal.replay import ReplayConfig, replay
+    from shoal.trace import Trace
+
+    mesh, owner, res, _ = run(6, nodes=2, workers=1, job_policy="locality", split=0)
+    trace = Trace.of_run(res, MeshContact.phases, mesh, Cluster.uniform(2, 1), placements=[(0, owner)])
+    static = replay(trace, ReplayConfig(nodes=2, cores=1, costs="measured", placement="metis"))
+    moving = replay(trace, ReplayConfig(nodes=2, cores=1, costs="measured", placement=placement, period=1,
+                                        initial="metis"))
+    assert len(moving.trace.jobs["job"]) == len(static.trace.jobs["job"]) == len(trace.jobs["job"])
+    assert moving.trace.tasks["cost"].sum() == pytest.approx(static.trace.tasks["cost"].sum(), rel=1e-12)
+
+
 def hand_job_trace(in_b=3000):
     """Two tiles; phase 'broad' (10 ms each) emits one job reading both (30 ms; inputs of 1000
     and ``in_b`` bytes, results of 1000 bytes each); phase 'contact' (1 ms each) reads them."""

@@ -251,9 +251,10 @@ def _migrate(old: np.ndarray, new: np.ndarray, tile_bytes: np.ndarray, cluster: 
     return done
 
 
-def _smoothed(loads: np.ndarray, tiling: Tiling) -> np.ndarray:
-    """Without a proxy run: each 2^d block of tiles shares its mean (what half resolution sees)."""
-    if all(c == 1 for c in tiling.counts):
+def _smoothed(loads: np.ndarray, tiling) -> np.ndarray:
+    """Without a proxy run: each 2^d block of tiles shares its mean (what half resolution sees);
+    a mesh partition, which has no coarser level, as it is."""
+    if not isinstance(tiling, Tiling) or all(c == 1 for c in tiling.counts):
         return loads
     coarse = tiling.coarsen(2)
     f2c = tiling.fine_to_coarse(coarse)
