@@ -41,7 +41,7 @@ def _load_builtin() -> None:
     ``shoal.apps`` group (``[project.entry-points."shoal.apps"] heat = "mypkg.heat"``): importing
     an app's module registers it."""
     global _PLUGINS_LOADED
-    from . import cloth, seismic, sph, swe, synthetic  # noqa: F401  (they register themselves)
+    from . import cloth, flip, seismic, sph, swe, synthetic, wavefront  # noqa: F401  (they register themselves)
 
     if _PLUGINS_LOADED:
         return
