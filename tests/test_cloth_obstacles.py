@@ -146,6 +146,16 @@ def test_a_twisted_sheet_wrings_without_intersecting_and_its_ends_follow_the_tur
         np.testing.assert_allclose(x[ends][side][:, 1:], np.stack([c * y - s * z, s * y + c * z], 1), atol=1e-12)
 
 
+def test_newtons_twist_sheet_is_longer_between_its_clamped_edges_than_along_them():
+    scene = Twist(n=12, size=1.5, width=1.0)
+    cloth, x, _ = scene.build()
+    np.testing.assert_allclose(np.ptp(x, axis=0), [1.5, 1.0, 0.0])
+    clamped = x[~cloth.free]
+    assert len(clamped) == 24
+    np.testing.assert_allclose(np.abs(clamped[:, 0]), 0.75)
+    assert scene.step == pytest.approx(0.016 / 11)  # the step of the shorter spacing, 1 m / 11
+
+
 def test_the_twister_rolls_the_sheet_onto_its_rod_and_off_again_without_intersecting():
     """Contact rises from none as the sheet rolls on, each turn over the last, and falls back
     to none as it unrolls and hangs free: the shape of the paper's Figs. 1 and 9."""

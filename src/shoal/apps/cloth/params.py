@@ -47,6 +47,7 @@ class ClothParams:
     sheets: int = 1  # drape: 1, or 2 (a second sheet gap above the first, turned 45° about z)
     gap: float = 0.05  # drape: between the two sheets
     mesh: str = ""  # drape: a Wavefront OBJ file, the cloth as it places it, instead of the generated sheet
+    width: float = 0.0  # twist: the sheet's side along its clamped edges (size: between them); 0: square
     speed: float = math.pi / 3  # twist: each clamped edge's angular speed; twister: the rod's held speed, rad/s
     spin: list[float] = field(default_factory=lambda: [0.5, 0.5, 0.5])  # twister: the rod's ramp, hold, coast, s
     job_split: int = 0  # a detection job of more primitives is cut into ranges its node's cores share; 0: never
@@ -60,14 +61,14 @@ class ClothParams:
         integer("job_split", self.job_split, low=0)
         choice("sheets", self.sheets, (1, 2))
         for name in ("size", "density", "stretch", "poisson", "bending", "eta", "stiffness", "dt", "damping",
-                     "gravity", "height", "radius", "speed", "gap"):
+                     "gravity", "height", "radius", "speed", "gap", "width"):
             number(name, getattr(self, name))
         for name in ("size", "density", "stretch", "eta", "stiffness", "radius", "gap"):
             if not getattr(self, name) > 0:
                 raise ShoalError(f"app.{name} must be positive, got {getattr(self, name)}")
         if not 0 <= self.poisson < 0.5:
             raise ShoalError(f"app.poisson must be at least 0 and below 0.5, got {self.poisson}")
-        for name in ("bending", "dt", "damping"):
+        for name in ("bending", "dt", "damping", "width"):
             if getattr(self, name) < 0:
                 raise ShoalError(f"app.{name} must be 0 or more, got {getattr(self, name)}")
         if not (isinstance(self.friction, (list, tuple)) and len(self.friction) == 2):
@@ -99,7 +100,8 @@ class ClothParams:
         if self.scene == "twister":
             return Twister(**common, height=self.height, radius=self.radius, speed=self.speed, spin=tuple(self.spin),
                            friction=tuple(self.friction), gravity=self.gravity)
-        return Twist(**common, speed=self.speed, friction=self.friction[0], gravity=self.gravity)
+        return Twist(**common, width=self.width or None, speed=self.speed, friction=self.friction[0],
+                     gravity=self.gravity)
 
 
 def build_cloth(params: ClothParams, steps: int):

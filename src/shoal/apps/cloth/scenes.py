@@ -181,6 +181,11 @@ class Twist(Sheet):
     ----------
     n : int
         Vertices along a side (50: 2,500 vertices).
+    size : float
+        The sheet's length between its clamped edges, m.
+    width : float, optional
+        Its side along the clamped edges, m (default: ``size``, a square; Newton's sheet is 1.5 m
+        by 1 m).
     speed : float
         Each clamped edge's angular speed, rad/s (π/3: 120° between them after a second).
     friction : float
@@ -190,9 +195,24 @@ class Twist(Sheet):
     """
 
     n: int = 50
+    width: float | None = None
     speed: float = float(np.pi / 3)
     friction: float = 0.6
     gravity: float = 0.0
+
+    @property
+    def step(self) -> float:
+        """As :class:`Sheet`'s, at the shorter of the sheet's two spacings."""
+        if self.dt is not None or self.width is None:
+            return super().step
+        return 0.016 * min(self.size, self.width) / (self.n - 1)
+
+    def surface(self, height: float = 0.0) -> Surface:
+        """The sheet, ``size`` along x between the clamped edges and ``width`` along y."""
+        square = super().surface(height)
+        if self.width is None:
+            return square
+        return Surface(square.vertices * [1.0, self.width / self.size, 1.0], square.triangles)
 
     def build(self) -> tuple[ContactCloth, np.ndarray, np.ndarray]:
         """The cloth, its positions and its velocities at the start (flat in z = 0, at rest)."""
