@@ -116,7 +116,7 @@ MESSAGES = Schema("messages", (
 REDUCTIONS = Schema("reductions", (
     Column("step", np.int32, "", "step of the phase that reduced"),
     Column("phase", np.int16, "", "the phase that reduced (its index)"),
-    Column("operand", np.int8, "", "which of the phase's reduced values (0 for a phase that reduces one)"),
+    Column("operand", np.int16, "", "which of the phase's reduced values (0 for a phase that reduces one)"),
     Column("value", np.float64, "", "the value every tile read: the loop's last iteration's, where the phase repeats"),
 ))
 
