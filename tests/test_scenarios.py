@@ -18,6 +18,7 @@ SHRINK = {
     "cloth-drape": ["app.n=17"],
     "flip-dam-2d": ["app.cells=[64,40]"],
     "flip-two-way-dam": ["app.cells=[16,16,16]"],
+    "flip-two-sources": ["app.cells=[16,16,16]"],
     "flip-sphere-drop": ["app.cells=[32,32,32]"],
     "cloth-twist": ["app.n=17"],
     "wavefront-plane": ["app.cells=[24,24,24]"],
