@@ -17,9 +17,10 @@ def draw_cg(log: np.ndarray, tolerance: float, folder: Path) -> list[Path]:
     """``cg.png``: the CG iterations and the relative residual of every step against time."""
     if not len(log):
         return []
-    import matplotlib.pyplot as plt
+    from ...graphics.canvas import new_figure, save_figure
 
-    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(6, 5))
+    fig = new_figure(6.0, 5.0)
+    top, bottom = fig.subplots(2, 1, sharex=True)
     top.plot(log[:, 0], log[:, 2], ".-", ms=3)
     top.set_ylabel("CG iterations")
     bottom.semilogy(log[:, 0], np.maximum(log[:, 3], 1e-300), ".", ms=3, label="relative residual max|r| / max|b|")
@@ -27,8 +28,4 @@ def draw_cg(log: np.ndarray, tolerance: float, folder: Path) -> list[Path]:
     bottom.set_xlabel("time (s)")
     bottom.legend(fontsize="small")
     top.set_title("pressure solve: PCG with MIC(0) on bricks")
-    path = Path(folder) / "cg.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, Path(folder) / "cg.png")]
