@@ -88,6 +88,27 @@ def test_every_pair_that_comes_close_is_a_candidate_once_in_order(seed, events, 
     assert not (surface.triangles[second[face]] == first[face][:, None]).any()
 
 
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), events=st.integers(1, 4), margin=st.floats(0.001, 0.03))
+def test_boxes_spread_too_far_for_a_dense_grid_find_the_same_pairs(seed, events, margin):
+    """A third sheet a kilometre off makes the grid's block of cells too big to hold: the search
+    lists its cells by key instead, and finds the two near sheets' pairs as before."""
+    surface, track = _crumpled(seed, events)
+    near = candidate_pairs(*swept_boxes(track), surface.triangles, surface.edges, margin)
+    far = sheet(4, size=0.1, height=1000.0)
+    n, m = len(surface.vertices), len(surface.triangles)
+    both = Surface(np.concatenate([surface.vertices, far.vertices]),
+                   np.concatenate([surface.triangles, far.triangles + n]))
+    moved = np.concatenate([track, np.broadcast_to(far.vertices, (len(track), *far.vertices.shape))], axis=1)
+    found = candidate_pairs(*swept_boxes(moved), both.triangles, both.edges, margin)
+    kind, first, second = split_keys(found)
+    near_edges = len(surface.edges)  # (the far sheet's edges come after the near ones')
+    assert np.array_equal(both.edges[:near_edges], surface.edges)
+    mine = np.where(kind == VERTEX_FACE, (first < n) & (second < m), (first < near_edges) & (second < near_edges))
+    assert np.array_equal(found[mine], near)
+    assert (~mine).any()  # the far sheet's own pairs were found too
+
+
 def test_the_broad_phase_culls_far_pairs():
     surface, track = _crumpled(1, 2)
     found = candidate_pairs(*swept_boxes(track), surface.triangles, surface.edges, 0.002)

@@ -22,6 +22,7 @@ from .contact import EDGE_EDGE, EDGE_OBSTACLE, FACE_OBSTACLE, VERTEX_FACE, VERTE
 
 _SHIFT = 30  # a pair's key: kind << 60 | first << 30 | second (ids below 2³⁰, kinds below 8)
 _CELLS_PER_SIDE = 16  # the largest box spans at most this many cells along an axis
+_DENSE_CELLS_PER_BOX = 16  # a dense block of cells is used up to this many cells per box searched
 
 
 def pair_keys(kind: int, first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -212,6 +213,33 @@ def _grid(lo, hi, origin, cell):
 
 
 @nb.njit(cache=True, nogil=True)
+def _dense_grid(lo, hi, origin, cell, dims):
+    """The boxes by cell of a ``dims`` block of cells: box ``ids[start[c]:start[c + 1]]`` cover
+    cell ``c`` (``(x dims[1] + y) dims[2] + z``), in box order, as :func:`_grid` lists them (a
+    counting sort: no sort of the entries)."""
+    start = np.zeros(dims[0] * dims[1] * dims[2] + 1, np.int64)
+    for i in range(lo.shape[0]):
+        a, b = _cells(lo[i], hi[i], origin, cell)
+        for x in range(a[0], b[0] + 1):
+            for y in range(a[1], b[1] + 1):
+                for z in range(a[2], b[2] + 1):
+                    start[(x * dims[1] + y) * dims[2] + z + 1] += 1
+    for c in range(1, len(start)):
+        start[c] += start[c - 1]
+    ids = np.empty(start[-1], np.int64)
+    fill = start[:-1].copy()
+    for i in range(lo.shape[0]):
+        a, b = _cells(lo[i], hi[i], origin, cell)
+        for x in range(a[0], b[0] + 1):
+            for y in range(a[1], b[1] + 1):
+                for z in range(a[2], b[2] + 1):
+                    c = (x * dims[1] + y) * dims[2] + z
+                    ids[fill[c]] = i
+                    fill[c] += 1
+    return start, ids
+
+
+@nb.njit(cache=True, nogil=True)
 def _overlap_here(alo, ahi, blo, bhi, origin, cell, x, y, z):
     """Whether boxes a and b overlap, and cell (x, y, z) holds the low corner of their
     overlap (so each overlapping pair is reported in exactly one cell)."""
@@ -228,8 +256,19 @@ def _overlap_here(alo, ahi, blo, bhi, origin, cell, x, y, z):
 def _grid_pairs(qlo, qhi, queries, tlo, thi, targets, same, kind, origin, cell):
     """Keys of the pairs (query, target) whose boxes overlap and that share no vertex (each
     primitive a row of its vertices); with ``same``, queries and targets are one set and each
-    pair is reported once, the lower first."""
-    keys, ids = _grid(tlo, thi, origin, cell)
+    pair is reported once, the lower first. The targets go in a dense block of cells where it
+    stays within a few cells per box (a counting sort), else in a list of cells sorted by key
+    (a far-flung set of boxes would need a block too big to hold): the same pairs either way."""
+    dims = np.empty(3, np.int64)
+    for k in range(3):
+        dims[k] = int((max(qhi[:, k].max(), thi[:, k].max()) - origin[k]) // cell) + 1
+    dense = dims[0] * dims[1] * dims[2] <= _DENSE_CELLS_PER_BOX * (tlo.shape[0] + qlo.shape[0]) + 4096
+    if dense:
+        start, ids = _dense_grid(tlo, thi, origin, cell, dims)
+        keys = np.zeros(0, np.int64)
+    else:
+        keys, ids = _grid(tlo, thi, origin, cell)
+        start = np.zeros(0, np.int64)
     out = np.empty(64, np.int64)
     found = 0
     for q in range(qlo.shape[0]):
@@ -237,11 +276,17 @@ def _grid_pairs(qlo, qhi, queries, tlo, thi, targets, same, kind, origin, cell):
         for x in range(a[0], b[0] + 1):
             for y in range(a[1], b[1] + 1):
                 for z in range(a[2], b[2] + 1):
-                    key = _cell_key(x, y, z)
-                    at = np.searchsorted(keys, key)
-                    while at < len(keys) and keys[at] == key:
+                    if dense:
+                        c = (x * dims[1] + y) * dims[2] + z
+                        first, stop = start[c], start[c + 1]
+                    else:
+                        key = _cell_key(x, y, z)
+                        first = np.searchsorted(keys, key)
+                        stop = first
+                        while stop < len(keys) and keys[stop] == key:
+                            stop += 1
+                    for at in range(first, stop):
                         t = ids[at]
-                        at += 1
                         if (same and t <= q) or _share(queries[q], targets[t]):
                             continue
                         if not _overlap_here(qlo[q], qhi[q], tlo[t], thi[t], origin, cell, x, y, z):
