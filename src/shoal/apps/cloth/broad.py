@@ -119,8 +119,8 @@ def primitive_pairs(kind: int, low: np.ndarray, high: np.ndarray, queries: np.nd
     queries = np.asarray(queries, np.int64).reshape(len(query_ids), -1)
     targets = np.asarray(targets, np.int64).reshape(len(target_ids), -1)
     half = 0.5 * margin
-    ql, qh = low[queries].min(axis=1) - half, high[queries].max(axis=1) + half
-    tl, th = low[targets].min(axis=1) - half, high[targets].max(axis=1) + half
+    ql, qh = _boxes(low, high, queries, half)
+    tl, th = _boxes(low, high, targets, half)
     cell = max(float(np.median(th - tl)), float((th - tl).max()) / _CELLS_PER_SIDE, 1e-12)
     origin = np.minimum(tl.min(axis=0), ql.min(axis=0))
     same = kind == EDGE_EDGE and np.array_equal(query_ids, target_ids)  # one set: each pair once
@@ -172,6 +172,23 @@ def obstacle_pairs(low: np.ndarray, high: np.ndarray, triangles: np.ndarray, edg
             near = np.flatnonzero(np.all((plow <= ohigh) & (phigh >= olow), axis=1))
             keys.append(pair_keys(kind, np.asarray(pids, np.int64)[near], np.full(len(near), o)))
     return np.sort(np.concatenate(keys))
+
+
+@nb.njit(cache=True, nogil=True)
+def _boxes(low, high, rows, half):
+    """The boxes of primitives (rows of vertex indices) over their vertices' boxes, grown by
+    ``half`` on every side (one pass, where NumPy's gathers and reductions took three)."""
+    lo = np.empty((rows.shape[0], 3))
+    hi = np.empty((rows.shape[0], 3))
+    for i in range(rows.shape[0]):
+        for k in range(3):
+            a, b = low[rows[i, 0], k], high[rows[i, 0], k]
+            for j in range(1, rows.shape[1]):
+                a = min(a, low[rows[i, j], k])
+                b = max(b, high[rows[i, j], k])
+            lo[i, k] = a - half
+            hi[i, k] = b + half
+    return lo, hi
 
 
 @nb.njit(cache=True, nogil=True)
