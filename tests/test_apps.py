@@ -10,6 +10,7 @@ import pytest
 from conftest import assert_same_state
 from shoal.apps import all_apps
 from shoal.cluster import Cluster
+from shoal.live.frames import live_frame
 from shoal.placement import get_policy
 from shoal.runtime import App, Simulation
 from shoal.runtime.checkpoint import Checkpoint
@@ -124,6 +125,9 @@ def test_the_app_draws_a_frame_of_numpy_arrays(reference, tmp_path):
     plt.close(fig)
     picture = plt.imread(tmp_path / "frame.png")
     assert picture.std() > 0.05  # something was drawn, not a blank canvas
+    # and the live view has something to draw: particles or a field (or a mesh's triangles)
+    fields, arrays = live_frame(frame, 1, 0.0)
+    assert fields["kept"] > 0 or fields["grids"] or "extra:triangles" in arrays, sorted(arrays)
 
 
 def test_apps_declared_as_entry_points_register_and_a_broken_one_is_one_line(tmp_path, monkeypatch):
@@ -155,6 +159,7 @@ PREPARED = """
 import sys
 import numba
 from shoal.apps import all_apps
+from shoal.live.frames import live_frame
 from shoal.cluster import Cluster
 from shoal.placement import get_policy
 from shoal.runtime import LocalExecutor

@@ -112,7 +112,9 @@ def _particles(frame, fields, arrays, budget, max_points) -> set[str]:
     x = np.asarray(frame["x"])
     n = len(x)
     ids = np.asarray(frame["id"]) if "id" in frame else np.arange(n)
-    colourings = [(name, unit, v) for name, unit, fn in COLOURINGS if (v := fn(frame)) is not None]
+    # (a colouring's array may be a field on a grid, FLIP's pressure: then it is no colouring)
+    colourings = [(name, unit, v) for name, unit, fn in COLOURINGS
+                  if (v := fn(frame)) is not None and np.ndim(v) >= 1 and len(v) == n]
     per_point = 4 * (2 + 1 + len(colourings)) + ("kind" in frame)
     keep = kept_particles(ids, min(max_points, budget // per_point))
     fields["points"], fields["kept"] = n, int(keep.sum())
