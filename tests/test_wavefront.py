@@ -19,7 +19,7 @@ from shoal.errors import ShoalError
 from shoal.placement import get_policy
 from shoal.runtime import LocalExecutor, Simulation
 from shoal.runtime.app import StepContext
-from shoal.session import run_scenario
+from shoal.session import open_run, run_scenario
 from shoal.tiling import Tiling
 
 
@@ -173,12 +173,16 @@ SHRUNK = ["app.cells=[30,30]", "run.frame_every=0"]
 
 @pytest.mark.mpi(ranks=(2,))
 def test_two_ranks_give_the_one_process_bits(ranks, mpirun, tmp_path):
-    one = run_scenario("wavefront-point", steps=40, tiles=9, nodes=1, workers=1, set=SHRUNK, out=tmp_path / "one")
-    args = ["run", "wavefront-point", "--steps", "40", "--tiles", "9", "--placement", "birdshot", "--out",
-            tmp_path / "mpi"]
+    """The native executor on 2 ranks (its compiled phases, packers batched per rank pair) and
+    the Python one in one process."""
+    one = run_scenario("wavefront-point", steps=40, tiles=9, nodes=1, workers=1, set=SHRUNK, executor="python",
+                       out=tmp_path / "one")
+    args = ["run", "wavefront-point", "--steps", "40", "--tiles", "9", "--placement", "birdshot", "--executor",
+            "native", "--out", tmp_path / "mpi"]
     for s in SHRUNK:
         args += ["--set", s]
     mpirun(ranks, *args)
     cmp = compare_runs(one.path, tmp_path / "mpi")
     assert cmp.identical, cmp.max_abs_diff
     assert (one.state()["state"] == NARROWBAND).any()  # the front is still on its way: halos mattered
+    assert one.summary["executor"] == "python" and open_run(tmp_path / "mpi").summary["executor"] == "native"

@@ -3,8 +3,8 @@ paper's skewed workload).
 
 Modules: :mod:`.params` (the ``[app]`` keys and the scenes' sources), :mod:`.facets` (the front
 inside a zone and the nearest point of it), :mod:`.kernels` (the compiled steps of an
-iteration), :mod:`.halos` (what a tile sends its neighbours), :mod:`.app` (the phases),
-:mod:`.drawing` (frames and pictures).
+iteration), :mod:`.halos` (what a tile sends its neighbours), :mod:`.app` (the phases), :mod:`.native`
+(the phases and halos compiled for the native executor), :mod:`.drawing` (frames and pictures).
 """
 
 from ..registry import AppSpec, register_app

@@ -39,8 +39,6 @@ from ...runtime.app import App, Phase, StepContext
 from ...tiling import Tiling
 from .halos import route_facets, route_nodes
 from .kernels import (
-    GROWTH,
-    LIMITER,
     MAXV,
     NARROWBAND,
     PAD,
@@ -51,14 +49,15 @@ from .kernels import (
     advance,
     distances,
     facet_cells,
+    fires,
     front,
     geometry,
     search_order,
+    time_step,
 )
 from .params import WavefrontParams
 
 GHOST = 2  # node layers of the neighbours a tile keeps: nearby nodes read surface zones two zones off
-SETTLE = 1.0 - 1e-6  # before any band: dt = SETTLE h / v (Lassen's)
 TRANSIENT = ("surf", "nearby", "facets")  # what a step's phases hand on to the next
 SCRATCH = "fhead"  # the facet lists' heads (kernels.distances), kept all -1 between iterations
 NOTHING = np.zeros(0, np.int64)
@@ -75,6 +74,9 @@ class WavefrontApp(App):
                     work="band and nearby nodes"),
               Phase("advance", work="band nodes"))
     transient = (*TRANSIENT, SCRATCH)
+    # The native plan gives the Python executor's bits, but its halo staging holds every link's
+    # worst case of facets, 8 copies over: about 560 MB at 64 tiles, no faster than Python here.
+    native_by_default = False
 
     def __init__(self, params: WavefrontParams, steps: int):
         params.validate()
@@ -94,7 +96,6 @@ class WavefrontApp(App):
         self.centres = np.ascontiguousarray(points[:, :3])
         self.delays = np.ascontiguousarray(points[:, 3])
         self.radius = float(params.radius) * self.h
-        self.fire_at = self.delays + self.radius / self.v
         self.log = True  # a line per iteration in the run's log (not for the compiling run)
 
     # ----- tiles ------------------------------------------------------------------------------
@@ -172,14 +173,20 @@ class WavefrontApp(App):
                 if phase.reduction:
                     reduced = {phase.name: (min(v[0] for v in values), sum(v[1] for v in values))}
 
+    # ----- the native executor ----------------------------------------------------------------
+    def native(self, tiling: Tiling):
+        """The three phases as compiled kernels calling the ones above (:mod:`.native`); node
+        and facet halos by compiled packers, the band's lists and the facets at a capacity."""
+        from .native import native_plan
+
+        return native_plan(self, tiling)
+
     # ----- phases -----------------------------------------------------------------------------
     def front(self, tile: int, state: dict, halos: dict, ctx: StepContext, tiling: Tiling) -> int:
         """Sources, the surface zones, reached and nearby nodes, and the tile's facets."""
         t = float(state["clock"][0])
         got = [halos[s] for s in sorted(halos) if len(halos[s][0])]
-        fired = state["fired"]
-        fires = not fired.all() and bool(np.any(~fired & (t >= self.fire_at)))
-        if not (len(state["band"]) or got or fires):
+        if not (len(state["band"]) or got or fires(t, state["fired"], self.delays, self.radius, self.v)):
             state["left"] = NOTHING
             state.update(self._quiet_front())
             return 0
@@ -219,10 +226,7 @@ class WavefrontApp(App):
         tmin, count = ctx.reduced["distances"]
         clock = state["clock"]
         t, last = float(clock[0]), float(clock[1])
-        if tmin == UNSET:
-            dt = SETTLE * self.h / self.v
-        else:
-            dt = LIMITER * tmin if last == 0.0 else min(GROWTH * last, LIMITER * tmin)
+        dt = time_step(tmin, last, self.h, self.v)
         band = state["band"]
         if len(band):
             ctx.kernel(advance, self._geo(tiling, tile), self.origin, self.h, self.v, t, dt, state["level"],

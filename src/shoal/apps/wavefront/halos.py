@@ -32,6 +32,43 @@ def _sides(c, low, high, out):
 
 
 @njit(cache=True, nogil=True)
+def side_bits(key, lows, highs, ndim):
+    """The sides an item at ``key`` lies near, as bits (``2a``: below ``lows[a]``, ``2a + 1``:
+    at ``highs[a]`` or above): it belongs to the neighbour of every direction whose
+    :func:`direction_bits` it holds (the one-neighbour form of :func:`_route`)."""
+    bits = 0
+    for a in range(ndim):
+        if key[a] < lows[a]:
+            bits |= 1 << (2 * a)
+        if key[a] >= highs[a]:
+            bits |= 1 << (2 * a + 1)
+    return bits
+
+
+@njit(cache=True, nogil=True)
+def direction_bits(geo, into):
+    """The sides of ``geo``'s box the neighbour ``into`` (its ``geo``) lies across, as
+    :func:`side_bits`."""
+    bits = 0
+    for a in range(geo[NDIM]):
+        if into[LO + a] < geo[LO + a]:
+            bits |= 1 << (2 * a)
+        elif into[LO + a] > geo[LO + a]:
+            bits |= 1 << (2 * a + 1)
+    return bits
+
+
+@njit(cache=True, nogil=True)
+def index_in(geo, into, key):
+    """The flat index in the padded box ``into`` (a neighbour's ``geo``) of the node at local
+    ``key`` of the box ``geo``."""
+    r = 0
+    for a in range(3):
+        r = r * into[SHAPE + a] + geo[LO + a] + key[a] - geo[PAD + a] - (into[LO + a] - into[PAD + a])
+    return r
+
+
+@njit(cache=True, nogil=True)
 def _route(keys, lows, highs, slot, ndim, count, dest, mark):
     """For every item (its coordinates ``keys[q]``), each neighbour (``slot`` of its direction
     code) whose box holds it: counted into ``count`` (``mark`` 0) or written as item numbers
@@ -97,10 +134,7 @@ def route_nodes(geo, intos, slot, state, level, band, left):
         for m in range(starts[t], starts[t + 1]):
             q = items[m]
             n = band[q] if q < len(band) else left[q - len(band)]
-            r = 0
-            for a in range(3):
-                r = r * into[SHAPE + a] + geo[LO + a] + keys[q, a] - geo[PAD + a] - (into[LO + a] - into[PAD + a])
-            idx[m], st[m], lv[m] = r, state[n], level[n]
+            idx[m], st[m], lv[m] = index_in(geo, into, keys[q]), state[n], level[n]
     return idx, st, lv, starts
 
 

@@ -34,6 +34,7 @@ ZONE, COUNT, CENTRE, RADIUS, VERTS = 0, 3, 4, 7, 8
 PICO = 1e-12  # levels closer to 0 than this many zones count as just behind the front (Lassen's rule)
 LIMITER = 0.5  # dt = LIMITER x the band's least time of arrival
 GROWTH = 1.05  # dt grows at most this much per iteration
+SETTLE = 1.0 - 1e-6  # before any band: dt = SETTLE h / v (Lassen's)
 CLOSEST = 0.25  # band nodes nearer the front than this many zones do not limit dt
 SURFACE = 2  # a zone flag: mixed signs (1: evaluated, not mixed)
 UNSET = np.finfo(np.float64).max  # the level and arrival time of a node the front has not reached (finite, as Lassen's)
@@ -499,6 +500,27 @@ def distances(geo, reach, offsets, bounds, origin, h, v, bw, state, level, img, 
             continue
         tmin = min(tmin, level[n] / v)
     return band, tmin, len(band) + len(nearby)
+
+
+@njit(cache=True, nogil=True)
+def fires(t, fired, delays, radius, v):
+    """Whether a source not yet fired fires at ``t`` (its sphere of ``radius`` grown at ``v``
+    since its delay)."""
+    for s in range(len(delays)):
+        if not fired[s] and t >= delays[s] + radius / v:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def time_step(tmin, last, h, v):
+    """The iteration's ``dt`` from the band's least time of arrival ``tmin`` (:data:`UNSET`:
+    no band yet, Lassen's settling step) and the last ``dt`` (0: none)."""
+    if tmin == UNSET:
+        return SETTLE * h / v
+    if last == 0.0:
+        return LIMITER * tmin
+    return min(GROWTH * last, LIMITER * tmin)
 
 
 @njit(cache=True, nogil=True)
