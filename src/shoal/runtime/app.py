@@ -239,6 +239,9 @@ class App(abc.ABC):
     job_split: ClassVar[int] = 0
     #: State keys the next task recomputes: never checkpointed, never migrated.
     transient: ClassVar[tuple[str, ...]] = ()
+    #: Whether ``--executor auto`` runs the app's native plan (:meth:`native`) where it has one;
+    #: an app whose plan is right but not yet worth its cost says no, and runs it on request.
+    native_by_default: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -256,7 +256,8 @@ class MPITeam(Team):
         halos with work). ``"auto"`` picks the native one where it runs the app on ranks."""
         from .native.ranks import NativeRanksExecutor, runs_on_ranks
 
-        if backend == "native" or (backend == "auto" and overlap and runs_on_ranks(app, tiling) is None):
+        if backend == "native" or (backend == "auto" and overlap and app.native_by_default
+                                   and runs_on_ranks(app, tiling) is None):
             if not overlap:
                 raise ShoalError("the native executor always overlaps halos with work (run.overlap = false "
                                  "needs --executor python)")

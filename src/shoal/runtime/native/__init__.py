@@ -13,9 +13,9 @@ from .plan import Native
 
 
 def compiles(app, tiling) -> bool:
-    """Whether the native executor runs some of ``app``'s phases compiled on ``tiling``: what
-    ``--executor auto`` picks it for."""
-    return app.native(tiling) is not None
+    """Whether ``--executor auto`` picks the native executor: it runs some of ``app``'s phases
+    compiled on ``tiling``, and the app asks for that by default (``App.native_by_default``)."""
+    return app.native_by_default and app.native(tiling) is not None
 
 
 __all__ = ["KERNEL", "Native", "NativeExecutor", "compiles"]
