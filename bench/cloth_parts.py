@@ -1,7 +1,9 @@
 """The cloth on parts against the cloth in one piece: what splitting costs, what two workers win.
 
-The drape (:class:`shoal.apps.cloth.scenes.Drape`) is first run in one piece until it lies on
-the sphere (``--settle`` seconds, not timed), so that the windows timed are contact-heavy. From
+The drape (:class:`shoal.apps.cloth.scenes.Drape`), or with ``--scene twister`` the twister
+(:class:`~shoal.apps.cloth.scenes.Twister`), is first run in one piece until it lies on the
+sphere or is rolled on the rod (``--settle`` seconds, not timed), so that the windows timed are
+contact-heavy. From
 that state, in the same round, the same ``--windows`` collision windows run:
 
 - in one piece (:class:`~shoal.apps.cloth.acm.ContactCloth`, one core, no task);
@@ -12,7 +14,8 @@ Every run ends in the same bits (checked). Printed: each run's wall and CPU seco
 the parts' overhead (one worker's wall time over the one piece's) and the two workers' parallel
 efficiency (one worker's wall time over twice two workers').
 
-Run: ``python bench/cloth_parts.py --n 33 --parts 2 8 --windows 10``.
+Run: ``python bench/cloth_parts.py --n 33 --parts 2 8 --windows 10`` (``--scene twister
+--settle 1.2`` for the twister).
 """
 
 from __future__ import annotations
@@ -25,20 +28,22 @@ import numpy as np
 
 from common import Benchmark, add_arguments, repeat
 from shoal.apps.cloth.contact_app import ContactClothApp
-from shoal.apps.cloth.scenes import Drape
+from shoal.apps.cloth.scenes import Drape, Sheet, Twister
 from shoal.cluster import Cluster
 from shoal.runtime import LocalExecutor
 
+SCENES = {"drape": Drape, "twister": Twister}
 
-def settled(n: int, seconds: float):
-    """The drape after ``seconds`` in one piece: its scene, cloth, positions and velocities."""
-    scene = Drape(n=n)
+
+def settled(scene_name: str, n: int, seconds: float):
+    """The scene after ``seconds`` in one piece: the scene, its cloth, positions and velocities."""
+    scene = SCENES[scene_name](n=n)
     cloth, x, v = scene.build()
     cloth.run(x, v, scene.windows(seconds), gravity=(0.0, 0.0, scene.gravity))
     return scene, cloth, x, v
 
 
-def resumed(scene: Drape, cloth):
+def resumed(scene: Sheet, cloth):
     """A fresh cloth of ``scene`` holding ``cloth``'s pairs, time and windows."""
     again, _, _ = scene.build()
     again.keys, again.layers, again.time, again.windows = cloth.keys.copy(), cloth.layers.copy(), cloth.time, 1
@@ -76,6 +81,7 @@ def one_round(args, start, k: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scene", choices=SCENES, default="drape", help="the scene timed (default drape)")
     ap.add_argument("--n", type=int, default=33, help="vertices along a side (default 33)")
     ap.add_argument("--parts", type=int, nargs="+", default=[2, 8], help="part counts (default 2 8)")
     ap.add_argument("--windows", type=int, default=10, help="windows timed (default 10)")
@@ -83,8 +89,8 @@ def main() -> None:
     add_arguments(ap)
     args = ap.parse_args()
     with Benchmark("cloth_parts", args) as bench:
-        start = settled(args.n, args.settle)
-        print(f"drape, {args.n * args.n} vertices, {len(start[1].keys)} pairs in contact after {args.settle} s; "
+        start = settled(args.scene, args.n, args.settle)
+        print(f"{args.scene}, {args.n * args.n} vertices, {len(start[1].keys)} pairs in contact after {args.settle} s; "
               f"{args.windows} windows; medians ± spread of {args.repeats} rounds")
         rounds = itertools.count(1)
         st = repeat(lambda: one_round(args, start, next(rounds)), args.repeats)
@@ -95,7 +101,7 @@ def main() -> None:
                   f"2 workers {st[f'p{parts}_w2_wall'].show(per, 0)} ms per window; "
                   f"overhead over one piece {st[f'p{parts}_overhead'].show()}, "
                   f"2-worker efficiency {st[f'p{parts}_efficiency'].show()}")
-        bench.add(n=args.n, parts=args.parts, windows=args.windows, settle=args.settle, **st)
+        bench.add(scene=args.scene, n=args.n, parts=args.parts, windows=args.windows, settle=args.settle, **st)
 
 
 if __name__ == "__main__":
