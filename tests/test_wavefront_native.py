@@ -119,3 +119,15 @@ def test_auto_runs_the_plan_only_on_request_while_its_staging_costs_more_than_it
     team = Team()
     assert isinstance(team.executor(app, tiling, Cluster.uniform(1, 1), owner), LocalExecutor)
     assert isinstance(team.executor(app, tiling, Cluster.uniform(1, 1), owner, backend="native"), NativeExecutor)
+
+
+def test_halo_staging_beyond_the_free_memory_is_one_line_before_anything_runs(monkeypatch):
+    from shoal.errors import ShoalError
+    from shoal.runtime.native import executor as native_executor
+
+    app = WavefrontApp(SCENES[2], 3)
+    tiling = app.decompose(4)
+    monkeypatch.setattr(native_executor, "machine_memory", lambda: 1024)
+    with NativeExecutor(app, tiling, Cluster.uniform(1, 1), np.zeros(tiling.ntiles, np.int64)) as ex:
+        with pytest.raises(ShoalError, match=r"would stage .* GiB of halos for \d+ tiles, more than .* free"):
+            ex.run(1)

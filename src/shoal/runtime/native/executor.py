@@ -30,7 +30,7 @@ import numpy as np
 from ...cluster import Cluster
 from ...errors import ShoalError
 from ...records import JOB_RUNS, MESSAGES, TASKS
-from ...resources import usable_cores
+from ...resources import machine_memory, usable_cores
 from ...tiling import Tiling
 from ..app import App, StepContext
 from ..graph import StepGraph, TaskSequence
@@ -578,6 +578,11 @@ class NativeExecutor(NodePools):
             ranks=self._ranks, here=self._here.astype(np.int64), **self._across)
         sh = self._shared
         if sh.staging.shape[0] != plans.depth * plans.staging or len(sh.written) != plans.depth * len(plans.ed_off):
+            need, free = plans.depth * plans.staging * 8, machine_memory()
+            if need > free:  # (each link's slot holds its worst case: a fine tiling multiplies them)
+                raise ShoalError(f"the native executor would stage {need / 2**30:.1f} GiB of halos for {T} tiles, "
+                                 f"more than the {free / 2**30:.1f} GiB this machine has free: use fewer tiles or "
+                                 "--executor python")
             written = np.full(plans.depth * len(plans.ed_off), -1, np.int64)
             sh = self._shared = sh._replace(staging=np.zeros(plans.depth * plans.staging), written=written,
                                             consumed=written.copy())
