@@ -22,6 +22,8 @@ import math
 
 import numba as nb
 
+from ...closest import on_segment, on_triangle
+
 # The kinds of contact pair: two primitives of the cloth, or one and an obstacle.
 VERTEX_FACE, EDGE_EDGE, VERTEX_OBSTACLE, EDGE_OBSTACLE, FACE_OBSTACLE = 0, 1, 2, 3, 4
 
@@ -96,40 +98,9 @@ def layers_to_stop(mass: float, speed: float, eta: float, k: float) -> int:
 @nb.njit(cache=True, nogil=True)
 def point_triangle(px, py, pz, ax, ay, az, bx, by, bz, cx, cy, cz):
     """The point of triangle ``abc`` closest to ``p``: its squared distance and barycentric
-    weights ``(d², wa, wb, wc)`` (Ericson, *Real-Time Collision Detection*, §5.1.5)."""
-    abx, aby, abz = bx - ax, by - ay, bz - az
-    acx, acy, acz = cx - ax, cy - ay, cz - az
-    apx, apy, apz = px - ax, py - ay, pz - az
-    d1 = abx * apx + aby * apy + abz * apz
-    d2 = acx * apx + acy * apy + acz * apz
-    if d1 <= 0.0 and d2 <= 0.0:
-        return apx * apx + apy * apy + apz * apz, 1.0, 0.0, 0.0
-    bpx, bpy, bpz = px - bx, py - by, pz - bz
-    d3 = abx * bpx + aby * bpy + abz * bpz
-    d4 = acx * bpx + acy * bpy + acz * bpz
-    if d3 >= 0.0 and d4 <= d3:
-        return bpx * bpx + bpy * bpy + bpz * bpz, 0.0, 1.0, 0.0
-    vc = d1 * d4 - d3 * d2
-    if vc <= 0.0 and d1 >= 0.0 and d3 <= 0.0:
-        v = d1 / (d1 - d3)
-        return _gap2(px, py, pz, ax + v * abx, ay + v * aby, az + v * abz), 1.0 - v, v, 0.0
-    cpx, cpy, cpz = px - cx, py - cy, pz - cz
-    d5 = abx * cpx + aby * cpy + abz * cpz
-    d6 = acx * cpx + acy * cpy + acz * cpz
-    if d6 >= 0.0 and d5 <= d6:
-        return cpx * cpx + cpy * cpy + cpz * cpz, 0.0, 0.0, 1.0
-    vb = d5 * d2 - d1 * d6
-    if vb <= 0.0 and d2 >= 0.0 and d6 <= 0.0:
-        w = d2 / (d2 - d6)
-        return _gap2(px, py, pz, ax + w * acx, ay + w * acy, az + w * acz), 1.0 - w, 0.0, w
-    va = d3 * d6 - d5 * d4
-    if va <= 0.0 and d4 - d3 >= 0.0 and d5 - d6 >= 0.0:
-        w = (d4 - d3) / ((d4 - d3) + (d5 - d6))
-        return _gap2(px, py, pz, bx + w * (cx - bx), by + w * (cy - by), bz + w * (cz - bz)), 0.0, 1.0 - w, w
-    denom = 1.0 / (va + vb + vc)
-    v, w = vb * denom, vc * denom
-    return (_gap2(px, py, pz, ax + abx * v + acx * w, ay + aby * v + acy * w, az + abz * v + acz * w),
-            1.0 - v - w, v, w)
+    weights ``(d², wa, wb, wc)`` (:func:`~shoal.closest.on_triangle`)."""
+    qx, qy, qz, wa, wb, wc = on_triangle(px, py, pz, ax, ay, az, bx, by, bz, cx, cy, cz)
+    return _gap2(px, py, pz, qx, qy, qz), wa, wb, wc
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -218,13 +189,9 @@ def edge_edge(x, p0, p1, q0, q1, eta, k, first, last, out):
 @nb.njit(cache=True, nogil=True)
 def point_segment(px, py, pz, ax, ay, az, bx, by, bz):
     """The closest point of segment ``a b`` to ``p``: the squared distance and the parameter
-    ``t`` of the point ``a + t (b - a)`` (``t = 0`` when the segment is a point)."""
-    dx, dy, dz = bx - ax, by - ay, bz - az
-    length2 = dx * dx + dy * dy + dz * dz
-    t = 0.0
-    if length2 > 0.0:
-        t = min(max(((px - ax) * dx + (py - ay) * dy + (pz - az) * dz) / length2, 0.0), 1.0)
-    return _gap2(px, py, pz, ax + t * dx, ay + t * dy, az + t * dz), t
+    ``t`` of the point ``a + t (b - a)`` (:func:`~shoal.closest.on_segment`)."""
+    t = on_segment(px, py, pz, ax, ay, az, bx, by, bz)
+    return _gap2(px, py, pz, ax + t * (bx - ax), ay + t * (by - ay), az + t * (bz - az)), t
 
 
 @nb.njit(cache=True, nogil=True)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ...closest import on_segment, on_triangle
+
 #: Most vertices a facet holds (a loop may cross every edge of a cube once).
 MAXV = 12
 #: Most facets a zone holds (one per face pairing; 2 in 2D).
@@ -124,71 +126,22 @@ def build_facets(levels, points, edges, faces, cycles, out_verts, out_nv, scratc
 
 
 @njit(cache=True, nogil=True)
-def _on_segment(ax, ay, az, bx, by, bz, px, py, pz):
-    vx, vy, vz = bx - ax, by - ay, bz - az
-    vv = vx * vx + vy * vy + vz * vz
-    s = 0.0
-    if vv > 0.0:
-        s = ((px - ax) * vx + (py - ay) * vy + (pz - az) * vz) / vv
-        s = min(max(s, 0.0), 1.0)
-    return ax + s * vx, ay + s * vy, az + s * vz
-
-
-@njit(cache=True, nogil=True)
-def _on_triangle(ax, ay, az, bx, by, bz, cx, cy, cz, px, py, pz):
-    """The point of triangle abc nearest to p, by its Voronoi regions (Ericson §5.1.5)."""
-    abx, aby, abz = bx - ax, by - ay, bz - az
-    acx, acy, acz = cx - ax, cy - ay, cz - az
-    apx, apy, apz = px - ax, py - ay, pz - az
-    d1 = abx * apx + aby * apy + abz * apz
-    d2 = acx * apx + acy * apy + acz * apz
-    if d1 <= 0.0 and d2 <= 0.0:
-        return ax, ay, az
-    bpx, bpy, bpz = px - bx, py - by, pz - bz
-    d3 = abx * bpx + aby * bpy + abz * bpz
-    d4 = acx * bpx + acy * bpy + acz * bpz
-    if d3 >= 0.0 and d4 <= d3:
-        return bx, by, bz
-    vc = d1 * d4 - d3 * d2
-    if vc <= 0.0 and d1 >= 0.0 and d3 <= 0.0:
-        v = d1 / (d1 - d3)
-        return ax + v * abx, ay + v * aby, az + v * abz
-    cpx, cpy, cpz = px - cx, py - cy, pz - cz
-    d5 = abx * cpx + aby * cpy + abz * cpz
-    d6 = acx * cpx + acy * cpy + acz * cpz
-    if d6 >= 0.0 and d5 <= d6:
-        return cx, cy, cz
-    vb = d5 * d2 - d1 * d6
-    if vb <= 0.0 and d2 >= 0.0 and d6 <= 0.0:
-        w = d2 / (d2 - d6)
-        return ax + w * acx, ay + w * acy, az + w * acz
-    va = d3 * d6 - d5 * d4
-    if va <= 0.0 and (d4 - d3) >= 0.0 and (d5 - d6) >= 0.0:
-        w = (d4 - d3) / ((d4 - d3) + (d5 - d6))
-        return bx + w * (cx - bx), by + w * (cy - by), bz + w * (cz - bz)
-    denom = va + vb + vc
-    if denom == 0.0:  # a degenerate triangle: its longest side
-        return _on_segment(ax, ay, az, bx, by, bz, px, py, pz)
-    v = vb / denom
-    w = vc / denom
-    return ax + abx * v + acx * w, ay + aby * v + acy * w, az + abz * v + acz * w
-
-
-@njit(cache=True, nogil=True)
 def image_point(verts, nv, cx, cy, cz, px, py, pz):
     """The point of a facet nearest to ``(px, py, pz)``: ``verts`` holds its ``nv`` vertices
     flat (x, y, z each), ``(cx, cy, cz)`` is its centre."""
+    v = verts
     if nv == 2:
-        return _on_segment(verts[0], verts[1], verts[2], verts[3], verts[4], verts[5], px, py, pz)
+        t = on_segment(px, py, pz, v[0], v[1], v[2], v[3], v[4], v[5])
+        return v[0] + t * (v[3] - v[0]), v[1] + t * (v[4] - v[1]), v[2] + t * (v[5] - v[2])
     if nv == 3:
-        return _on_triangle(verts[0], verts[1], verts[2], verts[3], verts[4], verts[5], verts[6], verts[7],
-                            verts[8], px, py, pz)
+        qx, qy, qz, _, _, _ = on_triangle(px, py, pz, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8])
+        return qx, qy, qz
     best = np.inf
     bx = by = bz = 0.0
     for i in range(nv):
         a, b = 3 * i, 3 * ((i + 1) % nv)
-        qx, qy, qz = _on_triangle(cx, cy, cz, verts[a], verts[a + 1], verts[a + 2], verts[b], verts[b + 1],
-                                  verts[b + 2], px, py, pz)
+        qx, qy, qz, _, _, _ = on_triangle(px, py, pz, cx, cy, cz, verts[a], verts[a + 1], verts[a + 2], verts[b],
+                                          verts[b + 1], verts[b + 2])
         d = (qx - px) ** 2 + (qy - py) ** 2 + (qz - pz) ** 2
         if d < best:
             best, bx, by, bz = d, qx, qy, qz
