@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from shoal.apps.cloth.acm import ContactCloth
 from shoal.apps.cloth.contact_app import LOG, ContactClothApp
+from shoal.apps.cloth.crossings import crossings
 from shoal.apps.cloth.model import ClothModel, Material
 from shoal.apps.cloth.obstacles import sphere
 from shoal.apps.cloth.surface import Surface, sheet
@@ -90,3 +91,30 @@ def test_any_partition_placement_job_policy_split_and_workers_give_the_one_piece
     assert (result.jobs["first"] > 0).any() == (split > 0 and workers > 1)
     attempts = [int(s["attempts"][0]) for s in result.states.values()]
     assert attempts == [WINDOWS + sum(log.rollbacks)] * len(attempts)  # every part ran every rollback
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), parts=st.integers(1, 5), cuts=st.integers(1, 3))
+def test_the_detection_jobs_count_every_crossing_once_over_any_parts_and_cuts(seed, parts, cuts):
+    """A crumpled sheet (one the layers would never let form) counted job by job, each job's
+    items cut into ``cuts`` ranges as Alg. 3 cuts them, gives the whole cloth's count."""
+    surface = sheet(6, size=0.5)
+    x = surface.vertices + np.random.default_rng(seed).normal(0.0, 0.15, surface.vertices.shape)
+    cloth = ContactCloth(ClothModel(surface, Material(density=0.2, stretch=50.0)), DT, ETA, K, window=1)
+    app = ContactClothApp(cloth, positions=x)
+    mesh = app.decompose(parts)
+    app.prepare(mesh)
+    app._owners(mesh)
+    inputs = {p: {"track": x[app._held[p]][None]} for p in range(parts)}
+    counted = 0
+    for a in range(parts):
+        for b in (-1, *range(a + 1, parts)):
+            job = (a,) if b < 0 else (a, b)
+            ids = np.unique(np.concatenate([app._held[p] for p in job]))
+            local = np.full(len(x) + 1, -1, np.int64)
+            local[ids] = np.arange(len(ids))
+            _, ea, ta = app._owned[a]
+            for e, t in zip(np.array_split(ea, cuts), np.array_split(ta, cuts), strict=True):
+                counted += app._crossings(inputs, job, local, len(ids), e, t)
+    whole = crossings(x, surface.edges, surface.triangles)
+    assert counted == whole

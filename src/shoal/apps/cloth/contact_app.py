@@ -430,9 +430,11 @@ class ContactClothApp(ClothApp):
         innermost = c.eta * layers[active] ** -0.25
         out, _ = ctx.kernel(window_gaps, track, mine["ends"], c.radius, pairs[active], innermost, levels[active],
                             mine["ticks"])
-        result = {"keys": keys, "close": bound < next_layer, "least": least, "drop": keys[active[out >= innermost]],
-                  "candidates": np.array([len(keys)], np.int64),
-                  "crossings": np.array([self._crossings(inputs, parts, local, len(ids), e, t)], np.int64)}
+        close = bound < next_layer
+        # (an attempt with a close pair is rolled back: its crossings are never read)
+        crossed = 0 if close.any() else self._crossings(inputs, parts, local, len(ids), e, t)
+        result = {"keys": keys, "close": close, "least": least, "drop": keys[active[out >= innermost]],
+                  "candidates": np.array([len(keys)], np.int64), "crossings": np.array([crossed], np.int64)}
         return len(keys), ({a: result} if b < 0 else {a: result, b: _nothing_found()})
 
     def _crossings(self, inputs: dict, parts: tuple, local: np.ndarray, count: int, e: np.ndarray,
