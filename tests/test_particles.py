@@ -4,8 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shoal.apps.sph import kernels2d, kernels3d
-from shoal.apps.sph.particles import (
+from shoal.apps.particles import (
     CellGrid,
     empty_ring,
     gather_fields,
@@ -19,6 +18,7 @@ from shoal.apps.sph.particles import (
     settle,
     take,
 )
+from shoal.apps.sph import kernels2d, kernels3d
 from shoal.tiling import Tiling
 
 

@@ -11,8 +11,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from shoal.apps import get_app
+from shoal.apps.particles import CellGrid, check_arrivals, check_moves, locate
 from shoal.apps.sph.fluidanimate3d import CFL_REFUSAL_FACTOR, DOMAIN_MAX, DOMAIN_MIN, cfl_time_step
-from shoal.apps.sph.particles import CellGrid, check_arrivals, check_moves, locate
 from shoal.cluster import Cluster
 from shoal.errors import ShoalError
 from shoal.placement import get_policy

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shoal.apps import all_apps, get_app
-from shoal.apps.sph.particles import CellGrid, in_box, locate, merge_order, neighbour_pairs
+from shoal.apps.particles import CellGrid, in_box, locate, merge_order, neighbour_pairs
 from shoal.cluster import Cluster
 from shoal.placement import get_policy
 from shoal.runtime import LocalExecutor

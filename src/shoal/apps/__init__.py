@@ -1,7 +1,9 @@
 """Apps (physics models), in a registry keyed by name (:mod:`shoal.apps.registry`).
 
 The built-in apps, and those other packages declare as entry points, are imported on the first
-lookup: each registers itself, importing only the registry, never another app.
+lookup: each registers itself, importing only the registry, never another app. What several
+apps share lives beside the registry: :mod:`.checks` (the ``[app]`` keys' checks) and
+:mod:`.particles` (particles that live in tiles: SPH's and FLIP's).
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ from ...runtime.app import App, Phase, StepContext
 from ...runtime.graph import Loop
 from ...runtime.timing import lock_free
 from ...tiling import Tiling
-from ..sph.particles import (
+from ..particles import (
     CellGrid,
     box_order,
     concat,

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...runtime.native.plan import Across, words
-from .particles import _members, neighbour_boxes
+from ..particles import _members, neighbour_boxes
 
 # The integer descriptor of a tile: its cell box [lo, hi), its capacity, then each field's
 # offset in words (one more than the fields: the last is the memory's end).

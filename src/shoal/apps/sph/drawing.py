@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .particles import FLUID
+from ..particles import FLUID
 
 
 def speed(frame: dict[str, np.ndarray]) -> np.ndarray:

@@ -30,6 +30,23 @@ from ...errors import ShoalError
 from ...runtime.app import App, Phase, StepContext
 from ...runtime.timing import lock_free
 from ...tiling import Tiling
+from ..particles import (
+    FLUID,
+    CellGrid,
+    concat,
+    emigrants_for_neighbours,
+    empty_ring,
+    in_box,
+    locate,
+    neighbour_boxes,
+    refuse_move,
+    resettle,
+    ring_payloads,
+    ring_table,
+    settle,
+    sort_by_cell,
+    take,
+)
 from .drawing import draw_particles
 from .kernels3d import (
     DAMPING,
@@ -47,23 +64,6 @@ from .kernels3d import (
     density_tile,
     forces_tile,
     ring_rows,
-)
-from .particles import (
-    FLUID,
-    CellGrid,
-    concat,
-    emigrants_for_neighbours,
-    empty_ring,
-    in_box,
-    locate,
-    neighbour_boxes,
-    refuse_move,
-    resettle,
-    ring_payloads,
-    ring_table,
-    settle,
-    sort_by_cell,
-    take,
 )
 
 # Refused above this many times the CFL estimate (cfl_time_step): far beyond any stable step,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .particles import FLUID, WALL
+from ..particles import FLUID, WALL
 
 
 def lattice_block(x0, y0, x1, y1, dx) -> np.ndarray:

@@ -21,7 +21,7 @@ import math
 import numba as nb
 import numpy as np
 
-from .particles import bad_move, cells_of, members, merge_order, neighbour_pairs, put_keys, ring_keys
+from ..particles import bad_move, cells_of, members, merge_order, neighbour_pairs, put_keys, ring_keys
 
 FLUID = 0
 # A ring halo's rows (particles.py): id, cell, then position, velocity, density, mass and kind.

@@ -20,7 +20,7 @@ import math
 import numba as nb
 import numpy as np
 
-from .particles import bad_move, cells_of, members, merge_order, neighbour_pairs, put_keys, ring_keys
+from ..particles import bad_move, cells_of, members, merge_order, neighbour_pairs, put_keys, ring_keys
 
 # fluidanimate's constants (fluid.hpp)
 DOMAIN_MIN = np.array([-0.065, -0.08, -0.065])

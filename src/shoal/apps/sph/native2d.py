@@ -23,9 +23,9 @@ import numpy as np
 from ...errors import ShoalError
 from ...runtime.native import KERNEL, Native
 from ...runtime.native.engine import PACKER
+from ..particles import FIELDS, _in, box_order, check_moves, rows_outside
 from .capacity import I_LO, CapacityPlan, descriptor_slots
 from .kernels2d import RING_COLUMNS, move_tile, put_ring_row, rates_tile
-from .particles import FIELDS, _in, box_order, check_moves, rows_outside
 
 RATES_FIELDS = ("acc", "drho", "de")
 # Slots of the clock field: time, particles created and deleted so far, particles, rows of the

@@ -19,6 +19,7 @@ import numpy as np
 from ...errors import ShoalError
 from ...runtime.native import KERNEL, Native
 from ...runtime.native.engine import PACKER
+from ..particles import _in, box_order, check_moves, rows_outside
 from .capacity import I_LO, CapacityPlan, descriptor_slots
 from .kernels3d import (
     DAMPING,
@@ -34,7 +35,6 @@ from .kernels3d import (
     forces_tile,
     put_ring_row,
 )
-from .particles import _in, box_order, check_moves, rows_outside
 
 PARTICLES = ("id", "x", "v", "vh", "rho", "cell")  # the fields a 3D tile carries
 STEP, N, PAIRS, OUTSIDE, ORDERED = range(5)  # clock slots
@@ -98,7 +98,7 @@ def merge_words(box: np.ndarray, rows: int) -> int:
 
 @nb.njit(nogil=True, cache=True)
 def keep_merge(mem, ints, index, start, own, own_index, shape):
-    """Store a merge (:func:`~shoal.apps.sph.particles.merge_order`) in the tile's ``merge``
+    """Store a merge (:func:`~shoal.apps.particles.merge_order`) in the tile's ``merge``
     field: its lengths and shape, then index, start and own rows as integers, own as bytes.
     False when it does not fit."""
     box = _field(mem, ints, 10)

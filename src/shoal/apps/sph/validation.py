@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial import cKDTree
 
-from .particles import FLUID
+from ..particles import FLUID
 
 GRAVITY = 9.81  # m/s^2
 

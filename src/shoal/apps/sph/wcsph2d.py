@@ -27,10 +27,7 @@ from ...errors import ShoalError
 from ...runtime.app import App, Phase, StepContext
 from ...runtime.timing import lock_free
 from ...tiling import Tiling
-from .drawing import draw_particles
-from .geometry import assemble, channel_walls, cylinder, lattice_block, line, remove_overlaps, tank_walls
-from .kernels2d import RING_COLUMNS, move_tile, rates_tile, ring_rows
-from .particles import (
+from ..particles import (
     FLUID,
     CellGrid,
     concat,
@@ -50,6 +47,9 @@ from .particles import (
     sort_by_cell,
     take,
 )
+from .drawing import draw_particles
+from .geometry import assemble, channel_walls, cylinder, lattice_block, line, remove_overlaps, tank_walls
+from .kernels2d import RING_COLUMNS, move_tile, rates_tile, ring_rows
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Particles that live in tiles: the per-tile store, halos, and migration.
+"""Particles that live in tiles: the per-tile store, halos, and migration (what SPH and FLIP
+share).
 
 A tile holds the particles whose cell lies in its box, as a dict of arrays sorted by
 (global cell, particle id). That order never depends on the tiling, and the kernels sum
@@ -9,8 +10,8 @@ Compiled helpers that the apps' kernels also call from their own compiled code (
 task makes one call, not one per helper) go by plain names; Python calls them through a
 :func:`~shoal.runtime.timing.lock_free` wrapper of the same name with an underscore.
 Numba's on-disk cache of a kernel does not notice a change in a helper of another file: after
-editing one here, delete the ``__pycache__`` folder of ``shoal/apps/sph`` (or touch the
-kernels' files) so that the kernels that inline it are compiled again.
+editing one here, delete the ``__pycache__`` folders of ``shoal/apps/sph`` and ``shoal/apps/flip``
+(or touch the kernels' files) so that the kernels that inline it are compiled again.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ import numpy as np
 from numba import literal_unroll
 from numba.extending import overload
 
-from ...errors import ShoalError
-from ...runtime.timing import lock_free
-from ...tiling import Tiling
+from ..errors import ShoalError
+from ..runtime.timing import lock_free
+from ..tiling import Tiling
 
 # Per-particle arrays a tile carries (vectors are (n, ndim)). ``v`` and ``rho`` are full-step
 # values, ``vh`` and ``rhoh`` the leapfrog's half-step ones. ``cell`` is set from ``x`` whenever
