@@ -22,7 +22,7 @@ class ClothParams:
     """Parameters of the cloth app (SI units: m, s, kg, N).
 
     ``scene`` is ``"drape"`` (a square sheet dropped onto a sphere at the origin), ``"twist"``
-    (a square sheet wrung by its two clamped edges, turned in opposite senses about x) or
+    (a sheet wrung by its two clamped edges, turned in opposite senses about x) or
     ``"twister"`` (a sheet hanging from a rod by its top row, rolled onto the rod as it spins,
     then unrolled).
     """
